@@ -1,0 +1,36 @@
+"""The async connection pool: created closed, opened at a lifecycle edge."""
+
+from __future__ import annotations
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+from pgvector.psycopg import register_vector_async
+
+#: Candidates the HNSW scan keeps while searching; above the largest candidate
+#: count recall asks for (4 x limit, at least 40; SUPPLEMENT §4).
+HNSW_EF_SEARCH = 200
+
+
+async def _configure(conn: AsyncConnection) -> None:
+    await register_vector_async(conn)
+    # pgvector 0.8 iterative scans keep filtered HNSW queries (user, tags,
+    # deletion) from returning fewer rows than asked for.
+    await conn.execute(f"SET hnsw.ef_search = {HNSW_EF_SEARCH}")
+    await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    await conn.execute("SET TIME ZONE 'UTC'")
+    await conn.commit()
+
+
+def make_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "ownsona") -> AsyncConnectionPool:
+    """A pool that is not yet open: call ``await pool.open()`` (or use ``async with``)."""
+    return AsyncConnectionPool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        configure=_configure,
+        name=name,
+        kwargs={"autocommit": False},
+        # A broken connection is replaced instead of failing the next request.
+        check=AsyncConnectionPool.check_connection,
+    )

@@ -1,0 +1,71 @@
+"""Shared fixtures: a real embedded PostgreSQL + pgvector, migrated once per session.
+
+Set ``OWNSONA_TEST_DATABASE_URL`` to run against another PostgreSQL with
+pgvector instead (the database is wiped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from storage.embedded import start_embedded
+from storage.migrate import migrate
+from storage.pool import make_pool
+
+TEST_DIMENSIONS = 384
+_TABLES = ("memory_relations", "write_receipts", "memories", "signing_keys", "users")
+
+
+@pytest.fixture(scope="session")
+def pg_data_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="ownsona-test-") as tmp:
+        yield Path(tmp)
+        from storage.embedded import stop_embedded
+
+        stop_embedded(Path(tmp))
+
+
+@pytest.fixture(scope="session")
+def dsn(pg_data_dir: Path) -> str:
+    """A freshly created, migrated database for this test session."""
+    explicit = os.environ.get("OWNSONA_TEST_DATABASE_URL")
+    if explicit:
+        url = explicit
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    else:
+        url = start_embedded(pg_data_dir, database="ownsona_test")
+    asyncio.run(migrate(url, dimensions=TEST_DIMENSIONS))
+    return url
+
+
+@pytest.fixture(scope="session")
+async def pool(dsn: str) -> AsyncIterator:
+    p = make_pool(dsn, min_size=1, max_size=8, name="tests")
+    await p.open(wait=True)
+    yield p
+    await p.close()
+
+
+def truncate_all(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(
+                sql.SQL(", ").join(sql.Identifier(t) for t in _TABLES)
+            )
+        )
+
+
+@pytest.fixture
+def clean_db(dsn: str) -> str:
+    """Every table emptied before the test; returns the DSN."""
+    truncate_all(dsn)
+    return dsn
