@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memory.deps import Deps
@@ -30,3 +31,7 @@ class Runtime:
     write_queue: WriteQueue
     keystore: "KeyStore"
     bearer: "BearerValidator"
+    #: Run in reverse order by close_runtime.
+    close_hooks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    #: What start-up did that an operator should hear about (e.g. a generated password).
+    notices: list[str] = field(default_factory=list)

@@ -69,3 +69,44 @@ def clean_db(dsn: str) -> str:
     """Every table emptied before the test; returns the DSN."""
     truncate_all(dsn)
     return dsn
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real local model (all-MiniLM-L6-v2 int8 ONNX), loaded once."""
+    from memory.embedders import LocalEmbedder
+
+    return LocalEmbedder.bundled()
+
+
+@pytest.fixture
+def settings():
+    from memory.settings import Settings
+
+    return Settings(public_url="http://127.0.0.1:8000")
+
+
+def make_user(dsn: str, username: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO users (username, password_hash) VALUES (%s, 'x') RETURNING id", (username,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.fixture
+def deps(clean_db, pool, embedder, settings):
+    from memory.deps import Deps
+
+    return Deps(settings=settings, pool=pool, embedder=embedder)
+
+
+@pytest.fixture
+def alice(clean_db) -> int:
+    return make_user(clean_db, "alice")
+
+
+@pytest.fixture
+def bob(clean_db) -> int:
+    return make_user(clean_db, "bob")

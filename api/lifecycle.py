@@ -1,0 +1,128 @@
+"""Building and closing a web process's Runtime: the composition root of ``ownsona serve``.
+
+Order matters: the database (embedded when DATABASE_URL is unset) and its
+migrations, the pool, the embedder, the login account and signing keys, then
+the broker: Redis with separate workers, or an in-process worker here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from auth.accounts import ensure_login_user
+from auth.bearer import BearerValidator
+from auth.keys import KeyStore
+from memory.deps import Deps
+from memory.embedders import Embedder, make_embedder
+from memory.settings import Settings
+from storage.embedded import start_embedded
+from storage.migrate import migrate
+from storage.pool import make_pool
+from tasks.actors import WorkerResources, declare_actors
+from tasks.broker import make_broker
+from tasks.queue import DramatiqWriteQueue
+
+from .runtime import Runtime
+
+_log = logging.getLogger(__name__)
+
+#: Threads of the in-process worker (the embedded default).
+IN_PROCESS_WORKER_THREADS = 4
+
+
+async def resolve_database(settings: Settings) -> str:
+    """DATABASE_URL, or the embedded cluster in OWNSONA_DATA_DIR (started if needed)."""
+    if settings.database_url:
+        return settings.database_url
+    return await asyncio.to_thread(start_embedded, settings.data_dir)
+
+
+async def open_deps(settings: Settings, dsn: str, embedder: Embedder, *, name: str) -> Deps:
+    pool = make_pool(dsn, min_size=settings.db_pool_min, max_size=settings.db_pool_max, name=name)
+    await pool.open(wait=True, timeout=30)
+    return Deps(settings=settings, pool=pool, embedder=embedder)
+
+
+async def build_runtime(settings: Settings, *, in_process_worker: bool | None = None) -> Runtime:
+    """Everything a web process needs; ``close_runtime`` undoes it.
+
+    ``in_process_worker`` defaults to "no REDIS_URL": the embedded default runs
+    its Dramatiq worker inside this process.
+    """
+    hooks: list[Any] = []
+    try:
+        dsn = await resolve_database(settings)
+        embedder = await asyncio.to_thread(make_embedder, settings)
+        hooks.append(embedder.aclose)
+        dimensions = await embedder.ensure_ready()
+        await migrate(dsn, dimensions=dimensions)
+        deps = await open_deps(settings, dsn, embedder, name="web")
+        hooks.append(deps.pool.close)
+        notices: list[str] = []
+        account = await ensure_login_user(deps.pool, settings)
+        if account is not None and account.generated_password:
+            notices.append(
+                f"Created login account {account.username!r} with generated password: "
+                f"{account.generated_password}"
+            )
+        keystore = KeyStore(deps.pool, access_token_ttl_s=settings.access_token_ttl_s)
+        await keystore.load()
+
+        run_worker = (not settings.redis_url) if in_process_worker is None else in_process_worker
+        middleware = []
+        if run_worker:
+
+            async def build_worker_deps() -> Deps:
+                # The worker's event loop needs its own pool; the model is shared.
+                return await open_deps(settings, dsn, embedder, name="worker")
+
+            async def close_worker_deps(worker_deps: Deps) -> None:
+                await worker_deps.pool.close()
+
+            middleware.append(WorkerResources(build_worker_deps, close_worker_deps))
+        bundle = make_broker(settings.redis_url, extra_middleware=middleware)
+        actors = declare_actors(bundle.broker)
+        queue = DramatiqWriteQueue(bundle, actors, timeout_s=settings.write_timeout_s)
+        hooks.append(queue.aclose)
+        if run_worker:
+            import dramatiq
+
+            worker = dramatiq.Worker(bundle.broker, worker_threads=IN_PROCESS_WORKER_THREADS, worker_timeout=100)
+            await asyncio.to_thread(worker.start)
+
+            async def stop_worker() -> None:
+                await asyncio.to_thread(worker.stop)
+
+            hooks.append(stop_worker)
+
+        async def close_broker() -> None:
+            await asyncio.to_thread(bundle.broker.close)
+
+        hooks.append(close_broker)
+        return Runtime(
+            settings=settings,
+            deps=deps,
+            write_queue=queue,
+            keystore=keystore,
+            bearer=BearerValidator(keystore, settings),
+            close_hooks=hooks,
+            notices=notices,
+        )
+    except BaseException:
+        await _run_hooks(hooks)
+        raise
+
+
+async def close_runtime(runtime: Runtime) -> None:
+    await _run_hooks(runtime.close_hooks)
+    runtime.close_hooks.clear()
+
+
+async def _run_hooks(hooks: list[Any]) -> None:
+    for hook in reversed(hooks):
+        try:
+            await hook()
+        except Exception:  # closing must go on
+            _log.exception("error while shutting down")

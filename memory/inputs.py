@@ -1,0 +1,152 @@
+"""Typed reads of a tool's JSON arguments; every failure is INVALID_INPUT naming the field.
+
+Pure: standard library and ``memory.errors`` only. JSON has one number type,
+so an integral float (``5.0``) is accepted where an integer is asked for, but
+a boolean is never a number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid
+
+_MISSING = object()
+
+
+class Args:
+    """A tool's ``arguments`` object with typed, validating getters."""
+
+    def __init__(self, raw: object) -> None:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise invalid("Tool arguments must be a JSON object.")
+        self._raw: Mapping[str, Any] = raw
+
+    def has(self, name: str) -> bool:
+        return name in self._raw and self._raw[name] is not None
+
+    def present(self, name: str) -> bool:
+        """True when the key was sent at all, even as null (null may mean "clear")."""
+        return name in self._raw
+
+    def raw(self, name: str) -> Any:
+        return self._raw.get(name)
+
+    def string(self, name: str, *, required: bool = False, max_len: int = 1000) -> str | None:
+        value = self._raw.get(name)
+        if value is None:
+            if required:
+                raise invalid(f"The {name} field is required.", field=name)
+            return None
+        if not isinstance(value, str):
+            raise invalid(f"{name} must be a string.", field=name)
+        if len(value) > max_len:
+            raise invalid(f"{name} must be at most {max_len} characters.", field=name)
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str | None) -> str | None:
+        value = self.string(name, max_len=100)
+        if value is None:
+            return default
+        if value not in choices:
+            raise invalid(f"{name} must be one of: {', '.join(choices)}.", field=name)
+        return value
+
+    def boolean(self, name: str, default: bool = False) -> bool:
+        value = self._raw.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise invalid(f"{name} must be true or false.", field=name)
+        return value
+
+    def integer(
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        default: int | None = None,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        cap: int | None = None,
+    ) -> int | None:
+        """An integer; ``maximum`` refuses larger values, ``cap`` silently clamps them."""
+        value = self._raw.get(name)
+        if value is None:
+            if required:
+                raise invalid(f"The {name} field is required.", field=name)
+            return default
+        number = as_integer(value, name)
+        if minimum is not None and number < minimum:
+            raise invalid(f"{name} must be at least {minimum}.", field=name)
+        if maximum is not None and number > maximum:
+            raise invalid(f"{name} must be at most {maximum}.", field=name)
+        if cap is not None and number > cap:
+            number = cap
+        return number
+
+    def number(
+        self, name: str, *, default: float | None, minimum: float, maximum: float
+    ) -> float | None:
+        value = self._raw.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise invalid(f"{name} must be a number.", field=name)
+        number = float(value)
+        if not math.isfinite(number) or not minimum <= number <= maximum:
+            raise invalid(f"{name} must be between {minimum:g} and {maximum:g}.", field=name)
+        return number
+
+    def id_list(
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        max_items: int,
+        over_limit_code: str = LIMIT_EXCEEDED,
+        allow_empty: bool = True,
+    ) -> list[int]:
+        value = self._raw.get(name)
+        if value is None:
+            if required:
+                raise invalid(f"The {name} field is required.", field=name)
+            return []
+        if not isinstance(value, list):
+            raise invalid(f"{name} must be an array of integer ids.", field=name)
+        if not value and not allow_empty:
+            raise invalid(f"{name} must not be empty.", field=name)
+        if len(value) > max_items:
+            raise MemoryServiceError(
+                over_limit_code,
+                f"{name} has {len(value)} items; at most {max_items} are allowed per call.",
+                {"field": name, "limit": max_items},
+            )
+        return [as_integer(v, name) for v in value]
+
+
+def as_integer(value: object, name: str) -> int:
+    if isinstance(value, bool):
+        raise invalid(f"{name} must be an integer.", field=name)
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    else:
+        raise invalid(f"{name} must be an integer.", field=name)
+    if not -(2**63) <= number < 2**63:
+        raise invalid(f"{name} is out of range.", field=name)
+    return number
+
+
+def memory_id(args: Args, name: str = "id") -> int:
+    """A memory id: a positive 64-bit integer."""
+    value = args.integer(name, required=True)
+    assert value is not None
+    if value < 1:
+        raise invalid(f"{name} must be a positive integer memory id.", field=name)
+    return value

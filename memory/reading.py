@@ -1,0 +1,198 @@
+"""The read use cases: recall and its relatives, listings, counts, stats, export."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from storage import memories as store
+from storage.rows import MemoryFilter, ScoredMemoryRow
+
+from . import ranking
+from .deps import Deps
+from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
+from .inputs import Args, memory_id
+from .shapes import full_shape, match_shape
+from .text import clean_text, normalize_tags
+from .timestamps import format_timestamp, parse_timestamp
+
+PROMPT_HEAD = "The following are previously known facts:"
+PROMPT_SEPARATOR = "-----------------"
+PROMPT_USER = "The following is the user's prompt:"
+NO_FACTS = "No relevant previously known facts were found."
+#: Most tags list_tags returns in one call.
+MAX_TAG_LIST = 1000
+
+
+async def _ranked(deps: Deps, user_id: int, query: str, *, limit: int, min_score: float | None, tags: list[str]) -> list[ScoredMemoryRow]:
+    embedding = await deps.embedder.embed_one(query)
+    async with deps.pool.connection() as conn:
+        candidates = await store.search_by_vector(
+            conn, user_id, embedding, candidates=ranking.candidate_count(limit), tags=tags
+        )
+    by_id = {c.row.id: c for c in candidates}
+    ordered = ranking.rank(
+        [
+            ranking.Candidate(
+                key=c.row.id,
+                cosine=c.cosine,
+                salience=c.row.salience,
+                context_match=c.context_match,
+                last_confirmed_at=c.row.last_confirmed_at,
+                updated_at=c.row.updated_at,
+                created_at=c.row.created_at,
+            )
+            for c in candidates
+        ],
+        w_s=deps.settings.rank_salience_weight,
+        w_c=deps.settings.rank_context_weight,
+        min_score=min_score,
+        limit=limit,
+    )
+    return [by_id[c.key] for c in ordered]
+
+
+def _search_args(deps: Deps, args: Args, query_field: str) -> tuple[str, int, float | None, list[str]]:
+    settings = deps.settings
+    query = clean_text(args.raw(query_field), field=query_field, max_chars=settings.max_text_chars)
+    limit = args.integer(
+        "limit", default=settings.default_recall_limit, minimum=1, cap=settings.max_recall_limit
+    )
+    min_score = args.number("min_score", default=None, minimum=0.0, maximum=1.0)
+    tags = normalize_tags(args.raw("tags"))
+    if args.has("tags") and not tags and args.raw("tags"):
+        raise invalid("None of the given tags is a valid tag after normalisation.", field="tags")
+    assert limit is not None
+    return query, limit, min_score, tags
+
+
+async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    query, limit, min_score, tags = _search_args(deps, Args(raw), "query")
+    found = await _ranked(deps, user_id, query, limit=limit, min_score=min_score, tags=tags)
+    return {"ok": True, "matches": [match_shape(c.row, c.cosine) for c in found]}
+
+
+async def build_context_prompt(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    args = Args(raw)
+    user_prompt, limit, min_score, tags = _search_args(deps, args, "user_prompt")
+    max_chars = args.integer("max_chars", minimum=1)
+    found = await _ranked(deps, user_id, user_prompt, limit=limit, min_score=min_score, tags=tags)
+    tail = f"\n\n{PROMPT_SEPARATOR}\n\n{PROMPT_USER}\n\n{user_prompt}"
+    head = f"{PROMPT_HEAD}\n\n"
+    facts: list[str] = []
+    used: list[int] = []
+    for c in found:
+        candidate = "\n\n".join([*facts, c.row.text])
+        # Greedy: stop at the first fact that would overflow; the best fact always goes in.
+        if max_chars is not None and facts and len(head) + len(candidate) + len(tail) > max_chars:
+            break
+        facts.append(c.row.text)
+        used.append(c.row.id)
+    body = "\n\n".join(facts) if facts else NO_FACTS
+    return {"ok": True, "prompt": f"{head}{body}{tail}", "memory_ids": used}
+
+
+def _filters(args: Args, *, with_tags: bool) -> MemoryFilter:
+    min_chars = args.integer("min_chars")
+    max_chars = args.integer("max_chars")
+    if min_chars is not None and min_chars < 0:
+        raise invalid("min_chars must not be negative.", field="min_chars")
+    if max_chars is not None and max_chars < 0:
+        raise invalid("max_chars must not be negative.", field="max_chars")
+    if min_chars is not None and max_chars is not None and min_chars > max_chars:
+        raise invalid("min_chars must not be greater than max_chars.", field="min_chars")
+    since = None
+    if args.has("not_confirmed_since"):
+        since = parse_timestamp(args.raw("not_confirmed_since"), field="not_confirmed_since")
+        if since > datetime.now(timezone.utc):
+            raise invalid("not_confirmed_since must not be in the future.", field="not_confirmed_since")
+    return MemoryFilter(
+        include_deleted=args.boolean("include_deleted"),
+        untagged_only=args.boolean("untagged_only"),
+        min_chars=min_chars,
+        max_chars=max_chars,
+        not_confirmed_since=since,
+        tags=tuple(normalize_tags(args.raw("tags"))) if with_tags else (),
+        source_provider=args.string("source_provider", max_len=200) if with_tags else None,
+    )
+
+
+async def list_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    args = Args(raw)
+    limit = args.integer("limit", default=20, minimum=1, cap=deps.settings.max_recall_limit)
+    offset = args.integer("offset", default=0, minimum=0)
+    f = _filters(args, with_tags=False)
+    async with deps.pool.connection() as conn:
+        rows = await store.list_memories(conn, user_id, f, limit=limit or 20, offset=offset or 0)
+    return {"ok": True, "memories": [match_shape(r) for r in rows], "count": len(rows), "offset": offset}
+
+
+async def text_search(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    args = Args(raw)
+    fragment = clean_text(args.raw("text"), field="text", max_chars=deps.settings.max_text_chars)
+    limit = args.integer("limit", default=20, minimum=1, cap=deps.settings.max_recall_limit)
+    async with deps.pool.connection() as conn:
+        rows = await store.text_search(conn, user_id, fragment, limit=limit or 20)
+    return {"ok": True, "memories": [match_shape(r) for r in rows], "count": len(rows)}
+
+
+async def get_memory(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    mid = memory_id(Args(raw))
+    async with deps.pool.connection() as conn:
+        row = await store.get_memory(conn, user_id, mid)
+    if row is None:
+        raise not_found(mid)
+    return {"ok": True, "memory": full_shape(row)}
+
+
+async def count_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    f = _filters(Args(raw), with_tags=True)
+    async with deps.pool.connection() as conn:
+        count = await store.count_memories(conn, user_id, f)
+    return {"ok": True, "count": count}
+
+
+async def memory_stats(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    Args(raw)
+    async with deps.pool.connection() as conn:
+        stats = await store.store_stats(conn, user_id)
+        tags = await store.tag_counts(conn, user_id, include_deleted=False, limit=10)
+        providers = await store.provider_counts(conn, user_id)
+    return {
+        "ok": True,
+        "total": stats.total,
+        "active": stats.active,
+        "soft_deleted": stats.soft_deleted,
+        "expired": stats.expired,
+        "avg_importance": None if stats.avg_importance is None else round(float(stats.avg_importance), 4),
+        "oldest_created_at": format_timestamp(stats.oldest_created_at),
+        "newest_created_at": format_timestamp(stats.newest_created_at),
+        "top_tags": [{"tag": t.tag, "count": t.count} for t in tags],
+        "by_provider": [{"provider": p.provider, "count": p.count} for p in providers],
+    }
+
+
+async def list_tags(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    args = Args(raw)
+    include_deleted = args.boolean("include_deleted")
+    limit = args.integer("limit", default=MAX_TAG_LIST, minimum=1, cap=MAX_TAG_LIST)
+    async with deps.pool.connection() as conn:
+        tags = await store.tag_counts(conn, user_id, include_deleted=include_deleted, limit=limit or MAX_TAG_LIST)
+    return {"ok": True, "tags": [{"tag": t.tag, "count": t.count} for t in tags]}
+
+
+async def export_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+    args = Args(raw)
+    include_deleted = args.boolean("include_deleted", default=True)
+    cap = deps.settings.export_max_rows
+    async with deps.pool.connection() as conn:
+        async with conn.transaction():  # one snapshot: the count and the rows agree
+            rows = await store.export_rows(conn, user_id, include_deleted=include_deleted, limit=cap + 1)
+    if len(rows) > cap:
+        raise MemoryServiceError(
+            LIMIT_EXCEEDED,
+            f"The store holds more than {cap} memories, the export cap; use `ownsona export` "
+            "for an out-of-band dump.",
+            {"limit": cap},
+        )
+    return {"ok": True, "count": len(rows), "memories": [full_shape(r) for r in rows]}

@@ -1,0 +1,385 @@
+"""``remember`` and ``remember_batch``: one write path for one item or two hundred.
+
+A batch embeds once, then plans every item against the store in a single
+transaction (exact duplicates, near duplicates, tombstones, supersedes,
+downweights; SUPPLEMENT §2-3), inserts the new rows in one statement and
+stores a write receipt so a redelivered or retried call returns the same
+answer instead of writing twice.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from storage import memories as store
+from storage.rows import MemoryRow, Neighbour, NewMemory
+
+from . import ranking
+from .deps import Deps
+from .errors import INVALID_INPUT, MemoryServiceError, invalid
+from .inputs import Args
+from .text import check_secret, clean_text, normalize_tags, normalize_text
+from .timestamps import format_timestamp, parse_timestamp
+
+#: Cosine at or above which an active row counts as a near duplicate.
+NEAR_DUPLICATE_THRESHOLD = 0.90
+#: How many near duplicates / tombstones are reported per item.
+NEIGHBOURS = 5
+DEDUP_POLICIES = ("insert", "skip_if_near", "ask")
+CAPTURE_MODES = ("explicit", "inferred")
+#: A client clock this far ahead of ours is still "now".
+_CLOCK_SKEW = timedelta(minutes=5)
+_SHORT_FIELD = 200
+#: Receipts outlive any sane client retry or broker redelivery.
+RECEIPT_TTL_S = 86_400
+
+
+@dataclass(frozen=True)
+class RememberItem:
+    text: str
+    normalized: str
+    tags: list[str]
+    importance: float
+    keep: bool
+    source_provider: str | None
+    capture_mode: str | None
+    session_id: str | None
+    dedup_policy: str
+    expires_at: datetime | None
+    last_confirmed_at: datetime | None
+    supersedes: tuple[int, ...]
+    downweights: tuple[int, ...]
+
+
+def parse_item(
+    raw: object,
+    *,
+    max_chars: int,
+    max_ids: int,
+    default_source: str | None = None,
+    default_policy: str = "ask",
+    now: datetime | None = None,
+) -> RememberItem:
+    """Validate one ``remember`` argument object (or one batch item)."""
+    now = now or datetime.now(timezone.utc)
+    args = Args(raw)
+    text = clean_text(args.raw("text"), field="text", max_chars=max_chars)
+    check_secret(text)
+    expires_at = (
+        parse_timestamp(args.raw("expires_at"), field="expires_at") if args.has("expires_at") else None
+    )
+    if expires_at is not None and expires_at <= now:
+        raise invalid("expires_at is in the past; a memory must expire in the future.", field="expires_at")
+    confirmed = (
+        parse_timestamp(args.raw("last_confirmed_at"), field="last_confirmed_at")
+        if args.has("last_confirmed_at")
+        else None
+    )
+    if confirmed is not None and confirmed > now + _CLOCK_SKEW:
+        raise invalid("last_confirmed_at must not be in the future.", field="last_confirmed_at")
+    source = args.string("source_provider", max_len=_SHORT_FIELD)
+    return RememberItem(
+        text=text,
+        normalized=normalize_text(text),
+        tags=normalize_tags(args.raw("tags")),
+        importance=args.number("importance", default=0.5, minimum=0.0, maximum=1.0) or 0.0,
+        keep=args.boolean("keep"),
+        source_provider=source if source is not None else default_source,
+        capture_mode=args.choice("capture_mode", CAPTURE_MODES, None),
+        session_id=args.string("session_id", max_len=_SHORT_FIELD),
+        dedup_policy=args.choice("dedup_policy", DEDUP_POLICIES, default_policy) or default_policy,
+        expires_at=expires_at,
+        last_confirmed_at=confirmed,
+        supersedes=tuple(dict.fromkeys(args.id_list("supersedes", max_items=max_ids, over_limit_code=INVALID_INPUT))),
+        downweights=tuple(dict.fromkeys(args.id_list("downweights", max_items=max_ids, over_limit_code=INVALID_INPUT))),
+    )
+
+
+@dataclass
+class _Plan:
+    """What the transaction decided for one item."""
+
+    item: RememberItem
+    embedding: np.ndarray
+    action: str = "insert"  # insert | existing | same_as
+    existing_id: int | None = None
+    same_as: int | None = None  # index of an earlier item in the batch
+    message: str = "Ok"
+    exact: bool = False  # "Already remembered" because the same text is stored
+    near: list[dict[str, Any]] = field(default_factory=list)
+    near_batch: list[tuple[int, float]] = field(default_factory=list)  # (item index, score)
+    tombstones: list[Neighbour] = field(default_factory=list)
+    supersede: list[int] = field(default_factory=list)
+    downweight: list[int] = field(default_factory=list)
+    skipped_supersedes: list[int] = field(default_factory=list)
+    skipped_downweights: list[int] = field(default_factory=list)
+    retire_expired: int | None = None  # an expired exact duplicate to tombstone
+    error: MemoryServiceError | None = None
+    new_id: int | None = None
+
+
+async def store_items(
+    deps: Deps,
+    user_id: int,
+    items: list[RememberItem | MemoryServiceError],
+    *,
+    idempotency_key: str | None,
+    tool: str,
+    envelope: Any,
+) -> dict[str, Any]:
+    """Embed and store the valid items; ``envelope(results)`` builds the payload.
+
+    Returns the stored receipt instead when this write already happened.
+    """
+    if idempotency_key:
+        async with deps.pool.connection() as conn:
+            prior = await store.get_receipt(conn, user_id, idempotency_key)
+        if prior is not None:
+            return prior
+    valid = [(i, it) for i, it in enumerate(items) if isinstance(it, RememberItem)]
+    vectors = await deps.embedder.embed([it.text for _, it in valid]) if valid else None
+    plans: dict[int, _Plan] = {
+        i: _Plan(item=it, embedding=vectors[n]) for n, (i, it) in enumerate(valid)  # type: ignore[index]
+    }
+    for attempt in range(3):
+        try:
+            return await _store_in_transaction(
+                deps, user_id, items, plans, idempotency_key=idempotency_key, tool=tool, envelope=envelope
+            )
+        except psycopg.errors.UniqueViolation:
+            # A concurrent write stored one of these texts first: plan again,
+            # and the text is now an exact duplicate.
+            if attempt == 2:
+                raise
+            for plan in plans.values():
+                _reset(plan)
+    raise AssertionError("unreachable")
+
+
+def _reset(plan: _Plan) -> None:
+    fresh = _Plan(item=plan.item, embedding=plan.embedding)
+    plan.__dict__.update(fresh.__dict__)
+
+
+async def _store_in_transaction(
+    deps: Deps,
+    user_id: int,
+    items: list[RememberItem | MemoryServiceError],
+    plans: dict[int, _Plan],
+    *,
+    idempotency_key: str | None,
+    tool: str,
+    envelope: Any,
+) -> dict[str, Any]:
+    async with deps.pool.connection() as conn:
+        async with conn.transaction():
+            if idempotency_key:
+                await store.lock_receipt_key(conn, user_id, idempotency_key)
+                prior = await store.get_receipt(conn, user_id, idempotency_key)
+                if prior is not None:
+                    return prior
+            await _plan(conn, user_id, plans)
+            await _apply(conn, user_id, plans, deps)
+            results = [
+                it.to_payload() if isinstance(it, MemoryServiceError) else _item_payload(plans[i], plans)
+                for i, it in enumerate(items)
+            ]
+            payload = envelope(results)
+            if idempotency_key:
+                await store.put_receipt(conn, user_id, idempotency_key, tool, payload)
+                if random.random() < 1 / 64:  # amortised clean-up of old receipts
+                    await store.prune_receipts(conn, older_than_s=RECEIPT_TTL_S)
+            return payload
+
+
+async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _Plan]) -> None:
+    order = sorted(plans)
+    if not order:
+        return
+    now = datetime.now(timezone.utc)
+    exact = await store.find_exact(conn, user_id, [plans[i].item.normalized for i in order])
+    probes = [i for i in order if plans[i].item.dedup_policy != "insert"]
+    near = await store.nearest_active(
+        conn, user_id, [plans[i].embedding for i in probes], k=NEIGHBOURS, min_score=NEAR_DUPLICATE_THRESHOLD
+    )
+    for n in near:
+        plans[probes[n.probe]].near.append(
+            {"id": n.id, "text": n.text, "score": round(n.score, 4), "tags": list(n.tags)}
+        )
+    tombs = await store.nearest_tombstones(
+        conn, user_id, [plans[i].embedding for i in order], k=NEIGHBOURS, min_score=NEAR_DUPLICATE_THRESHOLD
+    )
+    for t in tombs:
+        plans[order[t.probe]].tombstones.append(t)
+    referenced = {x for i in order for x in (*plans[i].item.supersedes, *plans[i].item.downweights)}
+    targets = await store.get_memories_for_update(conn, user_id, sorted(referenced))
+
+    seen_text: dict[str, int] = {}
+    inserted: list[int] = []  # batch items that will be inserted, in order
+    for i in order:
+        plan = plans[i]
+        item = plan.item
+        existing = exact.get(item.normalized)
+        if existing is not None and (existing.expires_at is None or existing.expires_at > now):
+            plan.action, plan.existing_id, plan.message = "existing", existing.id, "Already remembered"
+            plan.exact = True
+        elif item.normalized in seen_text:
+            plan.action, plan.same_as, plan.message = "same_as", seen_text[item.normalized], "Already remembered"
+            plan.exact = True
+        else:
+            if existing is not None:
+                plan.retire_expired = existing.id
+            # Near duplicates among earlier items of this batch that will be stored.
+            if item.dedup_policy != "insert" and inserted:
+                sims = np.stack([plans[j].embedding for j in inserted]) @ plan.embedding
+                plan.near_batch = [
+                    (inserted[k], float(s)) for k, s in enumerate(sims) if s >= NEAR_DUPLICATE_THRESHOLD
+                ]
+            if item.dedup_policy == "skip_if_near" and (plan.near or plan.near_batch):
+                best_db = plan.near[0]["score"] if plan.near else -1.0
+                best_batch = max(plan.near_batch, key=lambda p: p[1]) if plan.near_batch else None
+                if best_batch is not None and best_batch[1] > best_db:
+                    plan.action, plan.same_as = "same_as", best_batch[0]
+                else:
+                    plan.action, plan.existing_id = "existing", plan.near[0]["id"]
+                plan.message = "Already remembered"
+            else:
+                seen_text[item.normalized] = i
+                inserted.append(i)
+        _plan_references(plan, targets)
+
+
+def _plan_references(plan: _Plan, targets: dict[int, MemoryRow]) -> None:
+    for target_id in plan.item.supersedes:
+        row = targets.get(target_id)
+        if row is None or row.deleted_at is not None:
+            plan.skipped_supersedes.append(target_id)
+        elif row.keep:
+            plan.error = MemoryServiceError(
+                INVALID_INPUT,
+                f"Memory {target_id} is kept (locked) and cannot be superseded; "
+                "unlock it first with update_memory and keep: false.",
+                {"reason": "locked", "id": target_id, "field": "supersedes"},
+            )
+            return
+        elif plan.action == "existing" and target_id == plan.existing_id:
+            plan.skipped_supersedes.append(target_id)
+        else:
+            plan.supersede.append(target_id)
+    for target_id in plan.item.downweights:
+        row = targets.get(target_id)
+        if row is None or row.deleted_at is not None:
+            plan.skipped_downweights.append(target_id)
+        else:
+            plan.downweight.append(target_id)
+
+
+async def _apply(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _Plan], deps: Deps) -> None:
+    to_insert = [i for i in sorted(plans) if plans[i].action == "insert" and plans[i].error is None]
+    embedder = deps.embedder
+    rows = [
+        NewMemory(
+            text=plans[i].item.text,
+            normalized_text=plans[i].item.normalized,
+            embedding=plans[i].embedding,
+            embedding_provider=embedder.provider,
+            embedding_model=embedder.model,
+            tags=plans[i].item.tags,
+            importance=plans[i].item.importance,
+            keep=plans[i].item.keep,
+            source_provider=plans[i].item.source_provider,
+            capture_mode=plans[i].item.capture_mode,
+            session_id=plans[i].item.session_id,
+            last_confirmed_at=plans[i].item.last_confirmed_at,
+            expires_at=plans[i].item.expires_at,
+        )
+        for i in to_insert
+    ]
+    # Expired exact duplicates leave the unique index before their successor enters it.
+    for i in to_insert:
+        old = plans[i].retire_expired
+        if old is not None:
+            await store.soft_delete(conn, user_id, [old], reason="expired; remembered again", replaced_by_id=None)
+    ids = await store.insert_memories(conn, user_id, rows)
+    for i, (new_id, _created) in zip(to_insert, ids):
+        plans[i].new_id = new_id
+    for i in sorted(plans):
+        plan = plans[i]
+        if plan.action == "same_as" and plan.same_as is not None:
+            plan.existing_id = plans[plan.same_as].new_id
+    for i in to_insert:
+        old = plans[i].retire_expired
+        if old is not None:
+            await store.soft_delete(
+                conn, user_id, [old], reason=f"expired; remembered again as #{plans[i].new_id}",
+                replaced_by_id=plans[i].new_id,
+            )
+    downweights: dict[int, int] = defaultdict(int)  # row id -> steps to take
+    for i in sorted(plans):
+        plan = plans[i]
+        if plan.error is not None:
+            continue
+        target = plan.new_id if plan.new_id is not None else plan.existing_id
+        if plan.supersede and target is not None:
+            await store.soft_delete(
+                conn, user_id, plan.supersede, reason=f"superseded by #{target}", replaced_by_id=target
+            )
+        for target_id in plan.downweight:
+            downweights[target_id] += 1
+    if downweights:
+        current = await store.get_memories_for_update(conn, user_id, sorted(downweights))
+        updates = []
+        for target_id, n in downweights.items():
+            value = current[target_id].salience
+            for _ in range(n):
+                value = ranking.next_salience(value, ranking.DOWNWEIGHT_DELTA)
+            updates.append((target_id, value, 0))
+        await store.set_salience(conn, user_id, updates)
+
+
+def _item_payload(plan: _Plan, plans: dict[int, _Plan]) -> dict[str, Any]:
+    if plan.error is not None:
+        return plan.error.to_payload()
+    memory_id = plan.new_id if plan.new_id is not None else plan.existing_id
+    out: dict[str, Any] = {"ok": True, "memory_id": memory_id, "message": plan.message}
+    if plan.item.dedup_policy != "insert" and not plan.exact:
+        near = [n for n in plan.near if n["id"] != memory_id]
+        for j, score in plan.near_batch:
+            other = plans[j]
+            if other.new_id is not None and other.new_id != memory_id:
+                near.append(
+                    {"id": other.new_id, "text": other.item.text, "score": round(score, 4), "tags": other.item.tags}
+                )
+        near.sort(key=lambda n: n["score"], reverse=True)
+        out["near_duplicates"] = near[:NEIGHBOURS]
+    if plan.tombstones:
+        out["previously_corrected"] = [
+            {
+                "id": t.id,
+                "text": t.text,
+                "score": round(t.score, 4),
+                "forget_reason": t.forget_reason,
+                "replaced_by_id": t.replaced_by_id,
+                "deleted_at": format_timestamp(t.deleted_at),
+            }
+            for t in plan.tombstones
+        ]
+    if plan.supersede:
+        out["superseded"] = list(plan.supersede)
+    if plan.downweight:
+        out["downweighted"] = list(plan.downweight)
+    skipped: dict[str, list[int]] = {}
+    if plan.skipped_supersedes:
+        skipped["supersedes"] = plan.skipped_supersedes
+    if plan.skipped_downweights:
+        skipped["downweights"] = plan.skipped_downweights
+    if skipped:
+        out["skipped"] = skipped
+    return out

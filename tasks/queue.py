@@ -1,0 +1,114 @@
+"""The API side of a queued write: send the message, await its result without blocking.
+
+The event loop never waits on a socket or a lock: Redis results are awaited
+with ``BRPOPLPUSH`` on an asyncio client; in-process results wake an asyncio
+future from the worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+from dramatiq.results import ResultFailure
+
+from memory.errors import DATABASE_ERROR, INTERNAL_ERROR, MemoryServiceError
+
+from .actors import Actors
+from .broker import BrokerBundle, NotifyingStubBackend
+
+
+def queue_unreachable() -> MemoryServiceError:
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        "The write queue could not be reached, so nothing was stored. Try again shortly.",
+        {"component": "queue"},
+    )
+
+
+def write_timed_out(seconds: float) -> MemoryServiceError:
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        f"The write was queued but no worker finished it within {seconds:g} s. It may still be "
+        "applied; repeating the same call is safe and will not store it twice.",
+        {"component": "worker", "timeout_s": seconds},
+    )
+
+
+class DramatiqWriteQueue:
+    """Implements ``api.runtime.WriteQueue`` over a :class:`BrokerBundle`."""
+
+    def __init__(self, bundle: BrokerBundle, actors: Actors, *, timeout_s: float) -> None:
+        self._bundle = bundle
+        self._actor = actors.run_use_case
+        self._timeout_s = timeout_s
+        self._aredis: aredis.Redis | None = None
+
+    async def submit(
+        self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
+    ) -> dict[str, Any]:
+        message = self._actor.message(use_case, user_id, args, idempotency_key)
+        backend = self._bundle.backend
+        if isinstance(backend, NotifyingStubBackend):
+            data = await self._run_in_process(message, backend)
+        else:
+            data = await self._run_on_redis(message, backend)
+        try:
+            payload = backend.unwrap_result(data)
+        except ResultFailure as ex:
+            raise MemoryServiceError(INTERNAL_ERROR, "An unexpected error occurred.") from ex
+        if not payload.get("ok", False):
+            error = payload.get("error", {})
+            raise MemoryServiceError(
+                error.get("code", INTERNAL_ERROR), error.get("message", "Failed."), error.get("detail")
+            )
+        return payload
+
+    async def _run_in_process(self, message: Any, backend: NotifyingStubBackend) -> Any:
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        key = backend.build_message_key(message)
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(done.set)
+
+        backend.add_waiter(key, wake)
+        try:
+            self._bundle.broker.enqueue(message)  # an in-memory queue: never blocks
+            try:
+                await asyncio.wait_for(done.wait(), self._timeout_s)
+            except TimeoutError:
+                raise write_timed_out(self._timeout_s) from None
+        finally:
+            backend.remove_waiter(key, wake)
+        return backend.get_stored(key)
+
+    async def _run_on_redis(self, message: Any, backend: Any) -> Any:
+        try:
+            await asyncio.to_thread(self._bundle.broker.enqueue, message)
+        except redis.RedisError as ex:
+            raise queue_unreachable() from ex
+        if self._aredis is None:
+            assert self._bundle.redis_url
+            self._aredis = aredis.Redis.from_url(self._bundle.redis_url, socket_connect_timeout=5)
+        key = backend.build_message_key(message)
+        try:
+            # BRPOPLPUSH onto itself: the result stays for any other waiter (dramatiq's own scheme).
+            raw = await self._aredis.brpoplpush(key, key, timeout=self._timeout_s)
+        except redis.RedisError as ex:
+            raise MemoryServiceError(
+                DATABASE_ERROR,
+                "The write was queued but its result could not be read. It may still be applied; "
+                "repeating the same call is safe and will not store it twice.",
+                {"component": "queue"},
+            ) from ex
+        if raw is None:
+            raise write_timed_out(self._timeout_s)
+        return backend.encoder.decode(raw)
+
+    async def aclose(self) -> None:
+        if self._aredis is not None:
+            await self._aredis.aclose()
+            self._aredis = None
