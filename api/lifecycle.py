@@ -82,7 +82,11 @@ async def build_runtime(settings: Settings, *, in_process_worker: bool | None = 
                 await worker_deps.pool.close()
 
             middleware.append(WorkerResources(build_worker_deps, close_worker_deps))
-        bundle = make_broker(settings.redis_url, extra_middleware=middleware)
+        bundle = make_broker(
+            settings.redis_url,
+            heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
+            extra_middleware=middleware,
+        )
         actors = declare_actors(bundle.broker)
         queue = DramatiqWriteQueue(bundle, actors, timeout_s=settings.write_timeout_s)
         hooks.append(queue.aclose)

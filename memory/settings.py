@@ -63,6 +63,8 @@ class Settings:
     max_body_bytes: int = 8 * 1024 * 1024
     #: How long a tool waits for its queued write to finish, in seconds.
     write_timeout_s: float = 60.0
+    #: A worker silent this long (ms) is presumed dead and its messages are redelivered.
+    queue_heartbeat_timeout_ms: int = 15_000
     #: Database connections per process.
     db_pool_min: int = 1
     db_pool_max: int = 10
@@ -120,6 +122,9 @@ class Settings:
             oauth_allow_dynamic_registration=env.boolean("OAUTH_ALLOW_DYNAMIC_REGISTRATION", True),
             max_body_bytes=env.integer("MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=1 << 30),
             write_timeout_s=env.number("WRITE_TIMEOUT", 60.0, minimum=1.0, maximum=3600),
+            queue_heartbeat_timeout_ms=env.integer(
+                "QUEUE_HEARTBEAT_TIMEOUT", 15_000, minimum=1000, maximum=3_600_000
+            ),
             db_pool_min=env.integer("DB_POOL_MIN", 1, minimum=0, maximum=1000),
             db_pool_max=env.integer("DB_POOL_MAX", 10, minimum=1, maximum=1000),
         )

@@ -102,7 +102,11 @@ def _worker(settings: Settings, threads: int) -> int:
         await deps.pool.close()
         await embedder.aclose()
 
-    bundle = make_broker(settings.redis_url, extra_middleware=[WorkerResources(build, close)])
+    bundle = make_broker(
+        settings.redis_url,
+        heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
+        extra_middleware=[WorkerResources(build, close)],
+    )
     declare_actors(bundle.broker)
     worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=1000)
     stop = threading.Event()

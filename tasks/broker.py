@@ -28,6 +28,8 @@ from dramatiq.results.backends import RedisBackend, StubBackend
 NAMESPACE = "ownsona"
 #: Results outlive the longest write wait.
 RESULT_TTL_MS = 10 * 60 * 1000
+#: Commands per million that run queue maintenance (see make_broker).
+MAINTENANCE_CHANCE = 100_000
 #: Wake-up tokens kept per queue; more would only cause empty fetches.
 _MAX_WAKE_TOKENS = 64
 
@@ -143,7 +145,13 @@ def make_broker(
     if redis_url:
         client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=30)
         broker: dramatiq.Broker = WakingRedisBroker(
-            client=client, namespace=NAMESPACE, heartbeat_timeout=heartbeat_timeout_ms
+            client=client,
+            namespace=NAMESPACE,
+            heartbeat_timeout=heartbeat_timeout_ms,
+            # Maintenance (redelivering a dead worker's messages) on 10% of
+            # commands instead of 0.1%: an idle worker fetches about once a
+            # second, so redelivery follows the heartbeat timeout within seconds.
+            maintenance_chance=MAINTENANCE_CHANCE,
         )
         backend: Any = RedisBackend(client=client, namespace=f"{NAMESPACE}-results")
     else:

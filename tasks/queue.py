@@ -37,6 +37,10 @@ def write_timed_out(seconds: float) -> MemoryServiceError:
     )
 
 
+#: Longest single blocking read while awaiting a result, in seconds.
+_WAIT_SLICE_S = 10.0
+
+
 class DramatiqWriteQueue:
     """Implements ``api.runtime.WriteQueue`` over a :class:`BrokerBundle`."""
 
@@ -92,11 +96,21 @@ class DramatiqWriteQueue:
             raise queue_unreachable() from ex
         if self._aredis is None:
             assert self._bundle.redis_url
-            self._aredis = aredis.Redis.from_url(self._bundle.redis_url, socket_connect_timeout=5)
+            # Reads may block for a whole wait slice (below) plus network slack.
+            self._aredis = aredis.Redis.from_url(
+                self._bundle.redis_url, socket_connect_timeout=5, socket_timeout=_WAIT_SLICE_S + 10
+            )
         key = backend.build_message_key(message)
+        deadline = asyncio.get_running_loop().time() + self._timeout_s
+        raw = None
         try:
-            # BRPOPLPUSH onto itself: the result stays for any other waiter (dramatiq's own scheme).
-            raw = await self._aredis.brpoplpush(key, key, timeout=self._timeout_s)
+            # BRPOPLPUSH onto itself: the result stays for any other waiter (dramatiq's own
+            # scheme). Waiting in slices keeps every socket read bounded.
+            while raw is None:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                raw = await self._aredis.brpoplpush(key, key, timeout=min(_WAIT_SLICE_S, remaining))
         except redis.RedisError as ex:
             raise MemoryServiceError(
                 DATABASE_ERROR,

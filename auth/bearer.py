@@ -1,0 +1,75 @@
+"""Bearer-token checks for the protected resource (RFC 6750; SUPPLEMENT §8).
+
+``api`` calls :meth:`BearerValidator.validate` with the raw ``Authorization``
+header and, on :class:`~auth.errors.BearerError`, answers ``error.status``
+with ``WWW-Authenticate: www_authenticate(settings, error)``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from auth.errors import BearerError
+from auth.keys import KeyStore
+from auth.tokens import Principal, verify_access_token
+from memory.settings import Settings
+
+__all__ = ["BearerValidator", "Principal", "resource_metadata_url", "www_authenticate"]
+
+#: RFC 6750 §2.1: ``credentials = "Bearer" 1*SP b64token``.
+_CREDENTIALS = re.compile(r"([A-Za-z0-9!#$%&'*+.^_`|~-]+)[ \t]+([A-Za-z0-9._~+/-]+=*)")
+# What RFC 6750 §3 allows inside error, error_description and scope values.
+_UNSAFE = re.compile(r'[^\x20\x21\x23-\x5b\x5d-\x7e]')
+
+
+class BearerValidator:
+    """Turns an ``Authorization`` header into a :class:`Principal` or a :class:`BearerError`."""
+
+    def __init__(self, keystore: KeyStore, settings: Settings) -> None:
+        self._keystore = keystore
+        self._settings = settings
+
+    async def validate(self, authorization: str | None) -> Principal:
+        if authorization is None or not authorization.strip():
+            # No credentials at all: a bare challenge, no error code (RFC 6750 §3.1).
+            raise BearerError(401, None, "Authorization required")
+        match = _CREDENTIALS.fullmatch(authorization.strip())
+        if match is None or match.group(1).lower() != "bearer":
+            raise BearerError(401, "invalid_token", "expected 'Authorization: Bearer <token>'")
+        return await verify_access_token(self._keystore, self._settings, match.group(2))
+
+    def challenge(self, error: BearerError) -> str:
+        """The ``WWW-Authenticate`` value for ``error``."""
+        return www_authenticate(self._settings, error)
+
+
+def resource_metadata_url(settings: Settings) -> str:
+    """Where the protected-resource metadata lives (RFC 9728)."""
+    return f"{settings.public_url}/.well-known/oauth-protected-resource"
+
+
+def www_authenticate(settings: Settings, error: BearerError) -> str:
+    """``Bearer resource_metadata="…"`` plus the error parameters when a token was sent.
+
+    Error values are restricted to the characters RFC 6750 §3 allows (a
+    ``"`` becomes ``'``, anything else outside the set becomes ``?``), so the
+    header can neither break out of its quotes nor carry a line break.
+    """
+    params = [f"resource_metadata={_quoted(resource_metadata_url(settings))}"]
+    if error.error is not None:
+        params.append(f'error="{_safe(error.error)}"')
+        if error.description:
+            params.append(f'error_description="{_safe(error.description)}"')
+    if error.scope:
+        params.append(f'scope="{_safe(error.scope)}"')
+    return "Bearer " + ", ".join(params)
+
+
+def _safe(value: str) -> str:
+    return _UNSAFE.sub("?", value.replace('"', "'"))
+
+
+def _quoted(value: str) -> str:
+    """An HTTP quoted-string (RFC 9110 §5.6.4), control characters dropped."""
+    cleaned = "".join(ch for ch in value if ch == "\t" or (ch >= " " and ch != "\x7f"))
+    return '"' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'

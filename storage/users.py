@@ -1,0 +1,82 @@
+"""Account SQL: the ``users`` table (SUPPLEMENT §1).
+
+Every function takes a connection so the caller owns the transaction.
+Usernames are compared exactly as stored; normalising them is the caller's
+business (``auth.accounts`` lower-cases them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg import AsyncConnection
+from psycopg.rows import class_row
+
+#: ``pg_advisory_xact_lock(class, object)`` key that serialises creating the
+#: first account, so two processes starting together do not both create one.
+ACCOUNT_BOOTSTRAP_LOCK = (0x4F53_4F4E, 1)
+
+_COLUMNS = "id, username, password_hash, created_at, disabled"
+
+
+@dataclass(frozen=True)
+class UserRow:
+    id: int
+    username: str
+    password_hash: str
+    created_at: datetime
+    disabled: bool
+
+
+async def insert_user(conn: AsyncConnection, username: str, password_hash: str) -> UserRow | None:
+    """The new account, or None when the username is already taken.
+
+    ``ON CONFLICT DO NOTHING`` instead of catching ``UniqueViolation`` keeps
+    the caller's transaction usable after a duplicate.
+    """
+    async with conn.cursor(row_factory=class_row(UserRow)) as cur:
+        await cur.execute(
+            f"""
+            INSERT INTO users (username, password_hash) VALUES (%s, %s)
+            ON CONFLICT (username) DO NOTHING
+            RETURNING {_COLUMNS}
+            """,
+            (username, password_hash),
+        )
+        return await cur.fetchone()
+
+
+async def get_user_by_username(conn: AsyncConnection, username: str) -> UserRow | None:
+    async with conn.cursor(row_factory=class_row(UserRow)) as cur:
+        await cur.execute(f"SELECT {_COLUMNS} FROM users WHERE username = %s", (username,))
+        return await cur.fetchone()
+
+
+async def get_user(conn: AsyncConnection, user_id: int) -> UserRow | None:
+    async with conn.cursor(row_factory=class_row(UserRow)) as cur:
+        await cur.execute(f"SELECT {_COLUMNS} FROM users WHERE id = %s", (user_id,))
+        return await cur.fetchone()
+
+
+async def set_password(conn: AsyncConnection, user_id: int, password_hash: str) -> bool:
+    """Replace the stored hash; False when there is no such user."""
+    cur = await conn.execute(
+        "UPDATE users SET password_hash = %s WHERE id = %s", (password_hash, user_id)
+    )
+    return cur.rowcount == 1
+
+
+async def has_users(conn: AsyncConnection) -> bool:
+    """Whether any account exists (disabled ones count)."""
+    cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM users)")
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def lock_account_bootstrap(conn: AsyncConnection) -> None:
+    """Block until this transaction holds the account-bootstrap lock.
+
+    Released at commit or rollback; the caller must be inside a transaction.
+    """
+    await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", ACCOUNT_BOOTSTRAP_LOCK)
