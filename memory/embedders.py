@@ -225,6 +225,11 @@ class LocalEmbedder:
         # the EXTENDED/ALL fusions measured no faster on this model.
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.log_severity_level = 3
+        # Hand the arena back after each run: without this, one 32 x 256-token
+        # sub-batch grows the process by ~750 MB for good (measured), while
+        # single-query latency is unchanged.
+        self._run_options = ort.RunOptions()
+        self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         try:
             self._session = ort.InferenceSession(
                 str(model_path), options, providers=["CPUExecutionProvider"]
@@ -390,7 +395,7 @@ class LocalEmbedder:
         feed = {
             name: feed[name].astype(dtype, copy=False) for name, dtype in self._input_dtypes.items()
         }
-        (states,) = self._session.run([self._output_name], feed)
+        (states,) = self._session.run([self._output_name], feed, self._run_options)
         states = np.asarray(states, dtype=np.float32)
         if self._pooled:
             return states
