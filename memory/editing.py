@@ -56,7 +56,7 @@ def parse_update(raw: object, *, max_chars: int) -> UpdateRequest:
         check_secret(text)
         changes["text"] = text
         normalized = normalize_text(text)
-    if args.present("tags"):
+    if args.has("tags"):  # null means "leave unchanged"; [] clears the tags
         changes["tags"] = normalize_tags(args.raw("tags"))
     if args.present("importance"):
         if args.raw("importance") is None:

@@ -1,0 +1,94 @@
+"""The one place where errors become wire shapes (STYLE §3.1).
+
+- :class:`~memory.errors.MemoryServiceError` → a tool payload
+  ``{"ok": false, "error": {...}}``, sent as a tool result with ``isError``
+  (MCP, Tools, "Error Handling": tool failures are results, not protocol
+  errors, so the model can see and act on them).
+- Anything else a tool raises → an INTERNAL_ERROR tool payload with a
+  generic message; the traceback is logged here, the arguments never are
+  (they hold memory text).
+- :class:`~api.mcp.jsonrpc.JsonRpcError` → a JSON-RPC error response.
+- :class:`~auth.errors.BearerError` → 401/403 with ``WWW-Authenticate``
+  (RFC 6750 §3, RFC 9728 §5.1) and an OAuth-style JSON body.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.mcp import jsonrpc
+from auth.bearer import www_authenticate
+from auth.errors import BearerError
+from memory.errors import AUTH_FAILED, AUTH_REQUIRED, INTERNAL_ERROR, MemoryServiceError
+from memory.settings import Settings
+
+logger = logging.getLogger("ownsona.api")
+
+#: The message of every unexpected tool failure; details stay in the server log.
+INTERNAL_MESSAGE = (
+    "An unexpected error occurred on the server; it has been logged. Try again later."
+)
+#: A queued write that did not answer in time may still be applied by its worker.
+TIMEOUT_MESSAGE = (
+    "The operation did not finish in time and may still complete. Check (for example with "
+    "get_memory, recall or list_memories) before repeating it."
+)
+
+
+@dataclass
+class HttpReply:
+    """A complete HTTP answer: status, headers and a JSON body (or none)."""
+
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def tool_failure_payload(ex: Exception, *, tool: str, user_id: int) -> dict[str, Any]:
+    """The tool payload for an exception a tool raised."""
+    if isinstance(ex, MemoryServiceError):
+        return ex.to_payload()
+    if isinstance(ex, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
+        logger.warning("tool %s timed out for user %s", tool, user_id)
+        return MemoryServiceError(INTERNAL_ERROR, TIMEOUT_MESSAGE).to_payload()
+    # Only the tool name and user id: arguments carry memory text and must not be logged.
+    logger.error("tool %s failed for user %s", tool, user_id, exc_info=ex)
+    return internal_payload()
+
+
+def internal_payload() -> dict[str, Any]:
+    """The generic INTERNAL_ERROR tool payload (tools chapter, "Error codes")."""
+    return MemoryServiceError(INTERNAL_ERROR, INTERNAL_MESSAGE).to_payload()
+
+
+def jsonrpc_error_reply(
+    status: int,
+    err: jsonrpc.JsonRpcError,
+    request_id: jsonrpc.RequestId | None = None,
+    headers: dict[str, str] | None = None,
+) -> HttpReply:
+    """A JSON-RPC error response carried with an HTTP status."""
+    return HttpReply(status, jsonrpc.error(request_id, err), dict(headers or {}))
+
+
+def internal_jsonrpc_error(ex: BaseException) -> jsonrpc.JsonRpcError:
+    """The protocol-level fallback for a failure outside any tool; logs it."""
+    logger.error("unexpected failure while handling an MCP message", exc_info=ex)
+    return jsonrpc.JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error")
+
+
+def bearer_reply(settings: Settings, ex: BearerError) -> HttpReply:
+    """401 (or the error's status) with the RFC 6750 challenge.
+
+    The body follows RFC 6750's error vocabulary, plus the tools chapter's
+    code: AUTH_REQUIRED when no credentials were sent, AUTH_FAILED otherwise.
+    """
+    body = {
+        # RFC 6750 §3.1 gives no error code for a missing token; "unauthorized" fills the slot.
+        "error": ex.error or "unauthorized",
+        "error_description": ex.description,
+        "code": AUTH_REQUIRED if ex.error is None else AUTH_FAILED,
+    }
+    return HttpReply(ex.status, body, {"WWW-Authenticate": www_authenticate(settings, ex)})

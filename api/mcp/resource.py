@@ -1,0 +1,248 @@
+"""``/mcp``: the MCP Streamable HTTP transport, JSON responses only.
+
+MCP Streamable HTTP (2025-03-26, 2025-06-18, 2025-11-25) as SUPPLEMENT §7
+narrows it:
+
+- POST carries JSON-RPC. Requests are answered ``application/json`` (no
+  SSE: nothing we do streams), notifications and client responses ``202``.
+  The ``Accept`` header is not enforced: some proxies send only
+  ``text/event-stream`` and still read a JSON answer.
+- Checks run in this order: Origin (403), bearer token (401: a request
+  without credentials learns nothing else, whatever its body), Content-Type
+  (415), body size (413), JSON-RPC envelope (400), ``MCP-Protocol-Version``
+  (400), then the method.
+- Stateless: ``initialize`` hands out a random ``Mcp-Session-Id`` that is
+  never stored; any session id is accepted later, and only feeds the
+  idempotency key of queued writes. DELETE with a session id answers 204.
+- GET answers 405: we offer no server-to-client stream.
+- Batches (JSON arrays) exist only in 2025-03-26 (2025-06-18 removed them):
+  served when the request names no version or 2025-03-26, refused with
+  -32600 otherwise.
+- No body ever produces an HTTP 500: anything unexpected becomes a
+  JSON-RPC internal error, or an INTERNAL_ERROR tool result inside a tool.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import falcon
+import falcon.asgi
+
+from api.errors import HttpReply, bearer_reply, internal_jsonrpc_error, jsonrpc_error_reply
+from api.mcp import jsonrpc
+from api.mcp.dispatch import SUPPORTED_VERSIONS, CallContext, McpDispatcher
+from api.mcp.jsonrpc import (
+    INVALID_REQUEST,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    Invalid,
+    JsonRpcError,
+    Message,
+)
+from api.origins import OriginPolicy, preflight_headers
+from api.runtime import Runtime
+from auth.errors import BearerError
+from auth.tokens import Principal
+
+#: The methods /mcp implements (RFC 9110 §10.2.1 Allow).
+ALLOW = "POST, DELETE, OPTIONS"
+#: Protocol revisions that still allow JSON-RPC batches.
+_BATCH_VERSIONS = frozenset({None, "2025-03-26"})
+
+
+class McpResource:
+    """The MCP endpoint."""
+
+    def __init__(
+        self,
+        dispatcher: McpDispatcher,
+        runtime: Callable[[], Runtime | None],
+        origins: OriginPolicy,
+        *,
+        max_body_bytes: int,
+        max_batch: int,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._runtime = runtime
+        self._origins = origins
+        self._max_body = max_body_bytes
+        self._max_batch = max_batch
+
+    async def on_options(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        """CORS preflight: never needs a token (browsers send none with it)."""
+        origin = req.get_header("Origin")
+        if not self._origins.allows(origin):
+            _send(resp, _forbidden_origin())
+            return
+        headers = {"Allow": ALLOW}
+        if origin is not None:
+            headers.update(preflight_headers(origin))
+        _send(resp, HttpReply(204, None, headers))
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        # Streamable HTTP, "Listening for Messages from the Server": a server
+        # that offers no SSE stream MUST answer GET with 405.
+        if not self._origins.allows(req.get_header("Origin")):
+            _send(resp, _forbidden_origin())
+            return
+        message = "Method Not Allowed: POST JSON-RPC messages here; no SSE stream is offered."
+        _send(resp, _refuse(405, message, headers={"Allow": ALLOW}))
+
+    # The same answer, with the same Allow, for the other methods.
+    on_head = on_put = on_patch = on_get
+
+    async def on_delete(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        """Session termination: nothing is stored, so there is nothing to end."""
+        guarded = await self._guard(req)
+        if isinstance(guarded, HttpReply):
+            _send(resp, guarded)
+        elif not req.get_header("Mcp-Session-Id"):
+            _send(resp, _refuse(400, "Bad Request: DELETE needs an Mcp-Session-Id header."))
+        else:
+            _send(resp, HttpReply(204))
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        try:
+            reply = await self._post(req)
+        except Exception as ex:
+            reply = jsonrpc_error_reply(200, internal_jsonrpc_error(ex))
+        _send(resp, reply)
+
+    async def _post(self, req: falcon.asgi.Request) -> HttpReply:
+        guarded = await self._guard(req)
+        if isinstance(guarded, HttpReply):
+            return guarded
+        if not _is_json(req.content_type):
+            return _refuse(415, "Unsupported Media Type: send Content-Type: application/json.")
+        try:
+            body = await self._read_body(req)
+            if body is None:
+                return _refuse(413, f"Request body too large: at most {self._max_body} bytes.")
+            parsed = jsonrpc.parse_body(body)
+        except JsonRpcError as ex:
+            return jsonrpc_error_reply(400, ex)
+        if isinstance(parsed, Invalid):
+            return jsonrpc_error_reply(400, parsed.error, parsed.id)
+
+        version = req.get_header("MCP-Protocol-Version")
+        if version is not None and version not in SUPPORTED_VERSIONS:
+            # Streamable HTTP, "Protocol Version Header": an unsupported version MUST get 400.
+            # The SDKs' server/discover probe lands here and falls back to initialize.
+            supported = ", ".join(SUPPORTED_VERSIONS)
+            err = JsonRpcError(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                f"Unsupported protocol version {version!r}; supported: {supported}.",
+                {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+            )
+            request_id: jsonrpc.RequestId | None = None
+            if isinstance(parsed, Message) and parsed.kind == "request":
+                request_id = parsed.id
+            return jsonrpc_error_reply(400, err, request_id)
+
+        ctx = CallContext(
+            user_id=guarded.user_id,
+            session_id=req.get_header("Mcp-Session-Id"),
+            idempotency_header=req.get_header("Idempotency-Key"),
+        )
+        if isinstance(parsed, list):
+            return await self._batch(parsed, ctx, version)
+        if parsed.kind != "request":
+            # Notifications and client responses: accepted, nothing to answer.
+            return HttpReply(202)
+        outcome = await self._dispatcher.handle(parsed, ctx)
+        headers = {"Mcp-Session-Id": _new_session_id()} if outcome.opens_session else {}
+        return HttpReply(200, outcome.response, headers)
+
+    async def _batch(
+        self, items: list[Message | Invalid], ctx: CallContext, version: str | None
+    ) -> HttpReply:
+        if version not in _BATCH_VERSIONS:
+            return _refuse(400, f"Invalid Request: protocol version {version} has no batches.")
+        if len(items) > self._max_batch:
+            return _refuse(400, f"Invalid Request: at most {self._max_batch} messages per batch.")
+        responses: list[dict[str, Any]] = []
+        for item in items:
+            if isinstance(item, Invalid):
+                responses.append(jsonrpc.error(item.id, item.error))
+            elif item.kind != "request":
+                continue
+            elif item.method == "initialize":
+                # 2025-03-26, Lifecycle: initialize MUST NOT be part of a batch.
+                message = "Invalid Request: initialize cannot be batched."
+                responses.append(jsonrpc.error(item.id, JsonRpcError(INVALID_REQUEST, message)))
+            else:
+                responses.append((await self._dispatcher.handle(item, ctx)).response)
+        return HttpReply(200, responses) if responses else HttpReply(202)
+
+    async def _guard(self, req: falcon.asgi.Request) -> Principal | HttpReply:
+        """Origin, then the bearer token: the principal, or the refusal to send."""
+        if not self._origins.allows(req.get_header("Origin")):
+            return _forbidden_origin()
+        runtime = self._runtime()
+        if runtime is None:
+            err = JsonRpcError(jsonrpc.INTERNAL_ERROR, "The server is starting; try again shortly.")
+            return jsonrpc_error_reply(503, err, headers={"Retry-After": "1"})
+        try:
+            principal: Principal = await runtime.bearer.validate(req.get_header("Authorization"))
+        except BearerError as ex:
+            return bearer_reply(runtime.settings, ex)
+        except Exception as ex:
+            # The check itself failed (say, the key store's database): not the client's fault.
+            err = internal_jsonrpc_error(ex)
+            return jsonrpc_error_reply(503, err, headers={"Retry-After": "5"})
+        return principal
+
+    async def _read_body(self, req: falcon.asgi.Request) -> bytes | None:
+        """The body, or None when it exceeds the cap; never reads more than cap + one chunk."""
+        try:
+            declared = req.content_length
+        except falcon.HTTPInvalidHeader as ex:
+            raise JsonRpcError(INVALID_REQUEST, "Bad Request: invalid Content-Length.") from ex
+        if declared is not None and declared > self._max_body:
+            return None
+        chunks: list[bytes] = []
+        total = 0
+        async for chunk in req.stream:
+            total += len(chunk)
+            if total > self._max_body:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _is_json(content_type: str | None) -> bool:
+    # Parameters such as "; charset=utf-8" are allowed.
+    if content_type is None:
+        return False
+    return content_type.split(";")[0].strip().lower() == "application/json"
+
+
+def _refuse(status: int, message: str, *, headers: dict[str, str] | None = None) -> HttpReply:
+    """An HTTP-level refusal, with a JSON-RPC Invalid Request body (id null)."""
+    return jsonrpc_error_reply(status, JsonRpcError(INVALID_REQUEST, message), headers=headers)
+
+
+def _forbidden_origin() -> HttpReply:
+    # Streamable HTTP, "Security Warning": an invalid Origin MUST get 403; the
+    # body MAY be a JSON-RPC error without an id.
+    return _refuse(403, "Forbidden: this Origin is not allowed.")
+
+
+def _new_session_id() -> str:
+    # Streamable HTTP, "Session Management": globally unique, cryptographically
+    # secure, visible ASCII only (token_urlsafe uses [A-Za-z0-9_-]).
+    return secrets.token_urlsafe(24)
+
+
+def _send(resp: falcon.asgi.Response, reply: HttpReply) -> None:
+    resp.status = reply.status
+    for name, value in reply.headers.items():
+        resp.set_header(name, value)
+    if reply.body is None:
+        resp.data = b""
+        resp.content_type = None
+    else:
+        resp.data = jsonrpc.encode(reply.body)
+        resp.content_type = "application/json"

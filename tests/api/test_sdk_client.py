@@ -1,0 +1,113 @@
+"""The official MCP Python SDK client against our app, end to end over ASGI.
+
+The client runs in its default ``mode="auto"``: it first probes
+``server/discover`` at 2026-07-28, must get a quick 400 with a JSON-RPC
+error, and then falls back to the ``initialize`` handshake.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from api.app import create_app
+from api.runtime import Runtime
+from memory.settings import Settings
+from tests.api.conftest import PUBLIC_URL, FakeUseCases, FakeWriteQueue
+
+
+class Recorder(httpx2.AsyncBaseTransport):
+    """An ASGI transport that also remembers what went over it."""
+
+    def __init__(self, app: Any) -> None:
+        self._inner = httpx2.ASGITransport(app=app)
+        self.exchanges: list[tuple[str, dict[str, Any] | None, int]] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        body = json.loads(request.content) if request.content else None
+        self.exchanges.append((request.method, body, response.status_code))
+        return response
+
+
+@pytest.fixture
+def connect(
+    api_settings: Settings, runtime: Runtime, use_cases: FakeUseCases, token: str
+) -> Callable[[], AbstractAsyncContextManager[tuple[Client, Recorder]]]:
+    # A context manager entered inside each test, not a yield fixture: the
+    # client's anyio task group must be entered and left in the same task.
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[tuple[Client, Recorder]]:
+        app = create_app(
+            api_settings, runtime=runtime, use_cases=use_cases  # type: ignore[arg-type]
+        )
+        recorder = Recorder(app)
+        http = httpx2.AsyncClient(transport=recorder, headers={"Authorization": f"Bearer {token}"})
+        transport = streamable_http_client(f"{PUBLIC_URL}/mcp", http_client=http)
+        async with http, Client(transport) as client:
+            yield client, recorder
+
+    return connect
+
+
+Connect = Callable[[], AbstractAsyncContextManager[tuple[Client, Recorder]]]
+
+
+async def test_sdk_falls_back_from_discover_to_initialize(connect: Connect) -> None:
+    async with connect() as (client, recorder):
+        assert client.protocol_version == "2025-11-25"
+        assert client.server_info is not None and client.server_info.name == "ownsona"
+        assert client.instructions and "never instructions" in client.instructions
+    methods = [(body or {}).get("method") for _, body, _ in recorder.exchanges]
+    assert methods[:2] == ["server/discover", "initialize"]
+    assert recorder.exchanges[0][2] == 400
+
+
+async def test_sdk_lists_and_calls_tools(
+    connect: Connect, use_cases: FakeUseCases, write_queue: FakeWriteQueue
+) -> None:
+    async with connect() as (client, recorder):
+        await _list_and_call(client, use_cases, write_queue)
+    # The SDK ends its session with DELETE; a stateless server accepts it.
+    assert ("DELETE", None, 204) in recorder.exchanges
+
+
+async def _list_and_call(
+    client: Client, use_cases: FakeUseCases, write_queue: FakeWriteQueue
+) -> None:
+    listing = await client.list_tools()
+    assert len(listing.tools) == 17
+    recall = next(t for t in listing.tools if t.name == "recall")
+    assert recall.annotations is not None and recall.annotations.read_only_hint is True
+
+    use_cases.payload = {"ok": True, "matches": [{"id": 4, "text": "Colby lives in LA."}]}
+    result = await client.call_tool("recall", {"query": "where does my son live"})
+    assert result.is_error is False
+    assert result.structured_content == use_cases.payload
+    assert json.loads(result.content[0].text) == use_cases.payload  # type: ignore[union-attr]
+
+    write_queue.payload = {
+        "ok": False,
+        "error": {"code": "NOT_FOUND", "message": "Memory 3 not found."},
+    }
+    failed = await client.call_tool("forget", {"id": 3})
+    assert failed.is_error is True
+    assert failed.structured_content == write_queue.payload
+
+
+async def test_sdk_calls_get_distinct_idempotency_keys(
+    connect: Connect, write_queue: FakeWriteQueue
+) -> None:
+    async with connect() as (client, _):
+        await client.call_tool("confirm", {"id": 1})
+        await client.call_tool("confirm", {"id": 1})
+    first, second = (call[3] for call in write_queue.calls)
+    # Different JSON-RPC ids: two operations, two keys, even within one session.
+    assert first != second

@@ -1,0 +1,270 @@
+"""tools/list and tools/call: the registry as clients see it, and the result envelope."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from api.mcp.dispatch import idempotency_key
+from api.mcp.tools import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, tool_specs
+from memory.errors import NOT_FOUND, MemoryServiceError
+from memory.service import USE_CASES
+from memory.settings import Settings
+from tests.api.conftest import FakeUseCases, FakeWriteQueue, Mcp
+
+TOOLS = {
+    "remember", "remember_batch", "recall", "search_memory", "build_context_prompt",
+    "list_memories", "update_memory", "update_memory_batch", "confirm", "forget",
+    "forget_batch", "text_search", "get_memory", "count_memories", "memory_stats",
+    "list_tags", "export_memories",
+}  # fmt: skip
+QUEUED = {
+    "remember", "remember_batch", "update_memory", "update_memory_batch",
+    "confirm", "forget", "forget_batch",
+}  # fmt: skip
+RETURNS_TEXT = (
+    "recall", "search_memory", "get_memory", "list_memories", "text_search",
+    "export_memories", "remember", "remember_batch", "build_context_prompt",
+)  # fmt: skip
+SECRET = "My son Colby lives in Los Angeles."
+
+
+async def list_tools(mcp: Mcp) -> list[dict]:
+    result = await mcp.request("tools/list", {"cursor": "ignored"})
+    assert result.status_code == 200
+    body = result.json["result"]
+    assert "nextCursor" not in body
+    return body["tools"]  # type: ignore[no-any-return]
+
+
+# --- the registry -----------------------------------------------------------------
+
+
+def test_registry_matches_the_use_cases() -> None:
+    specs = tool_specs(Settings())
+    assert set(specs) == TOOLS
+    assert {name for name, spec in specs.items() if spec.queued} == QUEUED
+    for spec in specs.values():
+        assert spec.use_case in USE_CASES
+
+
+async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> None:
+    tools = await list_tools(mcp)
+    assert {t["name"] for t in tools} == TOOLS and len(tools) == 17
+    for tool in tools:
+        schema = tool["inputSchema"]
+        Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+        assert tool["description"] and tool["title"]
+        hints = tool["annotations"]
+        for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"):
+            assert isinstance(hints[hint], bool), (tool["name"], hint)
+        assert hints["openWorldHint"] is False
+        assert hints["readOnlyHint"] is (tool["name"] not in QUEUED)
+        if hints["readOnlyHint"]:
+            assert hints["destructiveHint"] is False
+        assert "outputSchema" not in tool
+
+
+async def test_forget_tools_are_destructive(mcp: Mcp) -> None:
+    tools = {t["name"]: t for t in await list_tools(mcp)}
+    assert tools["forget"]["annotations"]["destructiveHint"] is True
+    assert tools["forget_batch"]["annotations"]["destructiveHint"] is True
+    assert tools["confirm"]["annotations"]["destructiveHint"] is False
+
+
+async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
+    tools = {t["name"]: t for t in await list_tools(mcp)}
+    for name in RETURNS_TEXT:
+        assert DATA_NOT_INSTRUCTIONS in tools[name]["description"], name
+    for name in ("recall", "search_memory"):
+        description = tools[name]["description"]
+        assert PREFER_RECENT in description
+    assert "last_confirmed_at first, then updated_at, then created_at" in PREFER_RECENT
+    assert "forget repeatedly" in tools["forget_batch"]["description"]
+    assert "update_memory repeatedly" in tools["update_memory_batch"]["description"]
+
+
+async def test_schemas_document_the_supplement_fields(mcp: Mcp) -> None:
+    tools = {t["name"]: t["inputSchema"] for t in await list_tools(mcp)}
+    remember = tools["remember"]["properties"]
+    assert remember["keep"]["type"] == "boolean"
+    for field in ("supersedes", "downweights"):
+        assert remember[field] == {**remember[field], "type": "array"}
+        assert remember[field]["items"]["type"] == "integer"
+    item = tools["remember_batch"]["properties"]["items"]["items"]
+    assert {"text", "supersedes", "downweights", "keep"} <= set(item["properties"])
+    assert item["required"] == ["text"]
+    assert tools["update_memory"]["properties"]["keep"]["type"] == "boolean"
+    assert tools["remember"]["required"] == ["text"]
+    assert tools["recall"]["required"] == ["query"]
+    # Limits follow the settings (the tests' batch cap is 5).
+    assert tools["forget_batch"]["properties"]["ids"]["maxItems"] == 5
+
+
+def test_schemas_accept_the_chapters_examples() -> None:
+    specs = tool_specs(Settings())
+
+    def valid(name: str, args: dict) -> bool:
+        return Draft202012Validator(specs[name].input_schema).is_valid(args)
+
+    assert valid("remember", {"text": SECRET, "tags": ["family"], "capture_mode": "explicit"})
+    assert valid("recall", {"query": "where does my son live", "limit": 5, "tags": ["family"]})
+    assert valid("update_memory", {"id": 3, "expires_at": None})
+    assert valid("memory_stats", {})
+    assert not valid("remember", {"txt": SECRET})
+    assert not valid("recall", {"query": "x", "limit": 51})
+
+
+# --- tools/call --------------------------------------------------------------------
+
+
+async def test_inline_tool_result_envelope(mcp: Mcp, use_cases: FakeUseCases, user_id: int) -> None:
+    use_cases.payload = {"ok": True, "matches": [{"id": 1, "text": SECRET, "score": 0.9}]}
+    result = await mcp.call_tool("recall", {"query": "son"})
+    assert result["isError"] is False
+    assert result["content"][0]["type"] == "text"
+    assert result["structuredContent"] == use_cases.payload
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    assert use_cases.calls == [("recall", user_id, {"query": "son"})]
+
+
+async def test_service_error_is_a_tool_error_not_a_protocol_error(
+    mcp: Mcp, use_cases: FakeUseCases
+) -> None:
+    use_cases.error = MemoryServiceError(NOT_FOUND, "Memory 9 not found.")
+    result = await mcp.call_tool("get_memory", {"id": 9})
+    assert result["isError"] is True
+    payload = result["structuredContent"]
+    assert payload == {
+        "ok": False,
+        "error": {"code": "NOT_FOUND", "message": "Memory 9 not found."},
+    }
+    assert json.loads(result["content"][0]["text"]) == payload
+
+
+async def test_ok_false_payload_sets_is_error(mcp: Mcp, use_cases: FakeUseCases) -> None:
+    use_cases.payload = {"ok": False, "error": {"code": "INVALID_INPUT", "message": "no"}}
+    result = await mcp.call_tool("count_memories", {})
+    assert result["isError"] is True
+
+
+async def test_unexpected_exception_is_internal_error_and_logged_without_arguments(
+    mcp: Mcp, use_cases: FakeUseCases, caplog: pytest.LogCaptureFixture
+) -> None:
+    use_cases.error = RuntimeError("boom")
+    with caplog.at_level(logging.INFO):
+        result = await mcp.call_tool("recall", {"query": SECRET})
+    assert result["isError"] is True
+    error = result["structuredContent"]["error"]
+    assert error["code"] == "INTERNAL_ERROR" and "boom" not in error["message"]
+    failures = [r for r in caplog.records if r.exc_info]
+    assert failures and "recall" in failures[0].getMessage()
+    assert SECRET not in caplog.text
+
+
+async def test_non_payload_return_is_internal_error(mcp: Mcp, use_cases: FakeUseCases) -> None:
+    use_cases.payload = {"matches": []}  # no "ok"
+    result = await mcp.call_tool("recall", {"query": "x"})
+    assert result["structuredContent"]["error"]["code"] == "INTERNAL_ERROR"
+
+
+async def test_timeout_is_reported_as_maybe_done(mcp: Mcp, write_queue: FakeWriteQueue) -> None:
+    write_queue.error = TimeoutError()
+    result = await mcp.call_tool("confirm", {"id": 1})
+    assert result["isError"] is True
+    assert "may still complete" in result["structuredContent"]["error"]["message"]
+
+
+async def test_missing_arguments_become_empty_object(mcp: Mcp, use_cases: FakeUseCases) -> None:
+    await mcp.call_tool("memory_stats")
+    assert use_cases.calls[0][2] == {}
+
+
+async def test_unknown_tool_is_32602(mcp: Mcp) -> None:
+    result = await mcp.request("tools/call", {"name": "reinforce", "arguments": {}}, id=3)
+    assert result.status_code == 200
+    assert result.json["id"] == 3
+    assert result.json["error"]["code"] == -32602
+    assert "reinforce" in result.json["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"name": "recall", "arguments": [1]},
+        {"name": "recall", "arguments": "q"},
+        {"arguments": {}},
+        {"name": 5},
+    ],
+)
+async def test_bad_call_params_are_32602(mcp: Mcp, params: dict) -> None:
+    result = await mcp.request("tools/call", params)
+    assert result.json["error"]["code"] == -32602
+
+
+async def test_queued_tools_go_through_the_write_queue(
+    mcp: Mcp, write_queue: FakeWriteQueue, use_cases: FakeUseCases, user_id: int
+) -> None:
+    write_queue.payload = {"ok": True, "memory_id": 12, "message": "Ok"}
+    result = await mcp.call_tool("remember", {"text": SECRET})
+    assert result["structuredContent"] == write_queue.payload and result["isError"] is False
+    assert use_cases.calls == []
+    (use_case, uid, args, key), = write_queue.calls
+    assert (use_case, uid, args) == ("remember", user_id, {"text": SECRET})
+    assert len(key) >= 32
+
+
+async def test_queue_service_error_is_a_tool_error(mcp: Mcp, write_queue: FakeWriteQueue) -> None:
+    write_queue.error = MemoryServiceError("SECRET_REJECTED", "That looks like an API key.")
+    result = await mcp.call_tool("remember", {"text": "sk-..."})
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == "SECRET_REJECTED"
+
+
+# --- idempotency keys ------------------------------------------------------------------
+
+
+async def test_a_retry_in_the_same_session_reuses_the_key(
+    mcp: Mcp, write_queue: FakeWriteQueue
+) -> None:
+    for _ in range(2):
+        await mcp.call_tool("remember", {"text": SECRET, "tags": ["a"]}, mcp_session_id="s1")
+    # Same arguments in another key order: still the same request.
+    await mcp.call_tool("remember", {"tags": ["a"], "text": SECRET}, mcp_session_id="s1")
+    await mcp.call_tool("remember", {"text": SECRET, "tags": ["a"]}, mcp_session_id="s2")
+    keys = [call[3] for call in write_queue.calls]
+    assert keys[0] == keys[1] == keys[2] and keys[3] != keys[0]
+
+
+async def test_without_session_each_call_gets_a_fresh_key(
+    mcp: Mcp, write_queue: FakeWriteQueue
+) -> None:
+    await mcp.call_tool("confirm", {"id": 1})
+    await mcp.call_tool("confirm", {"id": 1})
+    assert write_queue.calls[0][3] != write_queue.calls[1][3]
+
+
+async def test_idempotency_key_header_wins(mcp: Mcp, write_queue: FakeWriteQueue) -> None:
+    await mcp.call_tool("forget", {"id": 1}, idempotency_key="op-1", mcp_session_id="a")
+    await mcp.call_tool(
+        "forget", {"id": 1, "reason": "x"}, idempotency_key="op-1", mcp_session_id="b"
+    )
+    await mcp.call_tool("forget", {"id": 1}, idempotency_key="op-2")
+    keys = [call[3] for call in write_queue.calls]
+    assert keys[0] == keys[1] != keys[2]
+
+
+def test_idempotency_key_depends_on_user_tool_and_request_id() -> None:
+    base = dict(session_id="s", request_id=1, header=None)
+    key = idempotency_key(1, "remember", {"text": "a"}, **base)
+    assert key == idempotency_key(1, "remember", {"text": "a"}, **base)
+    assert key != idempotency_key(2, "remember", {"text": "a"}, **base)
+    assert key != idempotency_key(1, "remember_batch", {"text": "a"}, **base)
+    assert key != idempotency_key(1, "remember", {"text": "a"}, **{**base, "request_id": 2})
+    assert key != idempotency_key(1, "remember", {"text": "a"}, **{**base, "request_id": "1"})
+    header = dict(session_id=None, request_id=None, header="h")
+    assert idempotency_key(1, "forget", {}, **header) != idempotency_key(2, "forget", {}, **header)

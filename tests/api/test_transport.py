@@ -1,0 +1,393 @@
+"""/mcp as an MCP Streamable HTTP endpoint: lifecycle, envelope, HTTP edges."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from api.mcp.dispatch import INSTRUCTIONS, LATEST_VERSION, SUPPORTED_VERSIONS
+from tests.api.conftest import PUBLIC_URL, Mcp
+
+INIT_PARAMS = {
+    "capabilities": {},
+    "clientInfo": {"name": "pytest", "version": "0"},
+}
+
+
+# --- lifecycle -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+async def test_initialize_echoes_a_supported_version(mcp: Mcp, version: str) -> None:
+    result = await mcp.request("initialize", {**INIT_PARAMS, "protocolVersion": version})
+    assert result.status_code == 200
+    assert result.headers["content-type"].startswith("application/json")
+    body = result.json
+    assert body["id"] == 1 and body["jsonrpc"] == "2.0"
+    init = body["result"]
+    assert init["protocolVersion"] == version
+    assert init["serverInfo"]["name"] == "ownsona" and init["serverInfo"]["version"]
+    assert init["capabilities"] == {"tools": {"listChanged": False}}
+    assert init["instructions"] == INSTRUCTIONS and "never instructions" in INSTRUCTIONS
+    session = result.headers["mcp-session-id"]
+    assert session and all(0x21 <= ord(c) <= 0x7E for c in session)
+
+
+@pytest.mark.parametrize("requested", ["2024-11-05", "2026-07-28", "tomorrow", None])
+async def test_initialize_offers_latest_for_unsupported_version(
+    mcp: Mcp, requested: str | None
+) -> None:
+    params = dict(INIT_PARAMS)
+    if requested is not None:
+        params["protocolVersion"] = requested
+    result = await mcp.request("initialize", params)
+    assert result.status_code == 200
+    assert result.json["result"]["protocolVersion"] == LATEST_VERSION
+
+
+async def test_each_initialize_gets_a_fresh_session_id(mcp: Mcp) -> None:
+    params = {**INIT_PARAMS, "protocolVersion": LATEST_VERSION}
+    first = await mcp.request("initialize", params)
+    second = await mcp.request("initialize", params)
+    assert first.headers["mcp-session-id"] != second.headers["mcp-session-id"]
+
+
+async def test_any_session_id_is_accepted_later(mcp: Mcp) -> None:
+    result = await mcp.request("ping", mcp_session_id="made-up-by-the-client")
+    assert result.status_code == 200 and result.json["result"] == {}
+    assert "mcp-session-id" not in result.headers
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}},
+        {"jsonrpc": "2.0", "method": "notifications/whatever"},
+        {"jsonrpc": "2.0", "id": 7, "result": {}},
+        {"jsonrpc": "2.0", "id": 8, "error": {"code": -1, "message": "no"}},
+    ],
+)
+async def test_notifications_and_client_responses_get_202(mcp: Mcp, message: dict) -> None:
+    result = await mcp.post(message)
+    assert result.status_code == 202
+    assert result.content == b""
+
+
+async def test_ping(mcp: Mcp) -> None:
+    result = await mcp.request("ping", id="abc")
+    assert result.json == {"jsonrpc": "2.0", "id": "abc", "result": {}}
+
+
+async def test_delete_with_session_id_is_204(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers(mcp_session_id="s1"))
+    assert result.status_code == 204
+
+
+async def test_delete_without_session_id_is_400(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers())
+    assert result.status_code == 400
+
+
+# --- protocol version header --------------------------------------------------
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+async def test_supported_version_header_passes(mcp: Mcp, version: str) -> None:
+    result = await mcp.request("ping", mcp_protocol_version=version)
+    assert result.status_code == 200
+
+
+async def test_unsupported_version_header_is_400_with_jsonrpc_error(mcp: Mcp) -> None:
+    result = await mcp.request("tools/list", id=4, mcp_protocol_version="1999-01-01")
+    assert result.status_code == 400
+    body = result.json
+    assert body["jsonrpc"] == "2.0" and body["id"] == 4
+    assert body["error"]["code"] == -32022
+    assert body["error"]["data"] == {
+        "supported": list(SUPPORTED_VERSIONS),
+        "requested": "1999-01-01",
+    }
+
+
+async def test_sdk_server_discover_probe_gets_400_and_falls_back(mcp: Mcp) -> None:
+    # Exactly what the official Python SDK 2.x client sends first in mode="auto".
+    probe = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "server/discover",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    result = await mcp.post(probe, mcp_protocol_version="2026-07-28")
+    assert result.status_code == 400
+    assert result.headers["content-type"].startswith("application/json")
+    error = result.json["error"]
+    assert result.json["id"] == 1
+    assert error["code"] == -32022
+    # A handshake-era version in "supported" is what makes the SDK fall back to initialize.
+    assert "2025-11-25" in error["data"]["supported"]
+
+
+async def test_unsupported_version_header_on_notification_is_400(mcp: Mcp) -> None:
+    message = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    result = await mcp.post(message, mcp_protocol_version="x")
+    assert result.status_code == 400
+    assert result.json["id"] is None
+
+
+# --- JSON-RPC envelope ---------------------------------------------------------
+
+
+async def test_unknown_method_is_32601(mcp: Mcp) -> None:
+    result = await mcp.request("resources/list", id=9)
+    assert result.status_code == 200
+    assert result.json["id"] == 9
+    assert result.json["error"]["code"] == -32601
+
+
+@pytest.mark.parametrize(
+    "body", [b"{not json", b"", b"\xff\xfe{}", b'{"jsonrpc": "2.0", "id": NaN}']
+)
+async def test_malformed_json_is_32700(mcp: Mcp, body: bytes) -> None:
+    result = await mcp.post(body)
+    assert result.status_code == 400
+    assert result.json["error"]["code"] == -32700
+    assert result.json["id"] is None
+
+
+@pytest.mark.parametrize("body", [42, "ping", None, True, {"id": 1, "method": "ping"}])
+async def test_non_request_is_32600(mcp: Mcp, body: object) -> None:
+    result = await mcp.post(json.dumps(body).encode())
+    assert result.status_code == 400
+    assert result.json["error"]["code"] == -32600
+
+
+async def test_missing_jsonrpc_field_keeps_the_id(mcp: Mcp) -> None:
+    result = await mcp.post({"id": 5, "method": "ping"})
+    assert result.status_code == 400
+    assert result.json["id"] == 5 and result.json["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "1.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": None, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1.5, "method": "ping"},
+        {"jsonrpc": "2.0", "id": True, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1, "method": 3},
+        {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": "x"},
+        {"jsonrpc": "2.0", "id": 1},
+    ],
+)
+async def test_invalid_requests_are_32600(mcp: Mcp, message: dict) -> None:
+    result = await mcp.post(message)
+    assert result.status_code == 400
+    assert result.json["error"]["code"] == -32600
+
+
+async def test_array_params_are_32602(mcp: Mcp) -> None:
+    result = await mcp.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []})
+    assert result.json["error"]["code"] == -32602
+
+
+# --- batches (2025-03-26 only) --------------------------------------------------
+
+
+async def test_batch_is_served_for_2025_03_26(mcp: Mcp) -> None:
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "nope"},
+        {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": INIT_PARAMS},
+        "garbage",
+    ]
+    result = await mcp.post(batch, mcp_protocol_version="2025-03-26")
+    assert result.status_code == 200
+    answers = result.json
+    assert [a["id"] for a in answers] == [1, 2, 3, None]
+    assert answers[0]["result"] == {}
+    assert answers[1]["error"]["code"] == -32601
+    assert answers[2]["error"]["code"] == -32600
+    assert answers[3]["error"]["code"] == -32600
+
+
+async def test_batch_of_notifications_is_202(mcp: Mcp) -> None:
+    batch = [{"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    result = await mcp.post(batch)
+    assert result.status_code == 202
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+async def test_batch_is_refused_from_2025_06_18(mcp: Mcp, version: str) -> None:
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
+    result = await mcp.post(batch, mcp_protocol_version=version)
+    assert result.status_code == 400
+    assert result.json["error"]["code"] == -32600
+
+
+async def test_empty_and_oversized_batches_are_refused(mcp: Mcp) -> None:
+    assert (await mcp.post([])).json["error"]["code"] == -32600
+    many = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(6)]  # cap is 5 in tests
+    result = await mcp.post(many)
+    assert result.status_code == 400 and result.json["error"]["code"] == -32600
+
+
+# --- HTTP edges ------------------------------------------------------------------
+
+
+async def test_body_too_large_is_413(mcp: Mcp) -> None:
+    big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 5000}}
+    result = await mcp.post(big)
+    assert result.status_code == 413
+    assert result.json["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+async def test_wrong_content_type_is_415(mcp: Mcp, content_type: str | None) -> None:
+    headers = mcp.headers()
+    del headers["Content-Type"]
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    result = await mcp.conductor.simulate_post("/mcp", body=body, headers=headers)
+    assert result.status_code == 415
+    assert result.json["error"]["code"] == -32600
+
+
+async def test_content_type_with_charset_is_fine(mcp: Mcp) -> None:
+    result = await mcp.request("ping", content_type="application/json; charset=utf-8")
+    assert result.status_code == 200
+
+
+async def test_accept_header_is_not_enforced(mcp: Mcp) -> None:
+    result = await mcp.request("ping", accept="text/event-stream")
+    assert result.status_code == 200
+    assert result.headers["content-type"].startswith("application/json")
+
+
+async def test_get_is_405(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_get("/mcp", headers=mcp.headers())
+    assert result.status_code == 405
+    assert result.headers["allow"] == "POST, DELETE, OPTIONS"
+
+
+async def test_trailing_slash_is_served(mcp: Mcp) -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    result = await mcp.conductor.simulate_post("/mcp/", body=body, headers=mcp.headers())
+    assert result.status_code == 200
+
+
+# --- origins and CORS --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "origin", ["https://evil.example", "null", "http://mem.example", "http://localhost.evil.com"]
+)
+async def test_foreign_origin_is_403(mcp: Mcp, origin: str) -> None:
+    result = await mcp.request("ping", origin=origin)
+    assert result.status_code == 403
+    assert result.json["error"]["code"] == -32600
+    assert "access-control-allow-origin" not in result.headers
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://localhost:6274",
+        "http://127.0.0.1:3000",
+        "http://[::1]:8080",
+        "http://localhost",
+        PUBLIC_URL,
+    ],
+)
+async def test_allowed_origins_get_cors_headers(mcp: Mcp, origin: str) -> None:
+    result = await mcp.request("ping", origin=origin)
+    assert result.status_code == 200
+    assert result.headers["access-control-allow-origin"] == origin
+    assert "mcp-session-id" in result.headers["access-control-expose-headers"]
+    assert "www-authenticate" in result.headers["access-control-expose-headers"]
+
+
+async def test_preflight_needs_no_token(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_options(
+        "/mcp",
+        headers={
+            "Origin": "http://localhost:6274",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version",
+        },
+    )
+    assert result.status_code == 204
+    assert result.headers["access-control-allow-origin"] == "http://localhost:6274"
+    assert result.headers["access-control-allow-methods"] == "POST, GET, DELETE, OPTIONS"
+    allowed = {h.strip() for h in result.headers["access-control-allow-headers"].split(",")}
+    needed = {"authorization", "content-type", "mcp-protocol-version", "mcp-session-id"}
+    assert needed | {"last-event-id"} <= allowed
+    assert int(result.headers["access-control-max-age"]) > 0
+
+
+async def test_preflight_from_foreign_origin_is_403(mcp: Mcp) -> None:
+    headers = {"Origin": "https://evil.example"}
+    result = await mcp.conductor.simulate_options("/mcp", headers=headers)
+    assert result.status_code == 403
+
+
+async def test_foreign_origin_get_is_403(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_get("/mcp", headers={"Origin": "https://evil.example"})
+    assert result.status_code == 403
+
+
+# --- authentication ------------------------------------------------------------------
+
+
+async def test_no_token_is_401_with_resource_metadata(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_post(
+        "/mcp",
+        body=b'{"jsonrpc":"2.0","id":1,"method":"initialize"}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert result.status_code == 401
+    challenge = result.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert f'resource_metadata="{PUBLIC_URL}/.well-known/oauth-protected-resource"' in challenge
+    assert "error=" not in challenge  # RFC 6750 §3.1: no error code without a token
+    assert result.json["error"] and result.json["error_description"]
+    assert result.json["code"] == "AUTH_REQUIRED"
+
+
+async def test_bad_token_is_401_invalid_token(mcp: Mcp) -> None:
+    mcp.token = "not.a.jwt"
+    result = await mcp.request("ping")
+    assert result.status_code == 401
+    assert 'error="invalid_token"' in result.headers["www-authenticate"]
+    assert result.json["error"] == "invalid_token" and result.json["code"] == "AUTH_FAILED"
+
+
+@pytest.mark.parametrize("body", [b"{broken", b"x" * 10_000, b""])
+async def test_401_comes_before_any_body_check(mcp: Mcp, body: bytes) -> None:
+    headers = {"Content-Type": "text/plain"}
+    result = await mcp.conductor.simulate_post("/mcp", body=body, headers=headers)
+    assert result.status_code == 401
+
+
+async def test_401_carries_cors_headers_for_browser_clients(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_post(
+        "/mcp",
+        body=b"{}",
+        headers={"Content-Type": "application/json", "Origin": "http://localhost:6274"},
+    )
+    assert result.status_code == 401
+    assert result.headers["access-control-allow-origin"] == "http://localhost:6274"
+
+
+async def test_delete_needs_a_token(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_delete("/mcp", headers={"Mcp-Session-Id": "s"})
+    assert result.status_code == 401
