@@ -18,11 +18,16 @@ async def _configure(conn: AsyncConnection) -> None:
     await conn.execute(f"SET hnsw.ef_search = {HNSW_EF_SEARCH}")
     await conn.execute("SET hnsw.iterative_scan = relaxed_order")
     await conn.execute("SET TIME ZONE 'UTC'")
-    await conn.commit()
 
 
 def make_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "ownsona") -> AsyncConnectionPool:
-    """A pool that is not yet open: call ``await pool.open()`` (or use ``async with``)."""
+    """A pool that is not yet open: call ``await pool.open()`` (or use ``async with``).
+
+    Connections are in autocommit mode: a read is one round trip, with no
+    BEGIN before it and no ROLLBACK when the connection goes back to the
+    pool. Anything that writes more than one statement must run inside
+    ``async with conn.transaction():``.
+    """
     return AsyncConnectionPool(
         dsn,
         min_size=min_size,
@@ -30,7 +35,5 @@ def make_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "o
         open=False,
         configure=_configure,
         name=name,
-        kwargs={"autocommit": False},
-        # A broken connection is replaced instead of failing the next request.
-        check=AsyncConnectionPool.check_connection,
+        kwargs={"autocommit": True},
     )
