@@ -36,13 +36,21 @@ def available_migrations() -> list[Migration]:
             found.append(Migration(int(match.group(1)), entry.name, entry.read_text("utf-8")))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
-    if versions != list(range(1, len(versions) + 1)):
-        raise StorageError(f"migrations are not numbered 1..n: {versions}")
+    if len(set(versions)) != len(versions):
+        raise StorageError(f"two migrations share a number: {versions}")
     return found
 
 
 def latest_version() -> int:
     return available_migrations()[-1].version
+
+
+async def applied_versions(conn: AsyncConnection) -> set[int]:
+    exists = await (await conn.execute("SELECT to_regclass('schema_version') IS NOT NULL")).fetchone()
+    if not exists or not exists[0]:
+        return set()
+    rows = await (await conn.execute("SELECT version FROM schema_version")).fetchall()
+    return {int(r[0]) for r in rows}
 
 
 async def current_version(conn: AsyncConnection) -> int:
@@ -81,6 +89,7 @@ async def migrate(dsn: str, *, dimensions: int) -> list[int]:
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
             version = await current_version(conn)
+            done = await applied_versions(conn)
             if version > migrations[-1].version:
                 raise StorageError(
                     f"the database schema is at version {version}, newer than this code "
@@ -92,8 +101,10 @@ async def migrate(dsn: str, *, dimensions: int) -> list[int]:
                     f"the database holds {stored}-dimension embeddings but the configured "
                     f"embedding model has {dimensions}; switch back or run `ownsona reembed`"
                 )
+            # Every migration not yet recorded, in number order (a branch that
+            # lands a lower number later still gets it applied).
             for migration in migrations:
-                if migration.version <= version:
+                if migration.version in done:
                     continue
                 text = migration.sql.replace("{dim}", str(int(dimensions)))
                 try:
@@ -113,9 +124,10 @@ async def migrate(dsn: str, *, dimensions: int) -> list[int]:
 
 async def check_schema(conn: AsyncConnection) -> None:
     """Refuse a database that is not migrated to exactly this code's version."""
-    version = await current_version(conn)
+    done = await applied_versions(conn)
     latest = latest_version()
-    if version > latest:
-        raise StorageError(f"database schema {version} is newer than this code ({latest})")
-    if version < latest:
-        raise StorageError(f"database schema {version} is behind ({latest}); run `ownsona migrate`")
+    if done and max(done) > latest:
+        raise StorageError(f"database schema {max(done)} is newer than this code ({latest})")
+    missing = sorted({m.version for m in available_migrations()} - done)
+    if missing:
+        raise StorageError(f"database lacks migrations {missing}; run `ownsona migrate`")
