@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid
+from .text import reject_unstorable
 
 _MISSING = object()
 
@@ -46,6 +47,7 @@ class Args:
             raise invalid(f"{name} must be a string.", field=name)
         if len(value) > max_len:
             raise invalid(f"{name} must be at most {max_len} characters.", field=name)
+        reject_unstorable(value, field=name)
         return value
 
     def choice(self, name: str, choices: tuple[str, ...], default: str | None) -> str | None:
@@ -97,7 +99,10 @@ class Args:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise invalid(f"{name} must be a number.", field=name)
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer too large for a float is out of range anyway
+            number = math.inf
         if not math.isfinite(number) or not minimum <= number <= maximum:
             raise invalid(f"{name} must be between {minimum:g} and {maximum:g}.", field=name)
         return number

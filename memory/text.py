@@ -114,6 +114,26 @@ def normalize_text(text: str) -> str:
     return " ".join(lowered.split())
 
 
+def reject_unstorable(value: str, *, field: str) -> None:
+    """INVALID_INPUT for strings PostgreSQL cannot store as UTF-8 text.
+
+    NUL (U+0000) is refused by ``text``; a lone surrogate (``"\\ud800"``,
+    which a JSON body can carry) cannot be encoded as UTF-8 at all.
+    """
+    if "\x00" in value:
+        raise invalid(
+            f"The {field} field must not contain NUL (U+0000) characters; remove them.",
+            field=field,
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid(
+            f"The {field} field contains an unpaired surrogate code point; send valid Unicode.",
+            field=field,
+        ) from None
+
+
 def clean_text(value: object, *, field: str = "text", max_chars: int) -> str:
     """Validate a user-supplied text and return it trimmed.
 
@@ -123,11 +143,7 @@ def clean_text(value: object, *, field: str = "text", max_chars: int) -> str:
     """
     if not isinstance(value, str):
         raise invalid(f"The {field} field must be a string.", field=field)
-    if "\x00" in value:
-        raise invalid(
-            f"The {field} field must not contain NUL (U+0000) characters; remove them.",
-            field=field,
-        )
+    reject_unstorable(value, field=field)
     text = value.strip()
     if not text:
         raise invalid(f"The {field} field is required and must not be empty.", field=field)
