@@ -18,9 +18,20 @@ from api.health import Health
 from api.mcp.dispatch import McpDispatcher
 from api.mcp.resource import McpResource
 from api.mcp.tools import tool_specs
+from api.oauth import (
+    Authorize,
+    OAuthCors,
+    OAuthOptions,
+    OAuthServices,
+    Registration,
+    Revocation,
+    Token,
+    handle_oauth_error,
+)
 from api.origins import McpCors, OriginPolicy
 from api.runtime import Runtime
-from api.wellknown import Jwks, ProtectedResourceMetadata
+from api.wellknown import AuthorizationServerMetadata, Jwks, ProtectedResourceMetadata
+from auth.oauth_errors import OAuthError
 from memory.service import USE_CASES, UseCase
 from memory.settings import Settings
 
@@ -37,6 +48,7 @@ def create_app(
     build_runtime: BuildRuntime | None = None,
     close_runtime: CloseRuntime | None = None,
     use_cases: Mapping[str, UseCase] | None = None,
+    oauth_options: OAuthOptions | None = None,
 ) -> falcon.asgi.App:
     """Routes, middleware and error handling around one runtime.
 
@@ -44,11 +56,17 @@ def create_app(
     Without, it is built on startup by ``build_runtime`` (default
     ``api.lifecycle.build_runtime``) and closed on shutdown by
     ``close_runtime`` (default ``api.lifecycle.close_runtime``).
+    ``oauth_options`` changes the sign-in throttle and session lifetime (tests).
     """
     lifecycle = _Lifecycle(settings, runtime, build_runtime, close_runtime)
     origins = OriginPolicy(settings)
     app = falcon.asgi.App(
-        middleware=[lifecycle, _BodyCap(settings.max_body_bytes), McpCors(origins, MCP_PATH)]
+        middleware=[
+            lifecycle,
+            _BodyCap(settings.max_body_bytes),
+            McpCors(origins, MCP_PATH),
+            OAuthCors(),
+        ]
     )
     # "/mcp/" is a common client-side slip; serve it rather than 404.
     app.req_options.strip_url_path_trailing_slash = True
@@ -70,6 +88,13 @@ def create_app(
     app.add_route("/.well-known/oauth-protected-resource", metadata)
     app.add_route(f"/.well-known/oauth-protected-resource{MCP_PATH}", metadata)
     app.add_route("/oauth/jwks", Jwks(lifecycle.current))
+    app.add_route("/.well-known/oauth-authorization-server", AuthorizationServerMetadata(settings))
+    services = OAuthServices(lifecycle.current, settings, oauth_options or OAuthOptions())
+    app.add_route("/oauth/register", Registration(services))
+    app.add_route("/oauth/authorize", Authorize(services))
+    app.add_route("/oauth/token", Token(services))
+    app.add_route("/oauth/revoke", Revocation(services))
+    app.add_error_handler(OAuthError, handle_oauth_error)
     app.add_route("/healthz", Health())
     return app
 

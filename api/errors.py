@@ -10,6 +10,11 @@
 - :class:`~api.mcp.jsonrpc.JsonRpcError` → a JSON-RPC error response.
 - :class:`~auth.errors.BearerError` → 401/403 with ``WWW-Authenticate``
   (RFC 6750 §3, RFC 9728 §5.1) and an OAuth-style JSON body.
+- :class:`~auth.oauth_errors.OAuthError` from ``/oauth/*`` → the RFC 6749
+  §5.2 JSON body ``{"error", "error_description"}``, 400 (401 for
+  ``invalid_client``, with ``WWW-Authenticate: Basic`` when the client tried
+  Basic), never cached. Authorization-endpoint errors are redirects or
+  pages instead; ``api/oauth.py`` builds those from the same exception.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from api.mcp import jsonrpc
 from auth.bearer import www_authenticate
 from auth.errors import BearerError
+from auth.oauth_errors import OAuthError
 from memory.errors import AUTH_FAILED, AUTH_REQUIRED, INTERNAL_ERROR, MemoryServiceError
 from memory.settings import Settings
 
@@ -92,3 +98,17 @@ def bearer_reply(settings: Settings, ex: BearerError) -> HttpReply:
         "code": AUTH_REQUIRED if ex.error is None else AUTH_FAILED,
     }
     return HttpReply(ex.status, body, {"WWW-Authenticate": www_authenticate(settings, ex)})
+
+
+#: RFC 6749 §5.1: token endpoint answers must not be cached.
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def oauth_reply(ex: OAuthError) -> HttpReply:
+    """The RFC 6749 §5.2 error response for an OAuth endpoint."""
+    headers = dict(NO_STORE)
+    if ex.status == 401 and ex.basic_auth:
+        # RFC 6749 §5.2: a failed HTTP Basic attempt is answered with the Basic challenge.
+        headers["WWW-Authenticate"] = 'Basic realm="OwnSona", charset="UTF-8"'
+    body = {"error": ex.error, "error_description": ex.description}
+    return HttpReply(ex.status, body, headers)

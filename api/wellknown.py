@@ -1,10 +1,13 @@
-"""Discovery documents: protected-resource metadata and the JWKS.
+"""Discovery documents: protected-resource metadata, authorization-server metadata, JWKS.
 
 RFC 9728 §3: the metadata sits at ``/.well-known/oauth-protected-resource``
 and, for a resource with a path, also at that path appended
-(``/.well-known/oauth-protected-resource/mcp``); MCP clients try both. The
-authorization-server metadata and the rest of ``/oauth/*`` arrive with the
-OAuth server.
+(``/.well-known/oauth-protected-resource/mcp``); MCP clients try both.
+RFC 8414 §3: the authorization-server metadata sits at
+``/.well-known/oauth-authorization-server``; its ``issuer`` is
+``OWNSONA_PUBLIC_URL`` byte for byte (no trailing slash), which clients
+compare as a string with the ``authorization_servers`` entry above and
+with the ``iss`` of the authorization response (RFC 9207).
 
 All of these are public and read by browser-based clients from other
 origins, so they answer CORS with ``*`` (no credentials are involved).
@@ -19,10 +22,13 @@ import falcon
 import falcon.asgi
 
 from api.runtime import Runtime
+from auth.clients import AUTH_METHODS, GRANT_TYPES
+from auth.pkce import S256
+from auth.scopes import SUPPORTED_SCOPES
 from memory.settings import Settings
 
 #: The scopes a token can carry (SUPPLEMENT §8).
-SCOPES = ("memory:read", "memory:write")
+SCOPES = SUPPORTED_SCOPES
 #: Clients may cache discovery documents briefly; keys rotate, so not for long.
 _CACHE = "public, max-age=300"
 
@@ -36,6 +42,42 @@ def protected_resource_metadata(settings: Settings) -> dict[str, Any]:
         "scopes_supported": list(SCOPES),
         "resource_name": "OwnSona",
     }
+
+
+def authorization_server_metadata(settings: Settings) -> dict[str, Any]:
+    """The RFC 8414 §2 document.
+
+    No ``client_id_metadata_document_supported``: client ID metadata
+    documents are not implemented, so clients register (RFC 7591) instead.
+    Without dynamic registration there is no ``registration_endpoint``.
+    """
+    base = settings.issuer
+    document: dict[str, Any] = {
+        "issuer": base,
+        "authorization_endpoint": f"{base}/oauth/authorize",
+        "token_endpoint": f"{base}/oauth/token",
+        "jwks_uri": f"{base}/oauth/jwks",
+        "revocation_endpoint": f"{base}/oauth/revoke",
+        "scopes_supported": list(SCOPES),
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": list(GRANT_TYPES),
+        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "code_challenge_methods_supported": [S256],
+        "authorization_response_iss_parameter_supported": True,
+    }
+    if settings.oauth_allow_dynamic_registration:
+        document["registration_endpoint"] = f"{base}/oauth/register"
+    return document
+
+
+class AuthorizationServerMetadata:
+    def __init__(self, settings: Settings) -> None:
+        self._document = authorization_server_metadata(settings)
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        _public_json(resp, self._document)
 
 
 class ProtectedResourceMetadata:

@@ -3,6 +3,12 @@
 ``api`` calls :meth:`BearerValidator.validate` with the raw ``Authorization``
 header and, on :class:`~auth.errors.BearerError`, answers ``error.status``
 with ``WWW-Authenticate: www_authenticate(settings, error)``.
+
+A token that verifies is also looked up in the revocation list
+(``oauth_revoked_tokens``, by ``jti``): one indexed read per request, so a
+revocation (RFC 7009, a replayed code, a reused refresh token) takes effect
+at once in every process. :meth:`BearerValidator.require_scope` gives the
+403 ``insufficient_scope`` refusal (RFC 6750 §3.1).
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ import re
 
 from auth.errors import BearerError
 from auth.keys import KeyStore
+from auth.scopes import DEFAULT_SCOPE
 from auth.tokens import Principal, verify_access_token
 from memory.settings import Settings
+from storage import oauth
 
 __all__ = ["BearerValidator", "Principal", "resource_metadata_url", "www_authenticate"]
 
@@ -36,7 +44,19 @@ class BearerValidator:
         match = _CREDENTIALS.fullmatch(authorization.strip())
         if match is None or match.group(1).lower() != "bearer":
             raise BearerError(401, "invalid_token", "expected 'Authorization: Bearer <token>'")
-        return await verify_access_token(self._keystore, self._settings, match.group(2))
+        principal = await verify_access_token(self._keystore, self._settings, match.group(2))
+        async with self._keystore.pool.connection() as conn:
+            if await oauth.is_jti_revoked(conn, principal.jti):
+                raise BearerError(401, "invalid_token", "token revoked")
+        return principal
+
+    @staticmethod
+    def require_scope(principal: Principal, scope: str) -> None:
+        """:class:`BearerError` 403 ``insufficient_scope`` unless the token carries ``scope``."""
+        if scope not in principal.scopes:
+            raise BearerError(
+                403, "insufficient_scope", f"this call needs the {scope} scope", scope=scope
+            )
 
     def challenge(self, error: BearerError) -> str:
         """The ``WWW-Authenticate`` value for ``error``."""
@@ -51,6 +71,10 @@ def resource_metadata_url(settings: Settings) -> str:
 def www_authenticate(settings: Settings, error: BearerError) -> str:
     """``Bearer resource_metadata="…"`` plus the error parameters when a token was sent.
 
+    Every challenge names a scope: the one missing for ``insufficient_scope``,
+    otherwise every scope we support, which is what a client should ask for
+    (MCP Authorization, "Scope Selection Strategy").
+
     Error values are restricted to the characters RFC 6750 §3 allows (a
     ``"`` becomes ``'``, anything else outside the set becomes ``?``), so the
     header can neither break out of its quotes nor carry a line break.
@@ -60,8 +84,7 @@ def www_authenticate(settings: Settings, error: BearerError) -> str:
         params.append(f'error="{_safe(error.error)}"')
         if error.description:
             params.append(f'error_description="{_safe(error.description)}"')
-    if error.scope:
-        params.append(f'scope="{_safe(error.scope)}"')
+    params.append(f'scope="{_safe(error.scope or DEFAULT_SCOPE)}"')
     return "Bearer " + ", ".join(params)
 
 

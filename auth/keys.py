@@ -88,6 +88,11 @@ class KeyStore:
         self._last_attempt = float("-inf")
         self._lock = asyncio.Lock()
 
+    @property
+    def pool(self) -> AsyncConnectionPool:
+        """The pool the keys live in (the bearer check reads the revocation list from it)."""
+        return self._pool
+
     # -- loading -----------------------------------------------------------
 
     async def load(self) -> None:

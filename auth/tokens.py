@@ -56,6 +56,18 @@ class Principal:
     expires_at: int
 
 
+@dataclass(frozen=True)
+class IssuedToken:
+    """A freshly signed access token and the claims its issuer must remember."""
+
+    token: str
+    jti: str
+    #: ``exp``, in seconds since the epoch.
+    expires_at: int
+    #: Seconds the token is valid for: the token response's ``expires_in``.
+    expires_in: int
+
+
 def issue_access_token(
     keystore: KeyStore,
     settings: Settings,
@@ -72,6 +84,22 @@ def issue_access_token(
     ``await keystore.refresh_if_stale()`` first so it follows rotations made
     by other processes.
     """
+    return mint_access_token(
+        keystore, settings, user_id=user_id, client_id=client_id, scope=scope, ttl_s=ttl_s, now=now
+    ).token
+
+
+def mint_access_token(
+    keystore: KeyStore,
+    settings: Settings,
+    *,
+    user_id: int,
+    client_id: str,
+    scope: str,
+    ttl_s: int | None = None,
+    now: float | None = None,
+) -> IssuedToken:
+    """Like :func:`issue_access_token`, also returning the ``jti`` and expiry."""
     lifetime = settings.access_token_ttl_s if ttl_s is None else ttl_s
     if lifetime <= 0:
         raise ValueError("ttl_s must be positive")
@@ -80,6 +108,7 @@ def issue_access_token(
     issued_at = int(time.time() if now is None else now)
     key = keystore.signing_key()
     header = {"alg": ALGORITHM, "kid": key.kid, "typ": TOKEN_TYPE}
+    jti = secrets.token_urlsafe(16)
     claims = {
         "iss": settings.issuer,
         "aud": settings.resource_url,
@@ -88,9 +117,10 @@ def issue_access_token(
         "scope": scope,
         "iat": issued_at,
         "exp": issued_at + lifetime,
-        "jti": secrets.token_urlsafe(16),
+        "jti": jti,
     }
-    return jwt.encode(header, claims, key, registry=_REGISTRY)
+    token = jwt.encode(header, claims, key, registry=_REGISTRY)
+    return IssuedToken(token, jti, issued_at + lifetime, lifetime)
 
 
 async def verify_access_token(

@@ -58,6 +58,8 @@ class Settings:
     access_token_ttl_s: int = 3600
     refresh_token_ttl_s: int = 30 * 24 * 3600
     oauth_allow_dynamic_registration: bool = True
+    #: Extra browser origins allowed on /mcp (OWNSONA_ALLOWED_ORIGINS, comma-separated).
+    allowed_origins: tuple[str, ...] = ()
 
     #: Largest request body /mcp accepts, in bytes (a full batch of long texts fits).
     max_body_bytes: int = 8 * 1024 * 1024
@@ -77,6 +79,11 @@ class Settings:
     @property
     def issuer(self) -> str:
         return self.public_url
+
+    @property
+    def secure_cookies(self) -> bool:
+        """Cookies get ``Secure`` (and the ``__Host-`` prefix) when we are served over https."""
+        return self.public_url.startswith("https://")
 
     def with_overrides(self, **changes: object) -> "Settings":
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -120,6 +127,7 @@ class Settings:
                 "REFRESH_TOKEN_TTL", 30 * 86400, minimum=60, maximum=86400 * 365
             ),
             oauth_allow_dynamic_registration=env.boolean("OAUTH_ALLOW_DYNAMIC_REGISTRATION", True),
+            allowed_origins=env.origins("OWNSONA_ALLOWED_ORIGINS"),
             max_body_bytes=env.integer("MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=1 << 30),
             write_timeout_s=env.number("WRITE_TIMEOUT", 60.0, minimum=1.0, maximum=3600),
             queue_heartbeat_timeout_ms=env.integer(
@@ -217,6 +225,23 @@ class _Env:
         if raw.lower() not in choices:
             raise SettingsError(name, f"must be one of {', '.join(choices)}, got {raw!r}")
         return raw.lower()
+
+    def origins(self, name: str) -> tuple[str, ...]:
+        """A comma-separated list of ``scheme://host[:port]`` origins."""
+        raw = self.text(name)
+        if raw is None:
+            return ()
+        found = []
+        for item in (part.strip() for part in raw.split(",")):
+            if not item:
+                continue
+            parts = urlsplit(item)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+                raise SettingsError(name, f"must list origins such as https://app.example, got {item!r}")
+            if parts.query or parts.fragment:
+                raise SettingsError(name, f"an origin has no query or fragment, got {item!r}")
+            found.append(f"{parts.scheme}://{parts.netloc}")
+        return tuple(found)
 
     def url(self, name: str, default: str) -> str:
         raw = self.text(name) or default

@@ -21,7 +21,6 @@ from storage.migrate import migrate
 from storage.pool import make_pool
 
 TEST_DIMENSIONS = 384
-_TABLES = ("memory_relations", "write_receipts", "memories", "signing_keys", "users")
 
 
 @pytest.fixture(scope="session")
@@ -56,10 +55,18 @@ async def pool(dsn: str) -> AsyncIterator:
 
 
 def truncate_all(dsn: str) -> None:
+    """Empty every table but the schema bookkeeping (new migrations are covered too)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                " AND tablename NOT IN ('schema_version', 'store_meta')"
+            )
+        ]
         conn.execute(
             sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(
-                sql.SQL(", ").join(sql.Identifier(t) for t in _TABLES)
+                sql.SQL(", ").join(sql.Identifier(t) for t in tables)
             )
         )
 

@@ -23,6 +23,7 @@ from api.mcp import jsonrpc
 from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from api.mcp.tools import ToolSpec
 from api.runtime import Runtime
+from auth.scopes import required_scope
 from memory.service import UseCase
 
 logger = logging.getLogger("ownsona.api.mcp")
@@ -77,6 +78,23 @@ class McpDispatcher:
         self._listing = [spec.listing() for spec in tools.values()]
         self._use_cases = use_cases
         self._runtime = runtime
+
+    def required_scope(self, message: Message) -> str | None:
+        """The scope a request needs beyond a valid token, or None.
+
+        Only ``tools/call`` of a known tool needs one: ``memory:read`` for a
+        tool annotated ``readOnlyHint: true``, ``memory:write`` for any other
+        (SUPPLEMENT §8). Malformed calls need none here; they fail later
+        with the JSON-RPC error they deserve.
+        """
+        if message.kind != "request" or message.method != "tools/call":
+            return None
+        params = message.params
+        name = params.get("name") if isinstance(params, dict) else None
+        spec = self._tools.get(name) if isinstance(name, str) else None
+        if spec is None:
+            return None
+        return required_scope(bool(spec.annotations.get("readOnlyHint", False)))
 
     async def handle(self, message: Message, ctx: CallContext) -> Outcome:
         """Answer one request; JSON-RPC errors become error responses."""

@@ -10,7 +10,9 @@ narrows it:
 - Checks run in this order: Origin (403), bearer token (401: a request
   without credentials learns nothing else, whatever its body), Content-Type
   (415), body size (413), JSON-RPC envelope (400), ``MCP-Protocol-Version``
-  (400), then the method.
+  (400), the token's scope for each tool called (403 ``insufficient_scope``
+  with the missing scope in ``WWW-Authenticate``, so a client can step up;
+  a batch is refused whole), then the method.
 - Stateless: ``initialize`` hands out a random ``Mcp-Session-Id`` that is
   never stored; any session id is accepted later, and only feeds the
   idempotency key of queued writes. DELETE with a session id answers 204.
@@ -141,6 +143,10 @@ class McpResource:
                 request_id = parsed.id
             return jsonrpc_error_reply(400, err, request_id)
 
+        refused = self._scope_refusal(guarded, parsed if isinstance(parsed, list) else [parsed])
+        if refused is not None:
+            return refused
+
         ctx = CallContext(
             user_id=guarded.user_id,
             session_id=req.get_header("Mcp-Session-Id"),
@@ -175,6 +181,24 @@ class McpResource:
             else:
                 responses.append((await self._dispatcher.handle(item, ctx)).response)
         return HttpReply(200, responses) if responses else HttpReply(202)
+
+    def _scope_refusal(
+        self, principal: Principal, items: list[Message | Invalid]
+    ) -> HttpReply | None:
+        """403 ``insufficient_scope`` when a tool called needs a scope the token lacks."""
+        runtime = self._runtime()
+        assert runtime is not None  # _guard answered 503 otherwise
+        for item in items:
+            if not isinstance(item, Message):
+                continue
+            scope = self._dispatcher.required_scope(item)
+            if scope is None:
+                continue
+            try:
+                runtime.bearer.require_scope(principal, scope)
+            except BearerError as ex:
+                return bearer_reply(runtime.settings, ex)
+        return None
 
     async def _guard(self, req: falcon.asgi.Request) -> Principal | HttpReply:
         """Origin, then the bearer token: the principal, or the refusal to send."""

@@ -10,23 +10,27 @@ from memory.settings import Settings
 
 SETTINGS = Settings(public_url="https://mem.example")
 METADATA = 'resource_metadata="https://mem.example/.well-known/oauth-protected-resource"'
+#: Every challenge names the scopes to ask for (MCP Authorization, "Scope Selection Strategy").
+SCOPE = 'scope="memory:read memory:write"'
 
 
 def test_challenge_without_token_has_no_error():
     value = www_authenticate(SETTINGS, BearerError(401, None, "Authorization required"))
-    assert value == f"Bearer {METADATA}"
+    assert value == f"Bearer {METADATA}, {SCOPE}"
 
 
 def test_challenge_with_invalid_token():
     value = www_authenticate(SETTINGS, BearerError(401, "invalid_token", "token expired"))
-    assert value == f'Bearer {METADATA}, error="invalid_token", error_description="token expired"'
+    assert value == (
+        f'Bearer {METADATA}, error="invalid_token", error_description="token expired", {SCOPE}'
+    )
 
 
 def test_challenge_cannot_break_out_of_quotes():
     error = BearerError(401, "invalid_token", 'say "hi"\\\r\nSet-Cookie: x=1 é')
     value = www_authenticate(SETTINGS, error)
     assert "\r" not in value and "\n" not in value
-    assert value.endswith('error_description="say \'hi\'???Set-Cookie: x=1 ?"')
+    assert value.endswith(f'error_description="say \'hi\'???Set-Cookie: x=1 ?", {SCOPE}')
 
 
 def test_challenge_names_the_scope():
@@ -40,7 +44,8 @@ def test_metadata_url_is_quoted():
     settings = Settings(public_url='https://mem.example/a"b')
     value = www_authenticate(settings, BearerError(401, None, "Authorization required"))
     assert value == (
-        'Bearer resource_metadata="https://mem.example/a\\"b/.well-known/oauth-protected-resource"'
+        'Bearer resource_metadata="https://mem.example/a\\"b/.well-known/oauth-protected-resource", '
+        + SCOPE
     )
 
 

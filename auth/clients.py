@@ -1,0 +1,232 @@
+"""OAuth clients: dynamic registration (RFC 7591) and client authentication (RFC 6749 §2.3).
+
+Registration decisions (what real MCP clients send is accepted):
+
+- ``redirect_uris`` is required; each must pass :func:`auth.redirects.redirect_uri_problem`.
+- ``token_endpoint_auth_method`` defaults to ``none`` (a public client that
+  proves itself with PKCE), not RFC 7591's ``client_secret_basic``: MCP
+  clients (Claude, ChatGPT, Claude Code, the Inspector, the SDKs) are
+  native or browser apps that cannot keep a secret and mostly omit the
+  field. ``client_secret_basic`` and ``client_secret_post`` get a secret,
+  returned once in the 201 answer and stored only as a digest; it does not expire.
+- ``grant_types`` defaults to ``authorization_code`` + ``refresh_token``;
+  ``authorization_code`` is required and nothing else is supported.
+  ``response_types`` defaults to and must be ``["code"]``.
+- ``scope``: scopes we do not know are dropped (RFC 7591 §2 lets the
+  server replace values); nothing left, or no scope at all, registers every
+  scope we support. What a token finally carries is decided at consent.
+- ``client_name``, ``application_type`` (``web``/``native``), ``client_uri``,
+  ``logo_uri``, ``tos_uri``, ``policy_uri``, ``contacts``, ``software_id``,
+  ``software_version`` are kept and echoed; other members are ignored.
+
+Client authentication at the token and revocation endpoints: a client
+with a secret must present it, by HTTP Basic or in the body, and may use
+either whatever it registered; a public client sends only ``client_id``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from psycopg import AsyncConnection
+
+from auth.oauth_errors import OAuthError, invalid_client
+from auth.opaque import digest, new_secret, presentable
+from auth.redirects import redirect_uri_problem
+from auth.scopes import DEFAULT_SCOPE, canonical, parse_scope
+from storage import oauth
+from storage.oauth import ClientRow
+
+AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
+GRANT_TYPES = ("authorization_code", "refresh_token")
+DEFAULT_AUTH_METHOD = "none"
+MAX_REDIRECT_URIS = 20
+MAX_NAME_CHARS = 200
+_ECHOED_STRINGS = (
+    "client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version"
+)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A stored client plus its one-time secret (None for public clients)."""
+
+    client: ClientRow
+    client_secret: str | None
+
+    def response(self) -> dict[str, Any]:
+        """The RFC 7591 §3.2.1 client information response."""
+        body: dict[str, Any] = {
+            "client_id": self.client.client_id,
+            "client_id_issued_at": int(self.client.created_at.timestamp()),
+            **self.client.metadata,
+        }
+        if self.client_secret is not None:
+            body["client_secret"] = self.client_secret
+            body["client_secret_expires_at"] = 0  # never
+        return body
+
+
+def validate_metadata(raw: object) -> dict[str, Any]:
+    """The client metadata we register for a request body; :class:`OAuthError` when refused."""
+    if not isinstance(raw, dict):
+        raise _metadata("The registration request must be a JSON object.")
+    uris = raw.get("redirect_uris")
+    if not isinstance(uris, list) or not uris:
+        raise OAuthError("invalid_redirect_uri", "redirect_uris must be a non-empty list of URIs.")
+    if len(uris) > MAX_REDIRECT_URIS:
+        raise OAuthError("invalid_redirect_uri", f"At most {MAX_REDIRECT_URIS} redirect URIs.")
+    for uri in uris:
+        problem = redirect_uri_problem(uri)
+        if problem is not None:
+            raise OAuthError("invalid_redirect_uri", problem)
+
+    method = raw.get("token_endpoint_auth_method")
+    if method is None:
+        method = DEFAULT_AUTH_METHOD
+    if method not in AUTH_METHODS:
+        raise _metadata(f"token_endpoint_auth_method must be one of {', '.join(AUTH_METHODS)}.")
+
+    grant_types = _string_list(raw, "grant_types", list(GRANT_TYPES))
+    unsupported = [g for g in grant_types if g not in GRANT_TYPES]
+    if unsupported or "authorization_code" not in grant_types:
+        raise _metadata("grant_types may only be authorization_code and refresh_token, "
+                        "and must include authorization_code.")
+    response_types = _string_list(raw, "response_types", ["code"])
+    if response_types != ["code"]:
+        raise _metadata('response_types must be ["code"].')
+
+    scope_value = raw.get("scope")
+    if scope_value is not None and not isinstance(scope_value, str):
+        raise _metadata("scope must be a space-separated string.")
+    scope = canonical(parse_scope(scope_value)) or DEFAULT_SCOPE
+
+    name = raw.get("client_name")
+    if name is not None:
+        if not isinstance(name, str):
+            raise _metadata("client_name must be a string.")
+        name = "".join(ch for ch in name if ch.isprintable()).strip()[:MAX_NAME_CHARS] or None
+    app_type = raw.get("application_type")
+    if app_type is not None and app_type not in ("web", "native"):
+        raise _metadata("application_type must be web or native.")
+
+    metadata: dict[str, Any] = {
+        "redirect_uris": list(dict.fromkeys(uris)),
+        "token_endpoint_auth_method": method,
+        "grant_types": list(dict.fromkeys(grant_types)),
+        "response_types": ["code"],
+        "scope": scope,
+    }
+    if name is not None:
+        metadata["client_name"] = name
+    if app_type is not None:
+        metadata["application_type"] = app_type
+    for key in _ECHOED_STRINGS:
+        value = raw.get(key)
+        if isinstance(value, str) and 0 < len(value) <= 2000:
+            metadata[key] = value
+    contacts = raw.get("contacts")
+    if isinstance(contacts, list) and all(isinstance(c, str) for c in contacts):
+        metadata["contacts"] = contacts[:10]
+    return metadata
+
+
+async def register_client(conn: AsyncConnection, raw: object) -> Registration:
+    """Validate and store a client (RFC 7591 §3.1); its secret is in the result only."""
+    metadata = validate_metadata(raw)
+    method = metadata["token_endpoint_auth_method"]
+    secret = None if method == "none" else new_secret()
+    row = await oauth.insert_client(
+        conn,
+        client_id=new_secret()[:32],
+        client_secret_hash=None if secret is None else digest(secret),
+        client_name=metadata.get("client_name"),
+        redirect_uris=metadata["redirect_uris"],
+        grant_types=metadata["grant_types"],
+        response_types=metadata["response_types"],
+        scope=metadata["scope"],
+        token_endpoint_auth_method=method,
+        application_type=metadata.get("application_type"),
+        metadata=metadata,
+    )
+    return Registration(row, secret)
+
+
+@dataclass(frozen=True)
+class ClientCredentials:
+    """What a token or revocation request presented to identify its client."""
+
+    client_id: str | None
+    client_secret: str | None
+    basic: bool = False
+
+
+def client_credentials(form: dict[str, str], authorization: str | None) -> ClientCredentials:
+    """Credentials from ``Authorization: Basic`` (RFC 6749 §2.3.1) or the form body.
+
+    Presenting a secret both ways is refused: a client MUST NOT use more
+    than one authentication method per request (RFC 6749 §2.3).
+    """
+    body_id = form.get("client_id") or None
+    body_secret = form.get("client_secret")
+    if authorization is None or not authorization.strip():
+        return ClientCredentials(body_id, body_secret)
+    scheme, _, value = authorization.strip().partition(" ")
+    if scheme.lower() != "basic":
+        raise invalid_client("Use HTTP Basic or client_id/client_secret in the body.")
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise invalid_client("Malformed HTTP Basic credentials.", basic_auth=True) from None
+    raw_id, sep, raw_secret = decoded.partition(":")
+    if not sep:
+        raise invalid_client("Malformed HTTP Basic credentials.", basic_auth=True)
+    # RFC 6749 §2.3.1: both parts are form-urlencoded before Basic encoding.
+    basic_id = unquote(raw_id.replace("+", " "))
+    basic_secret = unquote(raw_secret.replace("+", " "))
+    if body_secret is not None:
+        raise OAuthError("invalid_request", "Use one client authentication method, not two.")
+    if body_id is not None and body_id != basic_id:
+        raise invalid_client("client_id differs from the HTTP Basic user.", basic_auth=True)
+    return ClientCredentials(basic_id, basic_secret, basic=True)
+
+
+async def authenticate_client(conn: AsyncConnection, creds: ClientCredentials) -> ClientRow:
+    """The client the credentials prove; :class:`OAuthError` ``invalid_client`` (401) otherwise."""
+    if not presentable(creds.client_id):
+        raise invalid_client("client_id is required.", basic_auth=creds.basic)
+    assert creds.client_id is not None
+    client = await oauth.get_client(conn, creds.client_id)
+    if client is None:
+        raise invalid_client("Unknown client.", basic_auth=creds.basic)
+    if client.client_secret_hash is None:
+        if creds.client_secret:
+            raise invalid_client("This is a public client: send no client_secret.",
+                                 basic_auth=creds.basic)
+        return client
+    secret = creds.client_secret
+    if not presentable(secret):
+        raise invalid_client("This client must authenticate with its client_secret.",
+                             basic_auth=creds.basic)
+    assert secret is not None
+    if not hmac.compare_digest(digest(secret), client.client_secret_hash):
+        raise invalid_client("Client authentication failed.", basic_auth=creds.basic)
+    return client
+
+
+def _string_list(raw: dict[str, Any], key: str, default: list[str]) -> list[str]:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
+        raise _metadata(f"{key} must be a non-empty list of strings.")
+    return value
+
+
+def _metadata(description: str) -> OAuthError:
+    return OAuthError("invalid_client_metadata", description)

@@ -1,0 +1,73 @@
+"""Redirect-URI rules (OAuth 2.1 §2.3.1, §4.1.3; RFC 8252 §7.3, §8.3). Pure functions.
+
+- Registration: an absolute ``https`` URI, or ``http`` on a loopback host
+  (``localhost``, ``127.0.0.1``, ``[::1]``), for native clients such as
+  Claude Code and the MCP Inspector. No fragment (RFC 6749 §3.1.2), no
+  user information.
+- Authorization and token requests: the ``redirect_uri`` must equal one of
+  the registered URIs character for character (SUPPLEMENT §8). No
+  normalisation, no prefix matching: those are how redirect checks get
+  bypassed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+#: Longest redirect URI we store.
+MAX_URI_CHARS = 2000
+
+
+def redirect_uri_problem(uri: object) -> str | None:
+    """Why ``uri`` cannot be registered as a redirect URI, or None when it can."""
+    if not isinstance(uri, str) or not uri:
+        return "redirect_uris must be a list of absolute URIs."
+    if len(uri) > MAX_URI_CHARS:
+        return f"A redirect URI has at most {MAX_URI_CHARS} characters."
+    if any(ch <= " " or ch == "\x7f" for ch in uri):
+        return "A redirect URI must not contain spaces or control characters."
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        return f"{uri!r} is not a valid URI."
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if parts.fragment or "#" in uri:
+        return f"{uri!r}: a redirect URI must not contain a fragment."
+    if not host:
+        return f"{uri!r}: a redirect URI must be absolute, with a host."
+    if parts.username is not None or parts.password is not None:
+        return f"{uri!r}: a redirect URI must not contain user information."
+    if scheme == "https":
+        return None
+    if scheme == "http" and host in LOOPBACK_HOSTS:
+        return None
+    if scheme == "http":
+        return f"{uri!r}: http is allowed only on a loopback host (localhost, 127.0.0.1, [::1])."
+    return f"{uri!r}: a redirect URI must use https (or http on a loopback host)."
+
+
+def is_registered(requested: str, registered: Sequence[str]) -> bool:
+    """Exact, character-for-character match against the registered URIs."""
+    return requested in registered
+
+
+def with_params(uri: str, params: dict[str, str]) -> str:
+    """``uri`` with ``params`` added to its query, keeping the query it already has.
+
+    RFC 6749 §3.1.2: the redirection endpoint URI MAY include a query
+    component, which MUST be retained when adding parameters.
+    """
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    query.extend((k, v) for k, v in params.items())
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+
+def origin_of(uri: str) -> str:
+    """``scheme://host[:port]`` of an absolute URI (for a Content-Security-Policy source)."""
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.netloc}"

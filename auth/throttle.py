@@ -1,0 +1,123 @@
+"""Password sign-in with throttling, without user enumeration (SUPPLEMENT §8).
+
+- Unknown username, disabled account and wrong password get the same
+  answer and cost the same argon2 verification (``auth.accounts``).
+- Failures are recorded per username (as typed, normalised) and per client
+  address, in PostgreSQL so every web process sees them. Within
+  :attr:`ThrottlePolicy.window_s`, the first ``free_per_username`` failures
+  for a username (``free_per_address`` for an address) cost nothing more;
+  after that each further attempt must wait ``base_delay_s``, doubling per
+  failure up to ``max_delay_s``, counted from the latest failure. A refused
+  attempt is answered before the password is checked, so it costs no
+  argon2 time and reveals nothing.
+- Unknown usernames are throttled exactly like real ones, so throttling
+  does not reveal which accounts exist either.
+- Every failure is logged with the username (repr, so it cannot forge log
+  lines) and the address; never the password.
+- A success clears the username's failures (not the address's).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from psycopg_pool import AsyncConnectionPool
+
+from auth.accounts import authenticate_password
+from storage import oauth
+
+logger = logging.getLogger("ownsona.auth.login")
+
+_MAX_KEY_CHARS = 128
+
+
+@dataclass(frozen=True)
+class ThrottlePolicy:
+    #: Failures older than this many seconds are forgotten.
+    window_s: float = 15 * 60
+    #: Failures per username within the window before delays start.
+    free_per_username: int = 5
+    #: Failures per client address within the window before delays start.
+    free_per_address: int = 20
+    #: The first delay, in seconds; it doubles with every further failure.
+    base_delay_s: float = 1.0
+    #: The longest delay, in seconds.
+    max_delay_s: float = 300.0
+
+    def delay(self, failures: int, free: int) -> float:
+        """Seconds an attempt must wait after the latest of ``failures`` failures."""
+        if failures < free:
+            return 0.0
+        return min(self.base_delay_s * 2.0 ** (failures - free), self.max_delay_s)
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """The outcome of a sign-in attempt: exactly one of the fields is set."""
+
+    user_id: int | None = None
+    #: Whole seconds to wait before trying again (throttled; the password was not checked).
+    retry_after_s: int | None = None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class LoginGuard:
+    """Checks passwords behind the throttle."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        policy: ThrottlePolicy | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._pool = pool
+        self.policy = policy or ThrottlePolicy()
+        self._clock = clock or _utcnow
+
+    async def sign_in(self, username: str, password: str, address: str) -> SignIn:
+        key = _username_key(username)
+        address = address[:_MAX_KEY_CHARS] or "unknown"
+        now = self._clock()
+        wait = await self._wait(key, address, now)
+        if wait > 0:
+            logger.warning(
+                "sign-in throttled for username %r from %s (%.0fs left)", key, address, wait
+            )
+            return SignIn(retry_after_s=max(1, math.ceil(wait)))
+        user_id = await authenticate_password(self._pool, username, password)
+        async with self._pool.connection() as conn:
+            if user_id is None:
+                await oauth.record_login_failure(conn, key, address, self._clock())
+                await oauth.prune_expired(conn, self.policy.window_s)
+            else:
+                await oauth.clear_login_failures(conn, key)
+        if user_id is None:
+            logger.warning("sign-in failed for username %r from %s", key, address)
+            return SignIn()
+        logger.info("sign-in succeeded for username %r from %s", key, address)
+        return SignIn(user_id=user_id)
+
+    async def _wait(self, key: str, address: str, now: datetime) -> float:
+        since = now - timedelta(seconds=self.policy.window_s)
+        async with self._pool.connection() as conn:
+            counts = await oauth.login_failures(conn, key, address, since)
+        wait = 0.0
+        for failures, last, free in (
+            (counts.username_failures, counts.username_last, self.policy.free_per_username),
+            (counts.address_failures, counts.address_last, self.policy.free_per_address),
+        ):
+            delay = self.policy.delay(failures, free)
+            if delay and last is not None:
+                wait = max(wait, (last + timedelta(seconds=delay) - now).total_seconds())
+        return wait
+
+
+def _username_key(username: str) -> str:
+    return username.strip().lower()[:_MAX_KEY_CHARS]

@@ -1,0 +1,395 @@
+"""OAuth SQL: clients, codes, grants and refresh tokens, revocations, sessions (SUPPLEMENT §8).
+
+Every function takes a connection so the caller owns the transaction.
+Secrets arrive here already hashed (``auth`` hashes them); nothing in these
+tables can be replayed as a credential.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+_CLIENT_COLUMNS = (
+    "client_id, client_secret_hash, client_name, redirect_uris, grant_types, response_types, "
+    "scope, token_endpoint_auth_method, application_type, metadata, created_at"
+)
+
+
+@dataclass(frozen=True)
+class ClientRow:
+    client_id: str
+    client_secret_hash: str | None
+    client_name: str | None
+    redirect_uris: list[str]
+    grant_types: list[str]
+    response_types: list[str]
+    scope: str
+    token_endpoint_auth_method: str
+    application_type: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class CodeRow:
+    code_hash: str
+    client_id: str
+    user_id: int
+    redirect_uri: str
+    code_challenge: str
+    scope: str
+    resource: str
+    expires_at: datetime
+    #: The value before this redemption attempt: not None means a replay.
+    used_at: datetime | None
+    grant_id: int | None
+
+
+@dataclass(frozen=True)
+class RefreshTokenRow:
+    """A refresh token joined with its grant and the grant's user."""
+
+    token_hash: str
+    grant_id: int
+    expires_at: datetime
+    rotated_at: datetime | None
+    client_id: str
+    user_id: int
+    scope: str
+    resource: str
+    grant_revoked_at: datetime | None
+    user_disabled: bool
+
+
+@dataclass(frozen=True)
+class FailureCounts:
+    """Recent failed sign-ins for one username and one address."""
+
+    username_failures: int
+    username_last: datetime | None
+    address_failures: int
+    address_last: datetime | None
+
+
+# -- clients ------------------------------------------------------------------
+
+
+async def insert_client(
+    conn: AsyncConnection,
+    *,
+    client_id: str,
+    client_secret_hash: str | None,
+    client_name: str | None,
+    redirect_uris: list[str],
+    grant_types: list[str],
+    response_types: list[str],
+    scope: str,
+    token_endpoint_auth_method: str,
+    application_type: str | None,
+    metadata: dict[str, Any],
+) -> ClientRow:
+    async with conn.cursor(row_factory=class_row(ClientRow)) as cur:
+        await cur.execute(
+            f"""
+            INSERT INTO oauth_clients (client_id, client_secret_hash, client_name, redirect_uris,
+                grant_types, response_types, scope, token_endpoint_auth_method, application_type,
+                metadata)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            RETURNING {_CLIENT_COLUMNS}
+            """,
+            (
+                client_id,
+                client_secret_hash,
+                client_name,
+                redirect_uris,
+                grant_types,
+                response_types,
+                scope,
+                token_endpoint_auth_method,
+                application_type,
+                Jsonb(metadata),
+            ),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return row
+
+
+async def get_client(conn: AsyncConnection, client_id: str) -> ClientRow | None:
+    async with conn.cursor(row_factory=class_row(ClientRow)) as cur:
+        await cur.execute(
+            f"SELECT {_CLIENT_COLUMNS} FROM oauth_clients WHERE client_id = %s", (client_id,)
+        )
+        return await cur.fetchone()
+
+
+# -- authorization codes ------------------------------------------------------
+
+
+async def insert_code(
+    conn: AsyncConnection,
+    *,
+    code_hash: str,
+    client_id: str,
+    user_id: int,
+    redirect_uri: str,
+    code_challenge: str,
+    scope: str,
+    resource: str,
+    expires_at: datetime,
+) -> None:
+    await conn.execute(
+        """
+        INSERT INTO oauth_codes (code_hash, client_id, user_id, redirect_uri, code_challenge,
+            scope, resource, expires_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+        """,
+        (code_hash, client_id, user_id, redirect_uri, code_challenge, scope, resource, expires_at),
+    )
+
+
+async def claim_code(conn: AsyncConnection, code_hash: str) -> CodeRow | None:
+    """Mark the code used and return it as it was before (``used_at`` None on first use).
+
+    The row lock makes two concurrent redemptions see each other: exactly
+    one of them gets ``used_at`` None.
+    """
+    async with conn.cursor(row_factory=class_row(CodeRow)) as cur:
+        await cur.execute(
+            """
+            WITH old AS (SELECT * FROM oauth_codes WHERE code_hash = %s FOR UPDATE)
+            UPDATE oauth_codes c SET used_at = coalesce(c.used_at, now())
+            FROM old WHERE c.code_hash = old.code_hash
+            RETURNING old.code_hash, old.client_id, old.user_id, old.redirect_uri,
+                old.code_challenge, old.scope, old.resource, old.expires_at, old.used_at,
+                old.grant_id
+            """,
+            (code_hash,),
+        )
+        return await cur.fetchone()
+
+
+async def set_code_grant(conn: AsyncConnection, code_hash: str, grant_id: int) -> None:
+    await conn.execute(
+        "UPDATE oauth_codes SET grant_id = %s WHERE code_hash = %s", (grant_id, code_hash)
+    )
+
+
+# -- grants and refresh tokens ---------------------------------------------------
+
+
+async def insert_grant(
+    conn: AsyncConnection, *, client_id: str, user_id: int, scope: str, resource: str
+) -> int:
+    cur = await conn.execute(
+        """
+        INSERT INTO oauth_grants (client_id, user_id, scope, resource) VALUES (%s, %s, %s, %s)
+        RETURNING id
+        """,
+        (client_id, user_id, scope, resource),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def revoke_grant(conn: AsyncConnection, grant_id: int, reason: str) -> bool:
+    """Revoke the grant (its refresh tokens stop working); False if already revoked."""
+    cur = await conn.execute(
+        """
+        UPDATE oauth_grants SET revoked_at = now(), revoked_reason = %s
+        WHERE id = %s AND revoked_at IS NULL
+        """,
+        (reason, grant_id),
+    )
+    return cur.rowcount == 1
+
+
+async def deny_grant_access_tokens(conn: AsyncConnection, grant_id: int) -> int:
+    """Deny-list every unexpired access token issued under the grant; how many."""
+    cur = await conn.execute(
+        """
+        INSERT INTO oauth_revoked_tokens (jti, expires_at)
+        SELECT access_jti, access_expires_at FROM oauth_refresh_tokens
+        WHERE grant_id = %s AND access_expires_at > now()
+        ON CONFLICT (jti) DO NOTHING
+        """,
+        (grant_id,),
+    )
+    return cur.rowcount
+
+
+async def insert_refresh_token(
+    conn: AsyncConnection,
+    *,
+    token_hash: str,
+    grant_id: int,
+    expires_at: datetime,
+    access_jti: str,
+    access_expires_at: datetime,
+) -> None:
+    await conn.execute(
+        """
+        INSERT INTO oauth_refresh_tokens (token_hash, grant_id, expires_at, access_jti,
+            access_expires_at)
+        VALUES (%s, %s, %s, %s, %s)
+        """,
+        (token_hash, grant_id, expires_at, access_jti, access_expires_at),
+    )
+
+
+async def lock_refresh_token(conn: AsyncConnection, token_hash: str) -> RefreshTokenRow | None:
+    """The token with its grant, both locked until the end of the transaction."""
+    async with conn.cursor(row_factory=class_row(RefreshTokenRow)) as cur:
+        await cur.execute(
+            """
+            SELECT t.token_hash, t.grant_id, t.expires_at, t.rotated_at, g.client_id, g.user_id,
+                g.scope, g.resource, g.revoked_at AS grant_revoked_at,
+                u.disabled AS user_disabled
+            FROM oauth_refresh_tokens t
+            JOIN oauth_grants g ON g.id = t.grant_id
+            JOIN users u ON u.id = g.user_id
+            WHERE t.token_hash = %s
+            FOR UPDATE OF t, g
+            """,
+            (token_hash,),
+        )
+        return await cur.fetchone()
+
+
+async def mark_rotated(conn: AsyncConnection, token_hash: str) -> None:
+    await conn.execute(
+        "UPDATE oauth_refresh_tokens SET rotated_at = now() WHERE token_hash = %s", (token_hash,)
+    )
+
+
+# -- access-token deny list ---------------------------------------------------
+
+
+async def revoke_jti(conn: AsyncConnection, jti: str, expires_at: datetime) -> None:
+    await conn.execute(
+        """
+        INSERT INTO oauth_revoked_tokens (jti, expires_at) VALUES (%s, %s)
+        ON CONFLICT (jti) DO NOTHING
+        """,
+        (jti, expires_at),
+    )
+
+
+async def is_jti_revoked(conn: AsyncConnection, jti: str) -> bool:
+    cur = await conn.execute("SELECT 1 FROM oauth_revoked_tokens WHERE jti = %s", (jti,))
+    return await cur.fetchone() is not None
+
+
+# -- browser sessions and consents -------------------------------------------
+
+
+async def insert_session(
+    conn: AsyncConnection, session_hash: str, user_id: int, expires_at: datetime
+) -> None:
+    await conn.execute(
+        "INSERT INTO oauth_sessions (session_hash, user_id, expires_at) VALUES (%s, %s, %s)",
+        (session_hash, user_id, expires_at),
+    )
+
+
+async def session_user(conn: AsyncConnection, session_hash: str) -> int | None:
+    """The user of an unexpired session whose account is enabled, else None."""
+    cur = await conn.execute(
+        """
+        SELECT s.user_id FROM oauth_sessions s JOIN users u ON u.id = s.user_id
+        WHERE s.session_hash = %s AND s.expires_at > now() AND NOT u.disabled
+        """,
+        (session_hash,),
+    )
+    row = await cur.fetchone()
+    return int(row[0]) if row else None
+
+
+async def delete_session(conn: AsyncConnection, session_hash: str) -> None:
+    await conn.execute("DELETE FROM oauth_sessions WHERE session_hash = %s", (session_hash,))
+
+
+async def upsert_consent(conn: AsyncConnection, user_id: int, client_id: str, scope: str) -> None:
+    await conn.execute(
+        """
+        INSERT INTO oauth_consents (user_id, client_id, scope) VALUES (%s, %s, %s)
+        ON CONFLICT (user_id, client_id) DO UPDATE SET scope = excluded.scope, updated_at = now()
+        """,
+        (user_id, client_id, scope),
+    )
+
+
+async def get_consent(conn: AsyncConnection, user_id: int, client_id: str) -> str | None:
+    """The scope the user last allowed this client, or None."""
+    cur = await conn.execute(
+        "SELECT scope FROM oauth_consents WHERE user_id = %s AND client_id = %s",
+        (user_id, client_id),
+    )
+    row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
+# -- sign-in throttling -------------------------------------------------------
+
+
+async def record_login_failure(
+    conn: AsyncConnection, username: str, address: str, at: datetime
+) -> None:
+    await conn.execute(
+        "INSERT INTO oauth_login_failures (username, address, failed_at) VALUES (%s, %s, %s)",
+        (username, address, at),
+    )
+
+
+async def login_failures(
+    conn: AsyncConnection, username: str, address: str, since: datetime
+) -> FailureCounts:
+    cur = await conn.execute(
+        """
+        SELECT
+            (SELECT count(*) FROM oauth_login_failures
+             WHERE username = %s AND failed_at > %s),
+            (SELECT max(failed_at) FROM oauth_login_failures
+             WHERE username = %s AND failed_at > %s),
+            (SELECT count(*) FROM oauth_login_failures
+             WHERE address = %s AND failed_at > %s),
+            (SELECT max(failed_at) FROM oauth_login_failures
+             WHERE address = %s AND failed_at > %s)
+        """,
+        (username, since, username, since, address, since, address, since),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return FailureCounts(int(row[0]), row[1], int(row[2]), row[3])
+
+
+async def clear_login_failures(conn: AsyncConnection, username: str) -> None:
+    await conn.execute("DELETE FROM oauth_login_failures WHERE username = %s", (username,))
+
+
+# -- housekeeping ---------------------------------------------------------------
+
+
+async def prune_expired(conn: AsyncConnection, login_window_s: float) -> None:
+    """Delete what can no longer matter: old codes, revocations, sessions, failures.
+
+    Refresh tokens are kept until a day after they expire, so a late replay
+    of a rotated-out token is still recognised as one shortly after.
+    """
+    await conn.execute("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour'")
+    await conn.execute("DELETE FROM oauth_revoked_tokens WHERE expires_at < now()")
+    await conn.execute("DELETE FROM oauth_sessions WHERE expires_at < now()")
+    await conn.execute(
+        "DELETE FROM oauth_refresh_tokens WHERE expires_at < now() - interval '1 day'"
+    )
+    await conn.execute(
+        "DELETE FROM oauth_login_failures WHERE failed_at < now() - make_interval(secs => %s)",
+        (float(login_window_s),),
+    )
