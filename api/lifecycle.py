@@ -8,6 +8,7 @@ the broker: Redis with separate workers, or an in-process worker here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -16,11 +17,12 @@ from auth.bearer import BearerValidator
 from auth.keys import KeyStore
 from memory.deps import Deps
 from memory.embedders import Embedder, make_embedder
+from memory.extractors import make_extractor
 from memory.settings import Settings
 from storage.embedded import start_embedded
 from storage.migrate import migrate
 from storage.pool import make_pool
-from tasks.actors import WorkerResources, declare_actors
+from tasks.actors import WorkerResources, declare_actors, extraction_hook
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 
@@ -76,7 +78,12 @@ async def build_runtime(settings: Settings, *, in_process_worker: bool | None = 
 
             async def build_worker_deps() -> Deps:
                 # The worker's event loop needs its own pool; the model is shared.
-                return await open_deps(settings, dsn, embedder, name="worker")
+                worker_deps = await open_deps(settings, dsn, embedder, name="worker")
+                return dataclasses.replace(
+                    worker_deps,
+                    on_text_stored=extraction_hook(actors),
+                    extractor=make_extractor(settings),
+                )
 
             async def close_worker_deps(worker_deps: Deps) -> None:
                 await worker_deps.pool.close()
@@ -88,6 +95,8 @@ async def build_runtime(settings: Settings, *, in_process_worker: bool | None = 
             extra_middleware=middleware,
         )
         actors = declare_actors(bundle.broker)
+        # Writes run on workers; the hook lets inline paths enqueue extraction too.
+        deps = dataclasses.replace(deps, on_text_stored=extraction_hook(actors))
         queue = DramatiqWriteQueue(bundle, actors, timeout_s=settings.write_timeout_s)
         hooks.append(queue.aclose)
         if run_worker:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,10 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
     from .embedders import Embedder
+    from .extractors import Extractor
+
+#: ``(user_id, memory_ids)``: memories whose text was just stored or changed.
+TextStoredHook = Callable[[int, list[int]], None]
 
 
 @dataclass(frozen=True)
@@ -18,3 +23,10 @@ class Deps:
     settings: Settings
     pool: "AsyncConnectionPool"
     embedder: "Embedder"
+    #: Called after a write that stored or changed memory text has committed
+    #: (never inside its transaction); the composition root makes it enqueue
+    #: relation extraction. None: nothing is enqueued. It must not block for
+    #: long; it runs in a worker thread, and its failures are logged, not raised.
+    on_text_stored: TextStoredHook | None = None
+    #: The relation extractor; None builds one from the settings when needed.
+    extractor: "Extractor | None" = None

@@ -19,6 +19,7 @@ from . import ranking
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, invalid, not_found
 from .inputs import Args, memory_id
+from .relations import text_stored
 from .text import check_secret, clean_text, normalize_tags, normalize_text
 from .timestamps import format_timestamp, parse_timestamp
 
@@ -74,7 +75,7 @@ def parse_update(raw: object, *, max_chars: int) -> UpdateRequest:
         if value is None:
             raise invalid("last_confirmed_at must be a date-time; use confirm to refresh it.", field="last_confirmed_at")
         changes["last_confirmed_at"] = parse_timestamp(value, field="last_confirmed_at")
-    if args.present("keep"):
+    if args.has("keep"):  # null is "not given": only an explicit false unlocks
         changes["keep"] = args.boolean("keep")
     if not changes:
         raise invalid(
@@ -140,7 +141,10 @@ async def update_memory(
             "message": "Would update" if dry_run else "Ok",
         }
 
-    return await run_write(deps, user_id, "update_memory", None if dry_run else idempotency_key, work)
+    payload = await run_write(deps, user_id, "update_memory", None if dry_run else idempotency_key, work)
+    if "text" in request.changes and not dry_run:
+        await text_stored(deps, user_id, [request.id])  # committed: re-extract its relations
+    return payload
 
 
 async def update_memory_batch(
@@ -197,7 +201,12 @@ async def update_memory_batch(
             "summary": {"total": len(results), "updated": updated, "errors": len(results) - updated},
         }
 
-    return await run_write(deps, user_id, "update_memory_batch", None if dry_run else idempotency_key, work)
+    payload = await run_write(deps, user_id, "update_memory_batch", None if dry_run else idempotency_key, work)
+    if not dry_run:  # committed: re-extract the relations of every changed text
+        await text_stored(
+            deps, user_id, [r["id"] for r in payload["results"] if r["ok"] and "text" in r["changed_fields"]]
+        )
+    return payload
 
 
 # --- confirm -----------------------------------------------------------------

@@ -25,6 +25,7 @@ from . import ranking
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, invalid
 from .inputs import Args
+from .relations import text_stored
 from .text import check_secret, clean_text, normalize_tags, normalize_text
 from .timestamps import format_timestamp, parse_timestamp
 
@@ -150,9 +151,12 @@ async def store_items(
     }
     for attempt in range(3):
         try:
-            return await _store_in_transaction(
+            payload = await _store_in_transaction(
                 deps, user_id, items, plans, idempotency_key=idempotency_key, tool=tool, envelope=envelope
             )
+            # Committed: new text gets its relations extracted in the background (SUPPLEMENT §6).
+            await text_stored(deps, user_id, [p.new_id for _, p in sorted(plans.items()) if p.new_id])
+            return payload
         except psycopg.errors.UniqueViolation:
             # A concurrent write stored one of these texts first: plan again,
             # and the text is now an exact duplicate.
@@ -350,10 +354,11 @@ def _item_payload(plan: _Plan, plans: dict[int, _Plan]) -> dict[str, Any]:
     memory_id = plan.new_id if plan.new_id is not None else plan.existing_id
     out: dict[str, Any] = {"ok": True, "memory_id": memory_id, "message": plan.message}
     if plan.item.dedup_policy != "insert" and not plan.exact:
-        near = [n for n in plan.near if n["id"] != memory_id]
+        # With skip_if_near the best match is the returned id itself: still listed.
+        near = list(plan.near)
         for j, score in plan.near_batch:
             other = plans[j]
-            if other.new_id is not None and other.new_id != memory_id:
+            if other.new_id is not None:
                 near.append(
                     {"id": other.new_id, "text": other.item.text, "score": round(score, 4), "tags": other.item.tags}
                 )

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from . import editing, reading
+from . import editing, learning, reading, relations, scans
 from .deps import Deps
 from .errors import DATABASE_ERROR, INVALID_INPUT, MemoryServiceError, invalid
 from .inputs import Args
@@ -133,5 +133,9 @@ USE_CASES: dict[str, UseCase] = {
         "memory_stats": reading.memory_stats,
         "list_tags": reading.list_tags,
         "export_memories": reading.export_memories,
+        "reinforce": learning.reinforce,
+        "find_near_duplicates": scans.find_near_duplicates,
+        "find_conflicts": scans.find_conflicts,
+        "query_relations": relations.query_relations,
     }.items()
 }

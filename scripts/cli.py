@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import getpass
 import logging
 import signal
@@ -82,7 +83,8 @@ def _worker(settings: Settings, threads: int) -> int:
     from memory.deps import Deps
     from memory.embedders import make_embedder
     from storage.migrate import check_schema
-    from tasks.actors import WorkerResources, declare_actors
+    from memory.extractors import make_extractor
+    from tasks.actors import WorkerResources, declare_actors, extraction_hook
     from tasks.broker import make_broker
 
     if not settings.redis_url:
@@ -96,7 +98,9 @@ def _worker(settings: Settings, threads: int) -> int:
         deps = await open_deps(settings, dsn, embedder, name="worker")
         async with deps.pool.connection() as conn:
             await check_schema(conn)
-        return deps
+        return dataclasses.replace(
+            deps, on_text_stored=extraction_hook(actors), extractor=make_extractor(settings)
+        )
 
     async def close(deps: Deps) -> None:
         await deps.pool.close()
@@ -107,7 +111,7 @@ def _worker(settings: Settings, threads: int) -> int:
         heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
         extra_middleware=[WorkerResources(build, close)],
     )
-    declare_actors(bundle.broker)
+    actors = declare_actors(bundle.broker)
     worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=1000)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -9,6 +9,7 @@ the first answer instead of writing again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +18,25 @@ from dramatiq.middleware import Middleware
 
 from memory.deps import Deps
 from memory.errors import INTERNAL_ERROR, MemoryServiceError
+from memory.relations import extract_relations as _extract_relations
 from memory.service import USE_CASES
 
 #: The queue every tool write goes through.
 WRITE_QUEUE = "ownsona-writes"
 #: Longest a single write may run on a worker, in milliseconds.
 WRITE_TIME_LIMIT_MS = 10 * 60 * 1000
+#: The queue of fire-and-forget background jobs (relation extraction).
+BACKGROUND_QUEUE = "ownsona-background"
+#: Attempts after the first before an extraction is given up (then logged).
+EXTRACTION_MAX_RETRIES = 8
+#: Back-off before the first retry, doubling each time (Dramatiq adds jitter), in milliseconds.
+EXTRACTION_MIN_BACKOFF_MS = 5_000
+#: Longest back-off between retries, in milliseconds.
+EXTRACTION_MAX_BACKOFF_MS = 10 * 60 * 1000
+#: Memory ids per extraction message.
+EXTRACTION_CHUNK = 25
+#: Longest one extraction message may run (LLM calls included), in milliseconds.
+EXTRACTION_TIME_LIMIT_MS = 15 * 60 * 1000
 
 _log = logging.getLogger(__name__)
 
@@ -53,12 +67,32 @@ async def run_use_case(use_case: str, user_id: int, args: dict[str, Any], idempo
         return MemoryServiceError(INTERNAL_ERROR, "An unexpected error occurred; nothing was changed.").to_payload()
 
 
+async def extract_relations(user_id: int, memory_ids: list[int]) -> None:
+    """Re-extract these memories' relation edges (SUPPLEMENT §6); raises to be retried.
+
+    A retry redoes the whole chunk: extraction replaces a memory's edges, so
+    doing one twice changes nothing.
+    """
+    deps = _state.deps
+    if deps is None:
+        raise RuntimeError("worker resources are not open")
+    for memory_id in memory_ids:
+        await _extract_relations(deps, user_id, memory_id)
+
+
 @dataclass(frozen=True)
 class Actors:
     run_use_case: dramatiq.Actor
+    extract_relations: dramatiq.Actor
 
 
-def declare_actors(broker: dramatiq.Broker) -> Actors:
+def declare_actors(
+    broker: dramatiq.Broker,
+    *,
+    extraction_min_backoff_ms: int = EXTRACTION_MIN_BACKOFF_MS,
+    extraction_max_backoff_ms: int = EXTRACTION_MAX_BACKOFF_MS,
+    extraction_max_retries: int = EXTRACTION_MAX_RETRIES,
+) -> Actors:
     return Actors(
         run_use_case=dramatiq.Actor(
             run_use_case,
@@ -67,8 +101,36 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
             queue_name=WRITE_QUEUE,
             priority=0,
             options={"max_retries": 0, "store_results": True, "time_limit": WRITE_TIME_LIMIT_MS},
-        )
+        ),
+        # Fire and forget: no result is stored, failures are retried with back-off,
+        # and a lower priority keeps it behind tool writes on a shared worker.
+        extract_relations=dramatiq.Actor(
+            extract_relations,
+            broker=broker,
+            actor_name="extract_relations",
+            queue_name=BACKGROUND_QUEUE,
+            priority=10,
+            options={
+                "max_retries": extraction_max_retries,
+                "min_backoff": extraction_min_backoff_ms,
+                "max_backoff": extraction_max_backoff_ms,
+                "time_limit": EXTRACTION_TIME_LIMIT_MS,
+                "store_results": False,
+            },
+        ),
     )
+
+
+def extraction_hook(actors: Actors) -> Callable[[int, list[int]], None]:
+    """The ``Deps.on_text_stored`` hook: one extraction message per memory id."""
+
+    def send(user_id: int, memory_ids: list[int]) -> None:
+        # A few messages per batch rather than one per memory: a 200-item
+        # remember_batch costs 8 enqueues, and a failed chunk retries alone.
+        for start in range(0, len(memory_ids), EXTRACTION_CHUNK):
+            actors.extract_relations.send(user_id, memory_ids[start : start + EXTRACTION_CHUNK])
+
+    return send
 
 
 class WorkerResources(Middleware):
@@ -81,7 +143,10 @@ class WorkerResources(Middleware):
         self._build = build
         self._close = close
 
-    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+    # before_worker_boot, not after: Dramatiq starts consuming between the two,
+    # and a message already queued must find the resources open. The AsyncIO
+    # middleware (added before this one) has started the event loop by now.
+    def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         from dramatiq.asyncio import get_event_loop_thread
 
         loop_thread = get_event_loop_thread()

@@ -379,6 +379,100 @@ def tool_specs(settings: Settings) -> dict[str, ToolSpec]:
             "export_memories",
             queued=False,
         ),
+        ToolSpec(
+            "reinforce",
+            "Reinforce helpful memories",
+            "Give feedback on memories you used so recall learns which ones help. Pass the ids "
+            "that helped (or hurt), usually from recall or search_memory, with delta +1 "
+            "(helpful, the default) down to -1 (unhelpful or wrong), and the query they "
+            "answered. Positive feedback raises them and, with a query, teaches them that kind "
+            "of question, so they rank higher for similar queries; negative feedback ranks "
+            "them lower. Only the order changes: reported scores stay raw similarity, and "
+            "nothing decays with time. Never edits or deletes, and works on kept memories. At "
+            f"most {s.settings.max_batch_size} ids; duplicates count once. Returns reinforced "
+            "(id, salience, use_count, context_count) and skipped (unknown, forgotten or "
+            "expired ids).",
+            s.obj(
+                {
+                    "memory_ids": {
+                        **s.ids("Ids of the memories the feedback is about."),
+                        "minItems": 1,
+                        "maxItems": s.settings.max_batch_size,
+                    },
+                    "delta": {
+                        "type": "number",
+                        "minimum": -1,
+                        "maximum": 1,
+                        "default": 1,
+                        "description": "+1 helpful ... -1 unhelpful or wrong.",
+                    },
+                    "query": {
+                        **s.text(
+                            "The question these memories answered; teaches context on "
+                            "positive feedback.",
+                            min_length=1,
+                        ),
+                        "maxLength": s.settings.max_text_chars,
+                    },
+                },
+                required=["memory_ids"],
+            ),
+            _write(destructive=False, idempotent=False),
+            "reinforce",
+            queued=True,
+        ),
+        _scan_spec(
+            s,
+            "find_near_duplicates",
+            "Find near-duplicate memories",
+            "Read-only cleanup check: groups of active memories that say nearly the same thing "
+            "(cosine >= threshold, default 0.92; 0.95+ is effectively identical). Groups are "
+            "transitive (a~b and b~c put all three together) and listed strongest first, each "
+            "with ids, max_similarity, pair_count and the memories. Review them with the user, "
+            "then forget_batch the redundant ones. Returns groups and summary {groups, pairs}.",
+            0.92,
+        ),
+        _scan_spec(
+            s,
+            "find_conflicts",
+            "Find possibly conflicting memories",
+            "Read-only check: groups of active memories about the same topic (similarity >= "
+            "threshold, default 0.80, and at least one shared tag) that may contradict each "
+            "other. The server does not judge. Resolve with confirm on the right one, or "
+            "remember the correction with supersedes (old one wrong) or downweights (old one "
+            "merely outdated). Same output as find_near_duplicates.",
+            0.80,
+        ),
+        ToolSpec(
+            "query_relations",
+            "Query the relation graph",
+            "Answer connected, multi-hop questions ('who is my manager's spouse?') from the "
+            "relation graph extracted in the background from stored memories. entity is the "
+            "starting point: a name, 'me', or a role phrase ('my manager', 'my manager's "
+            "husband', 'Dana's husband'), matched case-insensitively. max_hops (default 2, at "
+            "most 5) is how many links to follow. Returns relations (subject, predicate, "
+            "object, source_memory_id, source_text), nearest first. No LLM call. If nothing "
+            f"comes back, fall back to recall. {DATA_NOT_INSTRUCTIONS}",
+            s.obj(
+                {
+                    "entity": {
+                        **s.text("Who or what to start from.", min_length=1),
+                        "maxLength": 500,
+                    },
+                    "max_hops": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 5,
+                        "default": 2,
+                        "description": "How many links to follow (1 = direct relations only).",
+                    },
+                },
+                required=["entity"],
+            ),
+            _READ,
+            "query_relations",
+            queued=False,
+        ),
     ]
     return {spec.name: spec for spec in specs}
 
@@ -395,7 +489,8 @@ def _recall_spec(s: _Schemas, name: str, title: str) -> ToolSpec:
         name,
         title,
         "Find stored memories about the user that are relevant to a question or topic "
-        "(semantic search, not keyword matching). Use it before answering anything that may "
+        "(meaning and exact words both count: names, numbers and rare words in the query help "
+        "find the memories that contain them). Use it before answering anything that may "
         "depend on the user's personal context: people, preferences, plans, history. Returns "
         "matches, best first, each with id, text, score (cosine similarity, 0-1), tags and "
         f"created_at / updated_at / last_confirmed_at.{alias} {PREFER_RECENT} "
@@ -406,12 +501,49 @@ def _recall_spec(s: _Schemas, name: str, title: str) -> ToolSpec:
                 "limit": s.limit("Most matches to return.", s.settings.default_recall_limit),
                 "min_score": s.score(),
                 "tags": s.tags("Only memories with at least one of these tags."),
+                "explain": s.boolean(
+                    "Add to each match an explain object with the parts of its ranking: cosine, "
+                    "lexical share and rank, fused score and rank, salience and context "
+                    "contributions.",
+                    False,
+                ),
             },
             required=["query"],
         ),
         _READ,
         name,
         queued=False,
+    )
+
+
+def _scan_spec(s: _Schemas, name: str, title: str, description: str, threshold: float) -> ToolSpec:
+    # Read-only, but a scan over the whole store: it runs on a worker so a
+    # large store never ties up the web process.
+    return ToolSpec(
+        name,
+        title,
+        f"{description} {DATA_NOT_INSTRUCTIONS}",
+        s.obj(
+            {
+                "threshold": {
+                    "type": "number",
+                    "minimum": 0.5,
+                    "maximum": 1,
+                    "default": threshold,
+                    "description": "Cosine similarity a pair needs to count.",
+                },
+                "max_groups": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 500,
+                    "default": 50,
+                    "description": "Most groups to return.",
+                },
+            }
+        ),
+        _READ,
+        name,
+        queued=True,
     )
 
 

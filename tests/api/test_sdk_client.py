@@ -83,7 +83,7 @@ async def _list_and_call(
     client: Client, use_cases: FakeUseCases, write_queue: FakeWriteQueue
 ) -> None:
     listing = await client.list_tools()
-    assert len(listing.tools) == 17
+    assert len(listing.tools) == 21
     recall = next(t for t in listing.tools if t.name == "recall")
     assert recall.annotations is not None and recall.annotations.read_only_hint is True
 

@@ -19,15 +19,18 @@ TOOLS = {
     "remember", "remember_batch", "recall", "search_memory", "build_context_prompt",
     "list_memories", "update_memory", "update_memory_batch", "confirm", "forget",
     "forget_batch", "text_search", "get_memory", "count_memories", "memory_stats",
-    "list_tags", "export_memories",
+    "list_tags", "export_memories", "reinforce", "find_near_duplicates", "find_conflicts",
+    "query_relations",
 }  # fmt: skip
 QUEUED = {
     "remember", "remember_batch", "update_memory", "update_memory_batch",
-    "confirm", "forget", "forget_batch",
+    "confirm", "forget", "forget_batch", "reinforce", "find_near_duplicates", "find_conflicts",
 }  # fmt: skip
+SCANS = {"find_near_duplicates", "find_conflicts"}
 RETURNS_TEXT = (
     "recall", "search_memory", "get_memory", "list_memories", "text_search",
     "export_memories", "remember", "remember_batch", "build_context_prompt",
+    "find_near_duplicates", "find_conflicts", "query_relations",
 )  # fmt: skip
 SECRET = "My son Colby lives in Los Angeles."
 
@@ -53,7 +56,7 @@ def test_registry_matches_the_use_cases() -> None:
 
 async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> None:
     tools = await list_tools(mcp)
-    assert {t["name"] for t in tools} == TOOLS and len(tools) == 17
+    assert {t["name"] for t in tools} == TOOLS and len(tools) == 21
     for tool in tools:
         schema = tool["inputSchema"]
         Draft202012Validator.check_schema(schema)
@@ -63,7 +66,8 @@ async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> No
         for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"):
             assert isinstance(hints[hint], bool), (tool["name"], hint)
         assert hints["openWorldHint"] is False
-        assert hints["readOnlyHint"] is (tool["name"] not in QUEUED)
+        # Every queued tool writes, except the scans (read-only, queued for their size).
+        assert hints["readOnlyHint"] is (tool["name"] not in QUEUED - SCANS)
         if hints["readOnlyHint"]:
             assert hints["destructiveHint"] is False
         assert "outputSchema" not in tool
@@ -185,11 +189,11 @@ async def test_missing_arguments_become_empty_object(mcp: Mcp, use_cases: FakeUs
 
 
 async def test_unknown_tool_is_32602(mcp: Mcp) -> None:
-    result = await mcp.request("tools/call", {"name": "reinforce", "arguments": {}}, id=3)
+    result = await mcp.request("tools/call", {"name": "teleport", "arguments": {}}, id=3)
     assert result.status_code == 200
     assert result.json["id"] == 3
     assert result.json["error"]["code"] == -32602
-    assert "reinforce" in result.json["error"]["message"]
+    assert "teleport" in result.json["error"]["message"]
 
 
 @pytest.mark.parametrize(

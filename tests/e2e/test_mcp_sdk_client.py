@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx2
@@ -27,6 +28,7 @@ async def _scenario(url: str, token: str) -> None:
         son_id = son.structured_content["memory_id"]
         tea = await client.call_tool("remember", {"text": "I drink green tea every morning."})
         assert tea.is_error is False
+        tea_id = tea.structured_content["memory_id"]
         assert json.loads(tea.content[0].text) == tea.structured_content  # type: ignore[union-attr]
 
         found = await client.call_tool("recall", {"query": "where does my son live", "limit": 5})
@@ -40,6 +42,21 @@ async def _scenario(url: str, token: str) -> None:
 
         again = await client.call_tool("recall", {"query": "where does my son live", "limit": 5})
         assert son_id not in [m["id"] for m in again.structured_content["matches"]]
+
+        # Relation extraction runs in the background after the write; poll the graph.
+        await client.call_tool("remember", {"text": "Dana is my manager."})
+        await client.call_tool("remember", {"text": "Dana's husband is Lee."})
+        edges: list = []
+        for _ in range(100):
+            graph = await client.call_tool("query_relations", {"entity": "my manager", "max_hops": 2})
+            edges = graph.structured_content["relations"]
+            if len(edges) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        assert {e["source_text"] for e in edges} == {"Dana is my manager.", "Dana's husband is Lee."}
+
+        helped = await client.call_tool("reinforce", {"memory_ids": [tea_id], "query": "morning drink"})
+        assert helped.structured_content["reinforced"][0]["id"] == tea_id
 
         missing = await client.call_tool("get_memory", {"id": 999999})
         assert missing.is_error is True

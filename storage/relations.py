@@ -1,0 +1,142 @@
+"""SQL of the relation graph (``memory_relations``; SUPPLEMENT §6).
+
+Every function takes a connection and is scoped by ``user_id``: an edge
+belongs to its source memory's user. Hard-deleting a memory removes its
+edges (ON DELETE CASCADE); reads skip edges whose source memory is
+soft-deleted or expired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from psycopg import AsyncConnection
+from psycopg.rows import class_row
+
+_SOURCE_ACTIVE = "m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """A memory's text as the extraction job sees it."""
+
+    id: int
+    text: str
+    deleted: bool
+
+
+@dataclass(frozen=True)
+class EdgeRow:
+    """An edge with its source memory's current text."""
+
+    id: int
+    subject: str
+    predicate: str
+    object: str
+    memory_id: int
+    source_text: str
+
+
+@dataclass(frozen=True)
+class NewEdge:
+    subject: str
+    predicate: str
+    object: str
+
+
+async def source_text(
+    conn: AsyncConnection, user_id: int, memory_id: int, *, lock: bool = False
+) -> SourceText | None:
+    """The memory's text; with ``lock``, held until the transaction ends (FOR SHARE).
+
+    The lock keeps the text from changing between the check and the write of
+    its edges; it does not block readers.
+    """
+    cur = conn.cursor(row_factory=class_row(SourceText))
+    await cur.execute(
+        "SELECT id, text, deleted_at IS NOT NULL AS deleted FROM memories"
+        " WHERE id = %s AND user_id = %s" + (" FOR SHARE" if lock else ""),
+        (memory_id, user_id),
+    )
+    return await cur.fetchone()
+
+
+async def delete_edges(conn: AsyncConnection, user_id: int, memory_id: int) -> int:
+    """Remove the memory's edges; return how many there were."""
+    cur = await conn.execute(
+        "DELETE FROM memory_relations WHERE user_id = %s AND memory_id = %s", (user_id, memory_id)
+    )
+    return cur.rowcount
+
+
+async def insert_edges(
+    conn: AsyncConnection, user_id: int, memory_id: int, edges: Sequence[NewEdge]
+) -> None:
+    if not edges:
+        return
+    await conn.execute(
+        "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
+        " SELECT %s, %s, s, p, o FROM unnest(%s::text[], %s::text[], %s::text[]) AS e(s, p, o)",
+        (
+            user_id,
+            memory_id,
+            [e.subject for e in edges],
+            [e.predicate for e in edges],
+            [e.object for e in edges],
+        ),
+    )
+
+
+async def edges_of_memory(conn: AsyncConnection, user_id: int, memory_id: int) -> list[NewEdge]:
+    """The memory's edges in insertion order (whatever the memory's state)."""
+    cur = conn.cursor(row_factory=class_row(NewEdge))
+    await cur.execute(
+        "SELECT subject, predicate, object FROM memory_relations"
+        " WHERE user_id = %s AND memory_id = %s ORDER BY id",
+        (user_id, memory_id),
+    )
+    return await cur.fetchall()
+
+
+async def edges_touching(
+    conn: AsyncConnection, user_id: int, entities: Sequence[str], *, limit: int
+) -> list[EdgeRow]:
+    """Live edges whose subject or object is one of ``entities`` (lowercase), oldest first."""
+    if not entities:
+        return []
+    cur = conn.cursor(row_factory=class_row(EdgeRow))
+    await cur.execute(
+        f"""
+        SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text
+        FROM memory_relations r JOIN memories m ON m.id = r.memory_id
+        WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {_SOURCE_ACTIVE}
+          AND (lower(r.subject) = ANY(%(keys)s) OR lower(r.object) = ANY(%(keys)s))
+        ORDER BY r.id
+        LIMIT %(limit)s
+        """,
+        {"user_id": user_id, "keys": list(entities), "limit": limit},
+    )
+    return await cur.fetchall()
+
+
+async def role_edges(
+    conn: AsyncConnection, user_id: int, owners: Sequence[str], predicates: Sequence[str], *, limit: int
+) -> list[EdgeRow]:
+    """Live edges with one of ``predicates`` that touch one of ``owners`` (lowercase)."""
+    if not owners or not predicates:
+        return []
+    cur = conn.cursor(row_factory=class_row(EdgeRow))
+    await cur.execute(
+        f"""
+        SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text
+        FROM memory_relations r JOIN memories m ON m.id = r.memory_id
+        WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {_SOURCE_ACTIVE}
+          AND r.predicate = ANY(%(predicates)s)
+          AND (lower(r.subject) = ANY(%(keys)s) OR lower(r.object) = ANY(%(keys)s))
+        ORDER BY r.id
+        LIMIT %(limit)s
+        """,
+        {"user_id": user_id, "keys": list(owners), "predicates": list(predicates), "limit": limit},
+    )
+    return await cur.fetchall()
