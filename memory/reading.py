@@ -59,9 +59,7 @@ def _search_args(deps: Deps, args: Args, query_field: str) -> tuple[str, int, fl
         "limit", default=settings.default_recall_limit, minimum=1, cap=settings.max_recall_limit
     )
     min_score = args.number("min_score", default=None, minimum=0.0, maximum=1.0)
-    tags = normalize_tags(args.raw("tags"))
-    if args.has("tags") and not tags and args.raw("tags"):
-        raise invalid("None of the given tags is a valid tag after normalisation.", field="tags")
+    tags = list(_tag_filter(args))
     assert limit is not None
     return query, limit, min_score, tags
 
@@ -92,6 +90,14 @@ async def build_context_prompt(deps: Deps, user_id: int, raw: dict[str, Any], **
     return {"ok": True, "prompt": f"{head}{body}{tail}", "memory_ids": used}
 
 
+def _tag_filter(args: Args) -> tuple[str, ...]:
+    """Normalized filter tags; tags that all normalize away would silently mean "any"."""
+    tags = normalize_tags(args.raw("tags"))
+    if not tags and args.raw("tags"):
+        raise invalid("None of the given tags is a valid tag after normalisation.", field="tags")
+    return tuple(tags)
+
+
 def _filters(args: Args, *, with_tags: bool) -> MemoryFilter:
     min_chars = args.integer("min_chars")
     max_chars = args.integer("max_chars")
@@ -112,7 +118,7 @@ def _filters(args: Args, *, with_tags: bool) -> MemoryFilter:
         min_chars=min_chars,
         max_chars=max_chars,
         not_confirmed_since=since,
-        tags=tuple(normalize_tags(args.raw("tags"))) if with_tags else (),
+        tags=_tag_filter(args) if with_tags else (),
         source_provider=args.string("source_provider", max_len=200) if with_tags else None,
     )
 
