@@ -22,6 +22,7 @@ from .inputs import Args, memory_id
 from .relations import text_stored
 from .text import check_secret, clean_text, normalize_tags, normalize_text
 from .timestamps import format_timestamp, parse_timestamp
+from .writes import run_write
 
 #: The fields update_memory can change, in the order changed_fields lists them.
 UPDATE_FIELDS = ("text", "tags", "importance", "expires_at", "last_confirmed_at", "keep")
@@ -386,22 +387,3 @@ def _item_id(item: object) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
-
-
-async def run_write(deps: Deps, user_id: int, tool: str, idempotency_key: str | None, work: Any) -> dict[str, Any]:
-    """Run ``work(conn)`` in one transaction, at most once per idempotency key.
-
-    The receipt is stored in the same transaction as the change, so a write
-    is either done and receipted or not done at all.
-    """
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            if idempotency_key:
-                await store.lock_receipt_key(conn, user_id, idempotency_key)
-                prior = await store.get_receipt(conn, user_id, idempotency_key)
-                if prior is not None:
-                    return prior
-            payload = await work(conn)
-            if idempotency_key:
-                await store.put_receipt(conn, user_id, idempotency_key, tool, payload)
-            return payload

@@ -20,7 +20,7 @@ from storage import memories as store
 
 from . import ranking
 from .deps import Deps
-from .editing import run_write
+from .writes import run_write
 from .errors import LIMIT_EXCEEDED, invalid
 from .inputs import Args
 from .text import clean_text

@@ -9,7 +9,6 @@ answer instead of writing twice.
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -28,6 +27,7 @@ from .inputs import Args
 from .relations import text_stored
 from .text import check_secret, clean_text, normalize_tags, normalize_text
 from .timestamps import format_timestamp, parse_timestamp
+from .writes import prior_receipt, run_write
 
 #: Cosine at or above which an active row counts as a near duplicate.
 NEAR_DUPLICATE_THRESHOLD = 0.90
@@ -38,8 +38,6 @@ CAPTURE_MODES = ("explicit", "inferred")
 #: A client clock this far ahead of ours is still "now".
 _CLOCK_SKEW = timedelta(minutes=5)
 _SHORT_FIELD = 200
-#: Receipts outlive any sane client retry or broker redelivery.
-RECEIPT_TTL_S = 86_400
 
 
 @dataclass(frozen=True)
@@ -139,11 +137,9 @@ async def store_items(
 
     Returns the stored receipt instead when this write already happened.
     """
-    if idempotency_key:
-        async with deps.pool.connection() as conn:
-            prior = await store.get_receipt(conn, user_id, idempotency_key)
-        if prior is not None:
-            return prior
+    prior = await prior_receipt(deps, user_id, idempotency_key)
+    if prior is not None:
+        return prior
     valid = [(i, it) for i, it in enumerate(items) if isinstance(it, RememberItem)]
     vectors = await deps.embedder.embed([it.text for _, it in valid]) if valid else None
     plans: dict[int, _Plan] = {
@@ -182,25 +178,17 @@ async def _store_in_transaction(
     tool: str,
     envelope: Any,
 ) -> dict[str, Any]:
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            if idempotency_key:
-                await store.lock_receipt_key(conn, user_id, idempotency_key)
-                prior = await store.get_receipt(conn, user_id, idempotency_key)
-                if prior is not None:
-                    return prior
-            await _plan(conn, user_id, plans)
-            await _apply(conn, user_id, plans, deps)
-            results = [
+    async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
+        await _plan(conn, user_id, plans)
+        await _apply(conn, user_id, plans, deps)
+        return envelope(
+            [
                 it.to_payload() if isinstance(it, MemoryServiceError) else _item_payload(plans[i], plans)
                 for i, it in enumerate(items)
             ]
-            payload = envelope(results)
-            if idempotency_key:
-                await store.put_receipt(conn, user_id, idempotency_key, tool, payload)
-                if random.random() < 1 / 64:  # amortised clean-up of old receipts
-                    await store.prune_receipts(conn, older_than_s=RECEIPT_TTL_S)
-            return payload
+        )
+
+    return await run_write(deps, user_id, tool, idempotency_key, work)
 
 
 async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _Plan]) -> None:
