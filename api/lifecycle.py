@@ -91,6 +91,7 @@ async def build_runtime(settings: Settings, *, in_process_worker: bool | None = 
             middleware.append(WorkerResources(build_worker_deps, close_worker_deps))
         bundle = make_broker(
             settings.redis_url,
+            namespace=settings.queue_namespace,
             heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
             extra_middleware=middleware,
         )

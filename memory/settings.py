@@ -65,6 +65,8 @@ class Settings:
     max_body_bytes: int = 8 * 1024 * 1024
     #: How long a tool waits for its queued write to finish, in seconds.
     write_timeout_s: float = 60.0
+    #: Prefix of OwnSona's keys in Redis: two deployments can share one Redis.
+    queue_namespace: str = "ownsona"
     #: A worker silent this long (ms) is presumed dead and its messages are redelivered.
     queue_heartbeat_timeout_ms: int = 15_000
     #: Database connections per process.
@@ -130,6 +132,7 @@ class Settings:
             allowed_origins=env.origins("OWNSONA_ALLOWED_ORIGINS"),
             max_body_bytes=env.integer("MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=1 << 30),
             write_timeout_s=env.number("WRITE_TIMEOUT", 60.0, minimum=1.0, maximum=3600),
+            queue_namespace=env.text("QUEUE_NAMESPACE") or "ownsona",
             queue_heartbeat_timeout_ms=env.integer(
                 "QUEUE_HEARTBEAT_TIMEOUT", 15_000, minimum=1000, maximum=3_600_000
             ),

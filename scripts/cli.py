@@ -108,6 +108,7 @@ def _worker(settings: Settings, threads: int) -> int:
 
     bundle = make_broker(
         settings.redis_url,
+        namespace=settings.queue_namespace,
         heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
         extra_middleware=[WorkerResources(build, close)],
     )

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
-from dramatiq.middleware import Middleware
+from dramatiq.asyncio import get_event_loop_thread
+from dramatiq.middleware import AsyncIO
 
 from memory.deps import Deps
 from memory.errors import INTERNAL_ERROR, MemoryServiceError
@@ -133,30 +134,30 @@ def extraction_hook(actors: Actors) -> Callable[[int, list[int]], None]:
     return send
 
 
-class WorkerResources(Middleware):
-    """Opens the worker's pool (and embedder) on its event loop at boot, closes at shutdown.
+class WorkerResources(AsyncIO):
+    """Dramatiq's AsyncIO middleware plus this worker's resources on its event loop.
 
-    ``build`` is an async callable returning Deps; ``close`` releases them.
+    The pool (and hooks) open on the actors' event loop before consuming
+    starts, and close only after the worker threads have finished their
+    messages, before the loop stops: a message in flight at shutdown never
+    finds its pool closed. ``build`` is an async callable returning Deps;
+    ``close`` releases them.
     """
 
     def __init__(self, build: Any, close: Any) -> None:
+        super().__init__()
         self._build = build
         self._close = close
 
-    # before_worker_boot, not after: Dramatiq starts consuming between the two,
-    # and a message already queued must find the resources open. The AsyncIO
-    # middleware (added before this one) has started the event loop by now.
     def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        from dramatiq.asyncio import get_event_loop_thread
-
+        super().before_worker_boot(broker, worker)  # starts the event loop thread
         loop_thread = get_event_loop_thread()
-        assert loop_thread is not None, "the AsyncIO middleware must come first"
+        assert loop_thread is not None
         _state.deps = loop_thread.run_coroutine(self._build())
 
-    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        from dramatiq.asyncio import get_event_loop_thread
-
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         loop_thread = get_event_loop_thread()
         deps, _state.deps = _state.deps, None
         if deps is not None and loop_thread is not None:
             loop_thread.run_coroutine(self._close(deps))
+        super().after_worker_shutdown(broker, worker)

@@ -24,7 +24,7 @@ from dramatiq.middleware import AsyncIO
 from dramatiq.results import Results
 from dramatiq.results.backends import RedisBackend, StubBackend
 
-#: Namespace of our keys in Redis.
+#: Default namespace of our keys in Redis (QUEUE_NAMESPACE changes it).
 NAMESPACE = "ownsona"
 #: Results outlive the longest write wait.
 RESULT_TTL_MS = 10 * 60 * 1000
@@ -34,8 +34,8 @@ MAINTENANCE_CHANCE = 100_000
 _MAX_WAKE_TOKENS = 64
 
 
-def _wake_key(queue_name: str) -> str:
-    return f"{NAMESPACE}:wake:{queue_name}"
+def _wake_key(namespace: str, queue_name: str) -> str:
+    return f"{namespace}:wake:{queue_name}"
 
 
 class _WakingConsumer(_RedisConsumer):
@@ -71,7 +71,7 @@ class _WakingConsumer(_RedisConsumer):
                     )
                     if not self.message_cache:
                         self.broker.client.blpop(
-                            [_wake_key(self.queue_name)], timeout=max(self.timeout / 1000, 0.01)
+                            [_wake_key(self.broker.namespace, self.queue_name)], timeout=max(self.timeout / 1000, 0.01)
                         )
                         return None
         except redis.ConnectionError as ex:
@@ -89,7 +89,7 @@ class WakingRedisBroker(RedisBroker):
         enqueued = super().enqueue(message, delay=delay)
         if delay is None:
             with self.client.pipeline(transaction=False) as pipe:
-                key = _wake_key(message.queue_name)
+                key = _wake_key(self.namespace, message.queue_name)
                 pipe.lpush(key, 1)
                 pipe.ltrim(key, 0, _MAX_WAKE_TOKENS - 1)
                 pipe.execute()
@@ -138,6 +138,7 @@ class BrokerBundle:
 def make_broker(
     redis_url: str | None,
     *,
+    namespace: str = NAMESPACE,
     heartbeat_timeout_ms: int = 15_000,
     extra_middleware: list[Any] | None = None,
 ) -> BrokerBundle:
@@ -146,20 +147,24 @@ def make_broker(
         client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=30)
         broker: dramatiq.Broker = WakingRedisBroker(
             client=client,
-            namespace=NAMESPACE,
+            namespace=namespace,
             heartbeat_timeout=heartbeat_timeout_ms,
             # Maintenance (redelivering a dead worker's messages) on 10% of
             # commands instead of 0.1%: an idle worker fetches about once a
             # second, so redelivery follows the heartbeat timeout within seconds.
             maintenance_chance=MAINTENANCE_CHANCE,
         )
-        backend: Any = RedisBackend(client=client, namespace=f"{NAMESPACE}-results")
+        backend: Any = RedisBackend(client=client, namespace=f"{namespace}-results")
     else:
         broker = StubBroker()
-        backend = NotifyingStubBackend(namespace=f"{NAMESPACE}-results")
+        backend = NotifyingStubBackend(namespace=f"{namespace}-results")
     broker.add_middleware(Results(backend=backend, result_ttl=RESULT_TTL_MS))
-    broker.add_middleware(AsyncIO())
-    for middleware in extra_middleware or []:
+    extra = list(extra_middleware or [])
+    # A worker's resources middleware runs the actors' event loop itself
+    # (tasks.actors.WorkerResources); otherwise Dramatiq's AsyncIO does.
+    if not any(isinstance(m, AsyncIO) for m in extra):
+        broker.add_middleware(AsyncIO())
+    for middleware in extra:
         broker.add_middleware(middleware)
     dramatiq.set_broker(broker)
     return BrokerBundle(broker=broker, backend=backend, redis_url=redis_url)

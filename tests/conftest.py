@@ -122,6 +122,10 @@ def bob(clean_db) -> int:
 # --- Redis: the real server at REDIS_URL, or (locally only) fakeredis over TCP ---
 
 _REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+# Every test session gets its own queue namespace, inherited by the servers and
+# workers it starts: two sessions sharing one Redis never take each other's messages.
+os.environ.setdefault("QUEUE_NAMESPACE", f"ownsona-test-{os.getpid()}")
+QUEUE_NAMESPACE = os.environ["QUEUE_NAMESPACE"]
 _redis_mode: list[str] = []
 
 
@@ -165,11 +169,21 @@ def redis_server_url() -> Iterator[str]:
 
 @pytest.fixture
 def redis_url(redis_server_url: str) -> Iterator[str]:
-    """A flushed Redis database for this test."""
+    """Redis with none of this session's keys left from an earlier test.
+
+    Only keys under this session's namespace are deleted: other sessions
+    sharing the server keep theirs.
+    """
     import redis
 
     client = redis.Redis.from_url(redis_server_url)
-    client.flushdb()
+
+    def clear() -> None:
+        keys = list(client.scan_iter(match=f"{QUEUE_NAMESPACE}*", count=1000))
+        if keys:
+            client.delete(*keys)
+
+    clear()
     yield redis_server_url
-    client.flushdb()
+    clear()
     client.close()

@@ -14,6 +14,7 @@ import redis
 
 from tasks.actors import declare_actors
 from tasks.broker import make_broker
+from tests.conftest import QUEUE_NAMESPACE
 from tasks.queue import DramatiqWriteQueue
 
 HEARTBEAT_MS = 2000
@@ -54,7 +55,7 @@ async def _wait_until_taken(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        for key in client.scan_iter(match="ownsona:__acks__*"):
+        for key in client.scan_iter(match=f"{QUEUE_NAMESPACE}:__acks__*"):
             if client.scard(key) > 0:
                 return
         await asyncio.sleep(0.002)
@@ -69,7 +70,7 @@ def _rows(dsn: str, user_id: int) -> list[tuple[int, str]]:
 
 
 async def test_killed_worker_redelivers_and_stores_each_item_once(clean_db, redis_url, alice):
-    bundle = make_broker(redis_url, heartbeat_timeout_ms=HEARTBEAT_MS)
+    bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE, heartbeat_timeout_ms=HEARTBEAT_MS)
     queue = DramatiqWriteQueue(bundle, declare_actors(bundle.broker), timeout_s=90)
     items = [
         {

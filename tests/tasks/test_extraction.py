@@ -27,6 +27,7 @@ from memory.service import USE_CASES
 from storage.pool import make_pool
 from tasks.actors import BACKGROUND_QUEUE, WorkerResources, declare_actors, extraction_hook
 from tasks.broker import make_broker
+from tests.conftest import QUEUE_NAMESPACE
 
 # --- a scripted chat-completions server ----------------------------------------------------
 
@@ -241,7 +242,7 @@ async def job(request, clean_db, settings, embedder, llm):
     async def close(d: Deps) -> None:
         await d.pool.close()
 
-    bundle = make_broker(redis_url, extra_middleware=[WorkerResources(build, close)])
+    bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)])
     actors = declare_actors(
         bundle.broker, extraction_min_backoff_ms=50, extraction_max_backoff_ms=200, extraction_max_retries=MAX_RETRIES
     )

@@ -14,6 +14,7 @@ from memory.errors import MemoryServiceError
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
 from tasks.broker import make_broker
+from tests.conftest import QUEUE_NAMESPACE
 from tasks.queue import DramatiqWriteQueue
 
 
@@ -31,7 +32,7 @@ def _start(redis_url, dsn, settings, embedder, *, threads=2):
     async def close(d: Deps) -> None:
         await d.pool.close()
 
-    bundle = make_broker(redis_url, extra_middleware=[WorkerResources(build, close)])
+    bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)])
     actors = declare_actors(bundle.broker)
     worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=100)
     worker.start()
