@@ -84,7 +84,7 @@ def _worker(settings: Settings, threads: int) -> int:
     from memory.embedders import make_embedder
     from storage.migrate import check_schema
     from memory.extractors import make_extractor
-    from tasks.actors import WorkerResources, declare_actors, extraction_hook
+    from tasks.actors import WorkerResources, declare_actors, extraction_hook, resources_ready
     from tasks.broker import make_broker
 
     if not settings.redis_url:
@@ -118,6 +118,13 @@ def _worker(settings: Settings, threads: int) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     worker.start()
+    if not resources_ready():
+        # Dramatiq logs a failing boot hook and carries on; a worker without a
+        # database would only fail every message, so stop here instead.
+        print("ownsona worker: could not open the database; see the log above.", file=sys.stderr)
+        worker.stop(timeout=5_000)
+        bundle.broker.close()
+        return 1
     print(f"OwnSona worker running ({threads} threads)", flush=True)
     stop.wait()
     # Messages still running finish; prefetched ones go back to the queue.

@@ -51,6 +51,11 @@ class _WorkerState:
 _state = _WorkerState()
 
 
+def resources_ready() -> bool:
+    """True once this process's worker resources are open (boot succeeded)."""
+    return _state.deps is not None
+
+
 async def run_use_case(use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
     deps = _state.deps
     if deps is None:
