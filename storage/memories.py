@@ -6,6 +6,7 @@ query is scoped by ``user_id`` (SUPPLEMENT §1).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -230,14 +231,24 @@ async def find_exact(
     """Undeleted rows (expired included) whose normalized text is one of these."""
     if not normalized_texts:
         return {}
+    # One unique-index probe per digest. The planner has no statistics for the
+    # md5 expression of a partial index and chose a full scan for "= ANY"
+    # (0.14 s for 200 texts against 100k rows); LATERAL ... LIMIT 1 is 2 ms.
+    digests = [hashlib.md5(t.encode("utf-8")).hexdigest() for t in normalized_texts]
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
-        f"SELECT {_COLUMNS}, normalized_text FROM memories"
-        " WHERE user_id = %s AND deleted_at IS NULL"
-        " AND md5(normalized_text) = ANY(SELECT md5(t) FROM unnest(%s::text[]) AS t)",
-        (user_id, list(normalized_texts)),
+        f"SELECT {_M_COLUMNS}, m.normalized_text FROM unnest(%s::text[]) AS d(digest)"
+        " CROSS JOIN LATERAL (SELECT * FROM memories"
+        " WHERE user_id = %s AND deleted_at IS NULL AND md5(normalized_text) = d.digest"
+        " LIMIT 1) AS m",
+        (digests, user_id),
     )
-    return {d["normalized_text"]: _row_from_dict(d) for d in await cur.fetchall()}
+    wanted = set(normalized_texts)
+    return {
+        d["normalized_text"]: _row_from_dict(d)
+        for d in await cur.fetchall()
+        if d["normalized_text"] in wanted  # an md5 collision is not a duplicate
+    }
 
 
 async def nearest_active(
