@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+from psycopg import AsyncConnection
 
 from storage import memories as store
 from storage.rows import MemoryFilter, ScoredMemoryRow
@@ -12,7 +16,7 @@ from . import ranking
 from .deps import Deps
 from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
 from .inputs import Args, memory_id
-from .shapes import full_shape, match_shape
+from .shapes import explain_shape, full_shape, match_shape
 from .text import clean_text, normalize_tags
 from .timestamps import format_timestamp, parse_timestamp
 
@@ -24,32 +28,80 @@ NO_FACTS = "No relevant previously known facts were found."
 MAX_TAG_LIST = 1000
 
 
-async def _ranked(deps: Deps, user_id: int, query: str, *, limit: int, min_score: float | None, tags: list[str]) -> list[ScoredMemoryRow]:
-    embedding = await deps.embedder.embed_one(query)
-    async with deps.pool.connection() as conn:
-        candidates = await store.search_by_vector(
-            conn, user_id, embedding, candidates=ranking.candidate_count(limit), tags=tags
-        )
-    by_id = {c.row.id: c for c in candidates}
-    ordered = ranking.rank(
-        [
-            ranking.Candidate(
-                key=c.row.id,
-                cosine=c.cosine,
-                salience=c.row.salience,
-                context_match=c.context_match,
-                last_confirmed_at=c.row.last_confirmed_at,
-                updated_at=c.row.updated_at,
-                created_at=c.row.created_at,
-            )
-            for c in candidates
-        ],
-        w_s=deps.settings.rank_salience_weight,
-        w_c=deps.settings.rank_context_weight,
-        min_score=min_score,
-        limit=limit,
+@dataclass(frozen=True)
+class _Match:
+    scored: ScoredMemoryRow
+    #: Only when asked for (recall's ``explain``).
+    explanation: ranking.Explanation | None
+
+
+async def _lexical_side(
+    conn: AsyncConnection, user_id: int, query: str, *, limit: int, tags: list[str]
+) -> tuple[list[ranking.QueryTerm], list[int]]:
+    """The query's weighted terms and the ids of its lexical candidates."""
+    counted = await store.query_term_stats(conn, user_id, query)
+    terms = ranking.weigh_terms(counted.terms, counted.total)
+    ids = await store.lexical_candidates(
+        conn,
+        user_id,
+        terms=[(t.term, t.weight) for t in terms],
+        probe=ranking.probe_terms(terms),
+        candidates=ranking.lexical_candidate_count(limit),
+        tags=tags,
     )
-    return [by_id[c.key] for c in ordered]
+    return terms, ids
+
+
+async def _ranked(
+    deps: Deps,
+    user_id: int,
+    query: str,
+    *,
+    limit: int,
+    min_score: float | None,
+    tags: list[str],
+    explain: bool = False,
+) -> list[_Match]:
+    """Hybrid recall: vector and lexical candidates, fused, then the learned ranking."""
+    w_s, w_c = deps.settings.rank_salience_weight, deps.settings.rank_context_weight
+    async with deps.pool.connection() as conn:
+        # The lexical side needs no embedding: it runs while the query is embedded.
+        embedded, lexical = await asyncio.gather(
+            deps.embedder.embed_one(query),
+            _lexical_side(conn, user_id, query, limit=limit, tags=tags),
+            return_exceptions=True,
+        )
+        for outcome in (embedded, lexical):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        assert isinstance(lexical, tuple)
+        terms, lexical_ids = lexical
+        found = await store.search_hybrid(
+            conn,
+            user_id,
+            embedded,
+            candidates=ranking.candidate_count(limit),
+            terms=[(t.term, t.weight) for t in terms],
+            lexical_ids=lexical_ids,
+            tags=tags,
+        )
+    by_id = {c.scored.row.id: c.scored for c in found}
+    candidates = [
+        ranking.Candidate(
+            key=c.scored.row.id,
+            cosine=c.scored.cosine,
+            salience=c.scored.row.salience,
+            context_match=c.scored.context_match,
+            last_confirmed_at=c.scored.row.last_confirmed_at,
+            updated_at=c.scored.row.updated_at,
+            created_at=c.scored.row.created_at,
+            lexical=ranking.lexical_share(c.lexical, terms),
+        )
+        for c in found
+    ]
+    ordered = ranking.rank(candidates, w_s=w_s, w_c=w_c, min_score=min_score, limit=limit)
+    parts = ranking.explain(candidates, w_s=w_s, w_c=w_c) if explain else {}
+    return [_Match(by_id[c.key], parts.get(c.key)) for c in ordered]
 
 
 def _search_args(deps: Deps, args: Args, query_field: str) -> tuple[str, int, float | None, list[str]]:
@@ -65,9 +117,17 @@ def _search_args(deps: Deps, args: Args, query_field: str) -> tuple[str, int, fl
 
 
 async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    query, limit, min_score, tags = _search_args(deps, Args(raw), "query")
-    found = await _ranked(deps, user_id, query, limit=limit, min_score=min_score, tags=tags)
-    return {"ok": True, "matches": [match_shape(c.row, c.cosine) for c in found]}
+    args = Args(raw)
+    query, limit, min_score, tags = _search_args(deps, args, "query")
+    explain = args.boolean("explain")
+    found = await _ranked(deps, user_id, query, limit=limit, min_score=min_score, tags=tags, explain=explain)
+    matches = []
+    for m in found:
+        shape = match_shape(m.scored.row, m.scored.cosine)
+        if m.explanation is not None:
+            shape["explain"] = explain_shape(m.explanation)
+        matches.append(shape)
+    return {"ok": True, "matches": matches}
 
 
 async def build_context_prompt(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
@@ -79,7 +139,8 @@ async def build_context_prompt(deps: Deps, user_id: int, raw: dict[str, Any], **
     head = f"{PROMPT_HEAD}\n\n"
     facts: list[str] = []
     used: list[int] = []
-    for c in found:
+    for m in found:
+        c = m.scored
         candidate = "\n\n".join([*facts, c.row.text])
         # Greedy: stop at the first fact that would overflow; the best fact always goes in.
         if max_chars is not None and facts and len(head) + len(candidate) + len(tail) > max_chars:

@@ -6,6 +6,7 @@ from typing import Any
 
 from storage.rows import MemoryRow
 
+from .ranking import Explanation
 from .timestamps import format_timestamp
 
 
@@ -39,6 +40,26 @@ def match_shape(row: MemoryRow, score: float | None = None) -> dict[str, Any]:
         out["replaced_by_id"] = row.replaced_by_id
     _learning(row, out)
     return out
+
+
+def explain_shape(e: Explanation) -> dict[str, Any]:
+    """A recall match's ``explain``: the parts its place in the ranking came from.
+
+    ``fused = cosine + w·lexical``; ``final = fused + salience + context`` is
+    what matches are ordered by (ties: newest first). Ranks are 1-based among
+    all candidates; ``lexical_rank`` is null for a match with no query word.
+    """
+    return {
+        "cosine": round(e.cosine, 6),
+        "vector_rank": e.vector_rank,
+        "lexical": round(e.lexical, 6),
+        "lexical_rank": e.lexical_rank,
+        "fused": round(e.fused, 6),
+        "fused_rank": e.fused_rank,
+        "salience": round(e.salience, 6),
+        "context": round(e.context, 6),
+        "final": round(e.final, 6),
+    }
 
 
 def full_shape(row: MemoryRow) -> dict[str, Any]:

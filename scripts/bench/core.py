@@ -166,12 +166,16 @@ def seed(dsn: str, user_id: int, texts: list[str], vectors: np.ndarray, start: i
             for text, vector in zip(texts[start:], vectors[start:]):
                 copy.write_row([user_id, text, normalize_text(text), vector, "local",
                                 "all-MiniLM-L6-v2-onnx-int8", ["bench"]])
-        conn.execute("ANALYZE memories")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Dead rows from an earlier run would otherwise still sit in the indexes.
+        conn.execute("VACUUM ANALYZE memories")
 
 
-def raw_search_p50(dsn: str, user_id: int, vectors: np.ndarray) -> dict[str, float]:
-    """The recall query itself (as storage.memories.search_by_vector issues it), from psycopg."""
-    from storage.memories import search_by_vector
+def raw_search_p50(dsn: str, user_id: int, questions: list[str], vectors: np.ndarray) -> dict[str, float]:
+    """The SQL of one recall (hybrid: term statistics, lexical candidates, fused search),
+    issued as memory.reading issues it, without the embedding."""
+    from memory import ranking
+    from storage import memories as store
     from storage.pool import make_pool
 
     async def run() -> list[float]:
@@ -179,9 +183,19 @@ def raw_search_p50(dsn: str, user_id: int, vectors: np.ndarray) -> dict[str, flo
         await pool.open(wait=True)
         times = []
         async with pool.connection() as conn:
-            for v in vectors:
+            for question, v in zip(questions, vectors):
                 t = time.perf_counter()
-                await search_by_vector(conn, user_id, v, candidates=40)
+                counted = await store.query_term_stats(conn, user_id, question)
+                terms = ranking.weigh_terms(counted.terms, counted.total)
+                weighted = [(term.term, term.weight) for term in terms]
+                ids = await store.lexical_candidates(
+                    conn, user_id, terms=weighted, probe=ranking.probe_terms(terms),
+                    candidates=ranking.lexical_candidate_count(8), tags=[],
+                )
+                await store.search_hybrid(
+                    conn, user_id, v, candidates=ranking.candidate_count(8), terms=weighted,
+                    lexical_ids=ids, tags=[],
+                )
                 times.append(time.perf_counter() - t)
         await pool.close()
         return times
@@ -281,7 +295,7 @@ def main() -> None:
             server.call("recall", {"query": q, "limit": 8})
             http.append(time.perf_counter() - t)
         emb = embed_p50(embedder, questions)
-        sql = raw_search_p50(dsn, user_id, query_vectors)
+        sql = raw_search_p50(dsn, user_id, questions, query_vectors)
         h = summary(http)
         results[f"recall_{size}"] = {
             "http": h, "embed": emb, "sql": sql,
