@@ -271,3 +271,20 @@ async def test_deleting_a_user_removes_their_statistics(deps, alice, bob):
     assert await sql(deps, "SELECT count(*) FROM memory_terms WHERE user_id = %s", (alice,)) == [(0,)]
     assert await sql(deps, "SELECT count(*) FROM memory_term_totals WHERE user_id = %s", (alice,)) == [(0,)]
     await _assert_stats_exact(deps, bob)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "O'Neil's backslash \\\\ path C:\\Users\\neil and a:b:c colons",
+        "Quotes 'single' \"double\" & ampersand | pipe ! bang (paren) <-> phrase :* prefix",
+        "Email neil.o@example.com, url https://example.com/a?b=c#d, version 1.2.3-beta",
+        "Ünïcödé wörds, 日本語のテキスト, emoji 🐈 and tabs\tinside",
+    ],
+)
+async def test_any_text_is_a_safe_query(deps, alice, text):
+    """Query words go to PostgreSQL as quoted tsquery terms: punctuation is never syntax."""
+    stored, _ = await remember_many(deps, alice, [text, "Something else entirely."])
+    got = await call(deps, alice, "recall", query=text, limit=2, explain=True)
+    assert got["matches"][0]["id"] == stored
+    assert got["matches"][0]["explain"]["lexical"] == pytest.approx(1.0)
