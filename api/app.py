@@ -14,10 +14,12 @@ from typing import Any
 import falcon
 import falcon.asgi
 
-from api.health import Health
+from api.health import Health, Ready
+from api.logs import RequestLog
 from api.mcp.dispatch import McpDispatcher
 from api.mcp.resource import McpResource
 from api.mcp.tools import tool_specs
+from api.metrics import Metrics, MetricsResource, MetricsWiring
 from api.oauth import (
     Authorize,
     OAuthCors,
@@ -60,9 +62,14 @@ def create_app(
     """
     lifecycle = _Lifecycle(settings, runtime, build_runtime, close_runtime)
     origins = OriginPolicy(settings)
+    # Nothing is measured unless metrics are on (METRICS_ENABLED).
+    metrics = Metrics() if settings.metrics_enabled else None
     app = falcon.asgi.App(
         middleware=[
             lifecycle,
+            *([MetricsWiring(metrics, lifecycle.current)] if metrics is not None else []),
+            # First of the request hooks: every answer, refusals included, gets its id and log line.
+            RequestLog(metrics.request_answered if metrics is not None else None),
             _BodyCap(settings.max_body_bytes),
             McpCors(origins, MCP_PATH),
             OAuthCors(),
@@ -72,7 +79,10 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
 
     dispatcher = McpDispatcher(
-        tool_specs(settings), USE_CASES if use_cases is None else use_cases, lifecycle.required
+        tool_specs(settings),
+        USE_CASES if use_cases is None else use_cases,
+        lifecycle.required,
+        observer=metrics,
     )
     app.add_route(
         MCP_PATH,
@@ -96,6 +106,8 @@ def create_app(
     app.add_route("/oauth/revoke", Revocation(services))
     app.add_error_handler(OAuthError, handle_oauth_error)
     app.add_route("/healthz", Health())
+    app.add_route("/readyz", Ready(lifecycle.current))
+    app.add_route("/metrics", MetricsResource(settings, metrics, lifecycle.current))
     return app
 
 

@@ -1,16 +1,115 @@
-"""``/healthz``: the process is up and serving HTTP.
+"""``/healthz`` (liveness) and ``/readyz`` (readiness).
 
-Liveness only: it touches neither the database nor Redis, so a slow
-dependency does not get a healthy web process restarted.
+``/healthz`` says the process is up and serving HTTP. It touches neither the
+database nor Redis, so a slow dependency does not get a healthy web process
+restarted.
+
+``/readyz`` says this process can serve tools now: the database answers a
+trivial query through the pool, Redis answers PING (when ``REDIS_URL`` is
+set), and the embedder embeds a short fixed text. The checks run
+concurrently, each with its own timeout; the answer is 200 when all pass,
+503 otherwise, with each check's outcome and duration. A failure is named
+by its exception class only: messages can quote connection strings.
+
+A passing embedder check is reused for :data:`EMBEDDER_CHECK_TTL_S`: with a
+paid provider, a probe every few seconds must not cost a request each.
+Failures are never reused.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import falcon
 import falcon.asgi
+import redis.asyncio as aredis
+
+from api.runtime import Runtime
+
+#: Seconds each check may take before it counts as failed.
+DATABASE_TIMEOUT_S = 2.0
+REDIS_TIMEOUT_S = 2.0
+EMBEDDER_TIMEOUT_S = 5.0
+#: Seconds a passing embedder check stays valid.
+EMBEDDER_CHECK_TTL_S = 30.0
+#: The text the embedder check embeds.
+PROBE_TEXT = "readiness probe"
 
 
 class Health:
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         resp.media = {"status": "ok"}
         resp.set_header("Cache-Control", "no-store")
+
+
+class Ready:
+    """``GET /readyz``: database, Redis (when configured) and embedder checks."""
+
+    def __init__(self, runtime: Callable[[], Runtime | None]) -> None:
+        self._runtime = runtime
+        self._embedder_ok_until = 0.0
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        resp.set_header("Cache-Control", "no-store")
+        runtime = self._runtime()
+        if runtime is None:
+            resp.status = 503
+            resp.set_header("Retry-After", "1")
+            resp.media = {"status": "starting", "checks": {}}
+            return
+        checks: dict[str, Callable[[], Awaitable[None]]] = {
+            "database": lambda: self._database(runtime),
+            "embedder": lambda: self._embedder(runtime),
+        }
+        timeouts = {"database": DATABASE_TIMEOUT_S, "embedder": EMBEDDER_TIMEOUT_S}
+        if runtime.settings.redis_url:
+            redis_url = runtime.settings.redis_url
+            checks["redis"] = lambda: _redis(redis_url)
+            timeouts["redis"] = REDIS_TIMEOUT_S
+        names = sorted(checks)
+        outcomes = await asyncio.gather(*(_timed(checks[n], timeouts[n]) for n in names))
+        results = dict(zip(names, outcomes, strict=True))
+        ready = all(result["ok"] for result in results.values())
+        resp.status = 200 if ready else 503
+        resp.media = {"status": "ready" if ready else "unavailable", "checks": results}
+
+    async def _database(self, runtime: Runtime) -> None:
+        async with runtime.deps.pool.connection(timeout=DATABASE_TIMEOUT_S) as conn:
+            await conn.execute("SELECT 1")
+
+    async def _embedder(self, runtime: Runtime) -> None:
+        if time.monotonic() < self._embedder_ok_until:
+            return
+        vector = await runtime.deps.embedder.embed_one(PROBE_TEXT)
+        if vector.shape != (runtime.deps.embedder.dimensions,):
+            raise ValueError("the embedder returned a vector of the wrong width")
+        self._embedder_ok_until = time.monotonic() + EMBEDDER_CHECK_TTL_S
+
+
+async def _redis(url: str) -> None:
+    # A connection of its own: the check is that this process can reach Redis now.
+    client = aredis.Redis.from_url(
+        url, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S
+    )
+    try:
+        await client.ping()
+    finally:
+        await client.aclose()
+
+
+async def _timed(check: Callable[[], Awaitable[None]], timeout_s: float) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        await asyncio.wait_for(check(), timeout_s)
+    except Exception as ex:
+        # The class only: messages of connection errors can quote URLs with passwords.
+        error = "Timeout" if isinstance(ex, TimeoutError) else type(ex).__name__
+        return {"ok": False, "ms": _ms_since(started), "error": error}
+    return {"ok": True, "ms": _ms_since(started)}
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)

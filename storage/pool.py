@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import psycopg
 from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 from pgvector.psycopg import register_vector_async
+
+from .errors import StorageError
 
 #: Candidates the HNSW scan keeps while searching; above the largest candidate
 #: count recall asks for (4 x limit, at least 40; SUPPLEMENT §4).
@@ -37,3 +41,27 @@ def make_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "o
         name=name,
         kwargs={"autocommit": True},
     )
+
+
+class DatabaseUnreachable(StorageError):
+    """The database refused or failed the connection (address, credentials, TLS)."""
+
+
+async def check_reachable(dsn: str, *, timeout_s: int = 10) -> None:
+    """Connect once, so a bad address, password or ``sslmode`` fails now, in plain words.
+
+    A pool would instead retry quietly until its open timeout. The password
+    is removed from the message in case a driver ever echoes the DSN.
+    """
+    try:
+        conn = await AsyncConnection.connect(dsn, connect_timeout=timeout_s, autocommit=True)
+    except psycopg.Error as ex:
+        message = str(ex).strip() or type(ex).__name__
+        try:
+            password = conninfo_to_dict(dsn).get("password")
+        except psycopg.ProgrammingError:
+            password = None
+        if password:
+            message = message.replace(str(password), "***")
+        raise DatabaseUnreachable(message) from ex
+    await conn.close()

@@ -8,7 +8,10 @@ the first answer instead of writing again.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +22,8 @@ from dramatiq.middleware import AsyncIO
 
 from memory.deps import Deps
 from memory.errors import INTERNAL_ERROR, MemoryServiceError
+from memory.request_ids import accept_request_id, request_id_var
+from memory.reembedding import reembed_batch as _reembed_batch
 from memory.relations import extract_relations as _extract_relations
 from memory.service import USE_CASES
 
@@ -38,6 +43,20 @@ EXTRACTION_MAX_BACKOFF_MS = 10 * 60 * 1000
 EXTRACTION_CHUNK = 25
 #: Longest one extraction message may run (LLM calls included), in milliseconds.
 EXTRACTION_TIME_LIMIT_MS = 15 * 60 * 1000
+#: Longest one re-embedding batch may run (a slow provider included), in milliseconds.
+REEMBED_TIME_LIMIT_MS = 10 * 60 * 1000
+#: Attempts after the first for a re-embedding batch that failed unexpectedly.
+REEMBED_MAX_RETRIES = 3
+
+
+def reembed_queue(provider: str, model: str) -> str:
+    """The queue of re-embedding batches to this model (SUPPLEMENT §10).
+
+    One queue per model: only workers configured with that model consume it,
+    so workers still serving the old model during a switch never take one.
+    """
+    digest = hashlib.sha256(f"{provider}\0{model}".encode()).hexdigest()[:12]
+    return f"ownsona-reembed-{digest}"
 
 _log = logging.getLogger(__name__)
 
@@ -86,10 +105,22 @@ async def extract_relations(user_id: int, memory_ids: list[int]) -> None:
         await _extract_relations(deps, user_id, memory_id)
 
 
+async def reembed_batch(ids: list[int], target: dict[str, Any]) -> dict[str, Any]:
+    """Re-embed one batch of memory ids with this worker's model; an error payload on refusal."""
+    deps = _state.deps
+    if deps is None:
+        raise RuntimeError("worker resources are not open")
+    try:
+        return await _reembed_batch(deps, ids, target)
+    except MemoryServiceError as ex:
+        return ex.to_payload()
+
+
 @dataclass(frozen=True)
 class Actors:
     run_use_case: dramatiq.Actor
     extract_relations: dramatiq.Actor
+    reembed_batch: dramatiq.Actor
 
 
 def declare_actors(
@@ -98,7 +129,9 @@ def declare_actors(
     extraction_min_backoff_ms: int = EXTRACTION_MIN_BACKOFF_MS,
     extraction_max_backoff_ms: int = EXTRACTION_MAX_BACKOFF_MS,
     extraction_max_retries: int = EXTRACTION_MAX_RETRIES,
+    reembed_queue_name: str = "ownsona-reembed",
 ) -> Actors:
+    """Declare the actors on ``broker``; ``reembed_queue_name`` comes from :func:`reembed_queue`."""
     return Actors(
         run_use_case=dramatiq.Actor(
             run_use_case,
@@ -124,6 +157,21 @@ def declare_actors(
                 "store_results": False,
             },
         ),
+        # Operator jobs: `ownsona reembed` awaits each result; a batch is safe to repeat.
+        reembed_batch=dramatiq.Actor(
+            reembed_batch,
+            broker=broker,
+            actor_name="reembed_batch",
+            queue_name=reembed_queue_name,
+            priority=20,
+            options={
+                "max_retries": REEMBED_MAX_RETRIES,
+                "min_backoff": 1_000,
+                "max_backoff": 30_000,
+                "time_limit": REEMBED_TIME_LIMIT_MS,
+                "store_results": True,
+            },
+        ),
     )
 
 
@@ -133,8 +181,12 @@ def extraction_hook(actors: Actors) -> Callable[[int, list[int]], None]:
     def send(user_id: int, memory_ids: list[int]) -> None:
         # A few messages per batch rather than one per memory: a 200-item
         # remember_batch costs 8 enqueues, and a failed chunk retries alone.
+        # The write's request id goes along, so the extraction's log lines carry it too.
+        request_id = request_id_var.get()
+        options = {"request_id": request_id} if request_id else {}
         for start in range(0, len(memory_ids), EXTRACTION_CHUNK):
-            actors.extract_relations.send(user_id, memory_ids[start : start + EXTRACTION_CHUNK])
+            chunk = memory_ids[start : start + EXTRACTION_CHUNK]
+            actors.extract_relations.send_with_options(args=(user_id, chunk), **options)
 
     return send
 
@@ -166,3 +218,42 @@ class WorkerResources(AsyncIO):
         if deps is not None and loop_thread is not None:
             loop_thread.run_coroutine(self._close(deps))
         super().after_worker_shutdown(broker, worker)
+
+    # Each worker thread runs one message at a time: the request id the API
+    # sent with it (tasks.queue) is this thread's while it runs, and the
+    # actor's coroutine inherits it (asyncio copies the context it is sent from).
+
+    _running = threading.local()
+
+    def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
+        self._running.request_id = request_id_var.set(
+            accept_request_id(message.options.get("request_id"))
+        )
+        self._running.started = time.perf_counter()
+
+    def after_process_message(
+        self, broker: dramatiq.Broker, message: Any, *, result: Any = None, exception: Any = None
+    ) -> None:
+        started = getattr(self._running, "started", None)
+        if started is not None:
+            _log_processed(message, result, exception, time.perf_counter() - started)
+        token, self._running.request_id, self._running.started = (
+            getattr(self._running, "request_id", None), None, None
+        )
+        if token is not None:
+            request_id_var.reset(token)
+
+    after_skip_message = after_process_message
+
+
+def _log_processed(message: Any, result: Any, exception: Any, seconds: float) -> None:
+    """One line per message: the actor, the use case and outcome; never the arguments."""
+    fields: dict[str, Any] = {"actor": message.actor_name, "duration_ms": round(seconds * 1000, 2)}
+    if message.actor_name == "run_use_case" and message.args:
+        fields["use_case"] = message.args[0]
+    if exception is not None:
+        fields["outcome"] = type(exception).__name__
+    elif isinstance(result, dict) and "ok" in result:
+        fields["outcome"] = "ok" if result["ok"] else (result.get("error") or {}).get("code")
+    what = f"{fields['actor']} {fields['use_case']}" if "use_case" in fields else fields["actor"]
+    _log.info("processed %s %.1fms", what, seconds * 1000, extra=fields)

@@ -128,6 +128,10 @@ class NotifyingStubBackend(StubBackend):
             wake()
 
 
+class BrokerUnreachable(Exception):
+    """Redis did not answer a PING (address, password, TLS settings)."""
+
+
 @dataclass
 class BrokerBundle:
     broker: dramatiq.Broker
@@ -142,7 +146,13 @@ def make_broker(
     heartbeat_timeout_ms: int = 15_000,
     extra_middleware: list[Any] | None = None,
 ) -> BrokerBundle:
-    """Build (and set as Dramatiq's global) the broker for this process."""
+    """Build (and set as Dramatiq's global) the broker for this process.
+
+    TLS comes from the URL alone: ``rediss://`` plus redis-py's query options
+    (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``),
+    so the broker, the results backend (same client) and the write queue's
+    asyncio client (same URL, ``tasks.queue``) all get the same settings.
+    """
     if redis_url:
         client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=30)
         broker: dramatiq.Broker = WakingRedisBroker(
@@ -168,3 +178,13 @@ def make_broker(
         broker.add_middleware(middleware)
     dramatiq.set_broker(broker)
     return BrokerBundle(broker=broker, backend=backend, redis_url=redis_url)
+
+
+def check_broker(bundle: BrokerBundle) -> None:
+    """PING Redis once (nothing to do in-process); raise :class:`BrokerUnreachable`."""
+    if not isinstance(bundle.broker, RedisBroker):
+        return
+    try:
+        bundle.broker.client.ping()
+    except redis.RedisError as ex:
+        raise BrokerUnreachable(str(ex) or type(ex).__name__) from ex

@@ -15,6 +15,7 @@ import redis.asyncio as aredis
 from dramatiq.results import ResultFailure
 
 from memory.errors import DATABASE_ERROR, INTERNAL_ERROR, MemoryServiceError
+from memory.request_ids import current_request_id
 
 from .actors import Actors
 from .broker import BrokerBundle, NotifyingStubBackend
@@ -53,7 +54,13 @@ class DramatiqWriteQueue:
     async def submit(
         self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
     ) -> dict[str, Any]:
-        message = self._actor.message(use_case, user_id, args, idempotency_key)
+        # The request id rides in the message options (not the arguments: they are
+        # the actor's signature) so the worker's log lines carry it too.
+        request_id = current_request_id()
+        options = {"request_id": request_id} if request_id else {}
+        message = self._actor.message_with_options(
+            args=(use_case, user_id, args, idempotency_key), **options
+        )
         backend = self._bundle.backend
         if isinstance(backend, NotifyingStubBackend):
             data = await self._run_in_process(message, backend)
@@ -121,6 +128,26 @@ class DramatiqWriteQueue:
         if raw is None:
             raise write_timed_out(self._timeout_s)
         return backend.encoder.decode(raw)
+
+    async def queue_depths(self) -> dict[str, int]:
+        """Messages enqueued and not yet acknowledged, per declared queue (metrics).
+
+        On Redis: waiting, prefetched by a worker, or running (dramatiq keeps
+        each message in ``<namespace>:<queue>.msgs`` until it is acknowledged),
+        delay queues included. In-process: the messages still waiting.
+        """
+        broker = self._bundle.broker
+        queues = sorted(broker.get_declared_queues() | broker.get_declared_delay_queues())
+        if isinstance(self._bundle.backend, NotifyingStubBackend):
+            return {name: broker.queues[name].qsize() for name in queues if name in broker.queues}
+
+        def read() -> list[int]:
+            with broker.client.pipeline(transaction=False) as pipe:
+                for name in queues:
+                    pipe.hlen(f"{broker.namespace}:{name}.msgs")
+                return [int(n) for n in pipe.execute()]
+
+        return dict(zip(queues, await asyncio.to_thread(read), strict=True))
 
     async def aclose(self) -> None:
         if self._aredis is not None:

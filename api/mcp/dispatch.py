@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 from api.errors import internal_payload, tool_failure_payload
 from api.mcp import jsonrpc
@@ -46,6 +46,18 @@ INSTRUCTIONS = (
 )
 
 
+class ToolObserver(Protocol):
+    """Told of every tool call (metrics); must be cheap and must not raise."""
+
+    def tool_called(self, tool: str, seconds: float, error_code: str | None) -> None:
+        """A call finished; ``error_code`` is the payload's code when it failed."""
+        ...
+
+    def write_waited(self, tool: str, seconds: float) -> None:
+        """A queued tool waited this long for its write's result."""
+        ...
+
+
 @dataclass(frozen=True)
 class CallContext:
     """Who is calling and how, for one JSON-RPC request."""
@@ -73,8 +85,10 @@ class McpDispatcher:
         tools: Mapping[str, ToolSpec],
         use_cases: Mapping[str, UseCase],
         runtime: Callable[[], Runtime],
+        observer: ToolObserver | None = None,
     ) -> None:
         self._tools = tools
+        self._observer = observer
         self._listing = [spec.listing() for spec in tools.values()]
         self._use_cases = use_cases
         self._runtime = runtime
@@ -135,13 +149,18 @@ class McpDispatcher:
         started = time.perf_counter()
         payload = await self._run(spec, args, message, ctx)
         result = tool_result(payload, tool=name, user_id=ctx.user_id)
+        seconds = time.perf_counter() - started
+        error_code = _error_code(result) if result["isError"] else None
         logger.info(
             "tool %s user=%s ok=%s %.1fms",
             name,
             ctx.user_id,
             not result["isError"],
-            (time.perf_counter() - started) * 1000,
+            seconds * 1000,
+            extra={"tool": name, "user_id": ctx.user_id, "error_code": error_code},
         )
+        if self._observer is not None:
+            self._observer.tool_called(name, seconds, error_code)
         return result
 
     async def _run(
@@ -158,7 +177,14 @@ class McpDispatcher:
                     request_id=message.id,
                     header=ctx.idempotency_header,
                 )
-                payload = await runtime.write_queue.submit(spec.use_case, ctx.user_id, args, key)
+                waited_from = time.perf_counter()
+                try:
+                    payload = await runtime.write_queue.submit(
+                        spec.use_case, ctx.user_id, args, key
+                    )
+                finally:
+                    if self._observer is not None:
+                        self._observer.write_waited(spec.name, time.perf_counter() - waited_from)
             else:
                 payload = await self._use_cases[spec.use_case](runtime.deps, ctx.user_id, args)
             if not isinstance(payload, dict) or not isinstance(payload.get("ok"), bool):
@@ -167,6 +193,12 @@ class McpDispatcher:
             return payload
         except Exception as ex:
             return tool_failure_payload(ex, tool=spec.name, user_id=ctx.user_id)
+
+
+def _error_code(result: dict[str, Any]) -> str:
+    error = result["structuredContent"].get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else "UNKNOWN"
 
 
 def tool_result(payload: dict[str, Any], *, tool: str, user_id: int) -> dict[str, Any]:

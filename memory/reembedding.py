@@ -1,0 +1,199 @@
+"""Re-embedding the store with the active model (SUPPLEMENT §10), one batch at a time.
+
+The active model is the one the settings configure (``deps.embedder``). Rows
+whose provider or model differ are re-embedded: in place when the store has
+the model's dimension, otherwise into a staging column that replaces the live
+one in a single transaction once every row is staged (``storage/reembed.py``
+describes both). The operator's command (``ownsona reembed``) plans, pages
+through stale ids and sends :func:`reembed_batch` to the workers; the rows
+carry the progress, so a run that is interrupted and started again only does
+what is left.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from storage import reembed as store
+from storage.migrate import stored_dimensions
+
+from .deps import Deps
+from .errors import EMBEDDING_ERROR, MemoryServiceError
+
+_log = logging.getLogger(__name__)
+
+IN_PLACE = "in_place"
+STAGED = "staged"
+
+
+@dataclass(frozen=True)
+class Target:
+    """The model rows are moved to; sent with every batch so a worker can check it has it."""
+
+    provider: str
+    model: str
+    dimensions: int
+
+    def as_message(self) -> dict[str, Any]:
+        return {"provider": self.provider, "model": self.model, "dimensions": self.dimensions}
+
+    def describe(self) -> str:
+        return f"{self.provider} model {self.model!r} ({self.dimensions} dimensions)"
+
+
+@dataclass(frozen=True)
+class Plan:
+    target: Target
+    #: IN_PLACE or STAGED.
+    mode: str
+    #: The store's current (live) dimension.
+    store_dimensions: int
+    #: Rows still to re-embed when the plan was made.
+    stale: int
+
+    @property
+    def staged(self) -> bool:
+        return self.mode == STAGED
+
+
+async def active_target(deps: Deps) -> Target:
+    dimensions = await deps.embedder.ensure_ready()
+    return Target(deps.embedder.provider, deps.embedder.model, dimensions)
+
+
+async def survey(deps: Deps) -> Plan:
+    """What a run would do, changing nothing (``--dry-run``)."""
+    target = await active_target(deps)
+    async with deps.pool.connection() as conn:
+        live = await _store_dimensions(conn)
+        if live == target.dimensions:
+            stale = await store.count_stale(
+                conn, provider=target.provider, model=target.model, staged=False
+            )
+            return Plan(target, IN_PLACE, live, stale)
+        staging = await store.column_dimensions(conn, store.STAGING_COLUMN)
+        if staging == target.dimensions:
+            stale = await store.count_stale(
+                conn, provider=target.provider, model=target.model, staged=True
+            )
+        else:  # nothing staged yet, or staged for another model: every row is to do
+            stale = await store.count_stale(conn, provider="", model="", staged=False)
+        return Plan(target, STAGED, live, stale)
+
+
+async def prepare(deps: Deps) -> Plan:
+    """Make the store ready for a run: add (or replace) the staging column when needed."""
+    target = await active_target(deps)
+    async with deps.pool.connection() as conn:
+        async with conn.transaction():
+            live = await _store_dimensions(conn)
+            staging = await store.column_dimensions(conn, store.STAGING_COLUMN)
+            if live == target.dimensions:
+                if staging is not None:
+                    # A switch to another width was abandoned; its trigger would only cost.
+                    _log.info("dropping the staging column of an abandoned %d-dimension switch", staging)
+                    await store.drop_staging(conn)
+            elif staging != target.dimensions:
+                if staging is not None:
+                    await store.drop_staging(conn)
+                await store.create_staging(conn, target.dimensions)
+    return await survey(deps)
+
+
+async def stale_id_batches(deps: Deps, plan: Plan, batch_size: int) -> AsyncIterator[list[int]]:
+    """One pass over the stale rows in id order, ``batch_size`` ids at a time.
+
+    Rows that become stale behind the pass (an edit by a server still on the
+    old model) are found by the next pass; the caller repeats until a pass
+    finds nothing.
+    """
+    after = 0
+    while True:
+        async with deps.pool.connection() as conn:
+            ids = await store.stale_ids_after(
+                conn,
+                after,
+                batch_size,
+                provider=plan.target.provider,
+                model=plan.target.model,
+                staged=plan.staged,
+            )
+        if not ids:
+            return
+        after = ids[-1]
+        yield ids
+
+
+async def reembed_batch(deps: Deps, ids: list[int], target: dict[str, Any]) -> dict[str, Any]:
+    """Re-embed those of ``ids`` that are still stale; one embedding call, one transaction.
+
+    Safe to repeat: rows already done are skipped, so a redelivered message
+    costs a query and no embedding. Returns ``{"ok": true, "done": n, "skipped": k}``.
+    """
+    mine = await active_target(deps)
+    if mine.as_message() != target:
+        raise MemoryServiceError(
+            EMBEDDING_ERROR,
+            f"This worker embeds with the {mine.describe()}, not the "
+            f"{Target(**target).describe()} being re-embedded to; start the re-embedding "
+            "workers with the new model's settings.",
+            {"provider": mine.provider, "model": mine.model},
+        )
+    async with deps.pool.connection() as conn:
+        live = await _store_dimensions(conn)
+        staged = live != mine.dimensions
+        if staged and await store.column_dimensions(conn, store.STAGING_COLUMN) != mine.dimensions:
+            raise MemoryServiceError(
+                EMBEDDING_ERROR,
+                "The store has no staging column for this model's dimension; run `ownsona reembed`.",
+                {"dimensions": mine.dimensions},
+            )
+        rows = await store.stale_rows(
+            conn, ids, provider=mine.provider, model=mine.model, staged=staged
+        )
+    if not rows:
+        return {"ok": True, "done": 0, "skipped": len(ids)}
+    # Outside any transaction: a slow provider must not hold row locks.
+    vectors = await deps.embedder.embed([r.text for r in rows])
+    write = store.write_staged if staged else store.write_in_place
+    async with deps.pool.connection() as conn:
+        async with conn.transaction():
+            done = await write(conn, rows, vectors, provider=mine.provider, model=mine.model)
+    return {"ok": True, "done": done, "skipped": len(ids) - done}
+
+
+async def finish(deps: Deps, plan: Plan) -> int:
+    """Complete the run; return how many rows are still stale (then run another pass).
+
+    In place: record the store's model. Staged: under a lock that holds off
+    the server, check that nothing is left and swap the staging column in.
+    """
+    target = plan.target
+    async with deps.pool.connection() as conn:
+        async with conn.transaction():
+            if plan.staged:
+                await store.lock_memories(conn)
+            left = await store.count_stale(
+                conn, provider=target.provider, model=target.model, staged=plan.staged
+            )
+            if left:
+                return left
+            if plan.staged:
+                await store.swap_staging(
+                    conn, provider=target.provider, model=target.model, dimensions=target.dimensions
+                )
+            else:
+                await store.set_store_model(conn, target.provider, target.model, target.dimensions)
+    return 0
+
+
+async def _store_dimensions(conn: Any) -> int:
+    live = await stored_dimensions(conn)
+    if live is None:
+        raise MemoryServiceError(
+            EMBEDDING_ERROR, "The database is not migrated; run `ownsona migrate` first.", None
+        )
+    return live

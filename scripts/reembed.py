@@ -1,0 +1,363 @@
+"""``ownsona reembed``: move every memory to the configured embedding model (SUPPLEMENT §10).
+
+The command plans the run (``memory.reembedding``), pages through the stale
+ids and sends them, a batch per message, to the ``reembed_batch`` actor: on
+the workers when ``REDIS_URL`` is set (those configured with the same model
+consume the model's re-embedding queue), on an in-process worker otherwise.
+It keeps a few batches in flight so embedding and database writes overlap,
+shows a progress bar with rate and ETA on stderr, repeats passes until no
+row is stale, finishes (the staging swap for a new dimension) and prints a
+summary. Interrupting it loses at most the batches in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from memory.settings import Settings
+
+#: Ids per batch message (one embedding call each).
+DEFAULT_BATCH_SIZE = 256
+#: Largest batch accepted (providers cap inputs per request; OpenAI's is 2048).
+MAX_BATCH_SIZE = 2048
+#: Batches in flight: in-process, two overlap one batch's writes with the next one's
+#: embedding; with Redis, enough to keep a few workers busy.
+IN_PROCESS_IN_FLIGHT = 2
+REDIS_IN_FLIGHT = 8
+#: Longest wait for one batch's result, in seconds (a worker's time limit is 10 min).
+BATCH_TIMEOUT_S = 11 * 60
+#: Passes after the first before giving up on a store that keeps changing under us.
+MAX_PASSES = 20
+
+
+class ReembedError(Exception):
+    """The run cannot go on; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    done: int
+    skipped: int
+    seconds: float
+    #: Rows still stale at the start (the dry run's answer).
+    stale: int
+    mode: str
+    target: str
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        return (
+            f"re-embedded {self.done} rows, skipped {self.skipped}, in {self.seconds:.1f} s "
+            f"({self.rate:.1f} rows/s); the store is on the {self.target}"
+        )
+
+
+async def run(
+    settings: Settings,
+    *,
+    dry_run: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    in_flight: int | None = None,
+    progress: TextIO | None = sys.stderr,
+) -> Summary:
+    """Re-embed every stale row (or, with ``dry_run``, count them and change nothing)."""
+    from api.lifecycle import open_deps, resolve_database
+    from memory import reembedding
+    from memory.embedders import make_embedder
+    from storage.migrate import check_schema
+
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ReembedError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}")
+    dsn = await resolve_database(settings)
+    embedder = await asyncio.to_thread(make_embedder, settings)
+    try:
+        await embedder.ensure_ready()
+        deps = await open_deps(settings, dsn, embedder, name="reembed")
+        try:
+            async with deps.pool.connection() as conn:
+                await check_schema(conn)
+            if dry_run:
+                plan = await reembedding.survey(deps)
+                return Summary(0, 0, 0.0, plan.stale, plan.mode, plan.target.describe())
+            return await _run(settings, dsn, deps, batch_size, in_flight, progress)
+        finally:
+            await deps.pool.close()
+    finally:
+        await embedder.aclose()
+
+
+async def _run(
+    settings: Settings,
+    dsn: str,
+    deps: Any,
+    batch_size: int,
+    in_flight: int | None,
+    progress: TextIO | None,
+) -> Summary:
+    from tqdm import tqdm
+
+    from memory import reembedding
+
+    started = time.monotonic()
+    plan = await reembedding.prepare(deps)
+    dispatcher = _Dispatcher(settings, dsn, deps, in_flight)
+    bar = tqdm(
+        total=plan.stale, unit="row", desc="re-embedding", file=progress, disable=progress is None,
+        smoothing=0.1,
+    )
+    done = skipped = 0
+    try:
+        await dispatcher.start()
+        for _ in range(MAX_PASSES + 1):
+            async for ids in reembedding.stale_id_batches(deps, plan, batch_size):
+                for result in await dispatcher.send(ids, plan.target.as_message()):
+                    done, skipped = done + result["done"], skipped + result["skipped"]
+                    bar.update(result["done"])
+            for result in await dispatcher.drain():
+                done, skipped = done + result["done"], skipped + result["skipped"]
+                bar.update(result["done"])
+            left = await reembedding.finish(deps, plan)
+            if not left:
+                break
+            # Written or edited behind the pass (a server on the old model): another pass.
+            bar.total = max(bar.total or 0, bar.n + left)
+            bar.refresh()
+        else:
+            raise ReembedError(
+                f"rows kept changing over {MAX_PASSES} passes; run `ownsona reembed` again"
+            )
+    finally:
+        bar.close()
+        await dispatcher.stop()
+    return Summary(
+        done, skipped, time.monotonic() - started, plan.stale, plan.mode, plan.target.describe()
+    )
+
+
+class _Dispatcher:
+    """Sends batches to the ``reembed_batch`` actor, keeping at most N in flight."""
+
+    def __init__(self, settings: Settings, dsn: str, deps: Any, in_flight: int | None) -> None:
+        self._settings = settings
+        self._dsn = dsn
+        self._deps = deps
+        self._remote = bool(settings.redis_url)
+        default = REDIS_IN_FLIGHT if self._remote else IN_PROCESS_IN_FLIGHT
+        self._limit = max(1, in_flight or default)
+        self._pending: set[asyncio.Task[dict[str, Any]]] = set()
+        self._bundle: Any = None
+        self._actor: Any = None
+        self._worker: Any = None
+
+    async def start(self) -> None:
+        from tasks.actors import WorkerResources, declare_actors, reembed_queue
+        from tasks.broker import make_broker
+
+        embedder = self._deps.embedder
+        queue = reembed_queue(embedder.provider, embedder.model)
+        middleware = []
+        if not self._remote:
+            from api.lifecycle import open_deps
+
+            async def build() -> Any:
+                # The worker's event loop needs its own pool; the model is shared.
+                return await open_deps(self._settings, self._dsn, embedder, name="reembed-worker")
+
+            async def close(worker_deps: Any) -> None:
+                await worker_deps.pool.close()
+
+            middleware.append(WorkerResources(build, close))
+        self._bundle = make_broker(
+            self._settings.redis_url,
+            namespace=self._settings.queue_namespace,
+            heartbeat_timeout_ms=self._settings.queue_heartbeat_timeout_ms,
+            extra_middleware=middleware,
+        )
+        self._actor = declare_actors(self._bundle.broker, reembed_queue_name=queue).reembed_batch
+        if self._remote:
+            print(
+                f"sending batches to the workers on queue {queue!r} (workers started with these "
+                "embedding settings; during a dimension switch: `ownsona worker --reembed-only`)",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            import dramatiq
+
+            self._worker = dramatiq.Worker(
+                self._bundle.broker, worker_threads=self._limit, worker_timeout=100
+            )
+            await asyncio.to_thread(self._worker.start)
+
+    async def send(self, ids: list[int], target: dict[str, Any]) -> list[dict[str, Any]]:
+        """Queue one batch; return the results of batches that finished to make room."""
+        finished: list[dict[str, Any]] = []
+        while len(self._pending) >= self._limit:
+            finished.extend(await self._wait(asyncio.FIRST_COMPLETED))
+        self._pending.add(asyncio.create_task(self._submit(ids, target)))
+        return finished
+
+    async def drain(self) -> list[dict[str, Any]]:
+        return await self._wait(asyncio.ALL_COMPLETED) if self._pending else []
+
+    async def _wait(self, when: str) -> list[dict[str, Any]]:
+        done, self._pending = await asyncio.wait(self._pending, return_when=when)
+        return [task.result() for task in done]
+
+    async def _submit(self, ids: list[int], target: dict[str, Any]) -> dict[str, Any]:
+        from dramatiq.results import ResultFailure, ResultTimeout
+
+        from tasks.broker import NotifyingStubBackend
+
+        message = self._actor.message(ids, target)
+        backend = self._bundle.backend
+        try:
+            if isinstance(backend, NotifyingStubBackend):
+                payload = await self._in_process(message, backend)
+            else:
+                await asyncio.to_thread(self._bundle.broker.enqueue, message)
+                payload = await asyncio.to_thread(
+                    backend.get_result, message, block=True, timeout=BATCH_TIMEOUT_S * 1000
+                )
+        except ResultTimeout:
+            raise ReembedError(
+                f"no worker finished a batch within {BATCH_TIMEOUT_S} s; are workers with these "
+                f"embedding settings running (queue {message.queue_name!r})?"
+            ) from None
+        except ResultFailure as ex:
+            raise ReembedError(f"a batch failed on the worker: {ex}") from ex
+        if not payload.get("ok"):
+            raise ReembedError(payload.get("error", {}).get("message", "a batch failed"))
+        return payload
+
+    async def _in_process(self, message: Any, backend: Any) -> Any:
+        from dramatiq.results import ResultTimeout
+
+        loop = asyncio.get_running_loop()
+        landed = asyncio.Event()
+        key = backend.build_message_key(message)
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(landed.set)
+
+        backend.add_waiter(key, wake)
+        try:
+            self._bundle.broker.enqueue(message)
+            try:
+                await asyncio.wait_for(landed.wait(), BATCH_TIMEOUT_S)
+            except TimeoutError:
+                raise ResultTimeout(message) from None
+        finally:
+            backend.remove_waiter(key, wake)
+        return backend.unwrap_result(backend.get_stored(key))
+
+    async def stop(self) -> None:
+        for task in self._pending:
+            task.cancel()
+        self._pending.clear()
+        if self._worker is not None:
+            await asyncio.to_thread(self._worker.stop)
+        if self._bundle is not None:
+            await asyncio.to_thread(self._bundle.broker.close)
+
+
+def serve_batches(settings: Settings, threads: int) -> int:
+    """``ownsona reembed --worker``: consume only this model's re-embedding queue.
+
+    During a dimension switch the ordinary workers keep the old model for the
+    server's writes; these workers, started with the new model's settings,
+    take the re-embedding batches and nothing else.
+    """
+    import signal
+    import threading
+
+    import dramatiq
+
+    from api.lifecycle import open_deps, resolve_database
+    from memory.embedders import make_embedder
+    from storage.migrate import check_schema
+    from tasks.actors import WorkerResources, declare_actors, reembed_queue, resources_ready
+    from tasks.broker import make_broker
+
+    if not settings.redis_url:
+        print("ownsona reembed --worker needs REDIS_URL; without it `ownsona reembed` does the "
+              "work itself.", file=sys.stderr)
+        return 2
+    dsn = asyncio.run(resolve_database(settings))
+    embedder = make_embedder(settings)
+    queue = reembed_queue(embedder.provider, embedder.model)
+
+    async def build() -> Any:
+        await embedder.ensure_ready()
+        deps = await open_deps(settings, dsn, embedder, name="reembed-worker")
+        async with deps.pool.connection() as conn:
+            await check_schema(conn)
+        return deps
+
+    async def close(deps: Any) -> None:
+        await deps.pool.close()
+        await embedder.aclose()
+
+    bundle = make_broker(
+        settings.redis_url,
+        namespace=settings.queue_namespace,
+        heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
+        extra_middleware=[WorkerResources(build, close)],
+    )
+    declare_actors(bundle.broker, reembed_queue_name=queue)
+    worker = dramatiq.Worker(
+        bundle.broker, queues={queue}, worker_threads=max(1, threads), worker_timeout=1000
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    worker.start()
+    if not resources_ready():
+        print("ownsona reembed --worker: could not open the database; see the log above.",
+              file=sys.stderr)
+        worker.stop(timeout=5_000)
+        bundle.broker.close()
+        return 1
+    print(f"OwnSona re-embedding worker running on queue {queue!r} ({threads} threads)", flush=True)
+    stop.wait()
+    # A batch in flight finishes (or is redelivered: batches are safe to repeat).
+    worker.stop(timeout=25_000)
+    bundle.broker.close()
+    return 0
+
+
+def main(settings: Settings, *, dry_run: bool, batch_size: int, in_flight: int | None) -> int:
+    """The subcommand: run, print the summary (stdout), map failures to exit status 1."""
+    from memory.errors import MemoryServiceError
+    from storage.errors import StorageError
+
+    try:
+        summary = asyncio.run(
+            run(settings, dry_run=dry_run, batch_size=batch_size, in_flight=in_flight)
+        )
+    except (ReembedError, StorageError) as ex:
+        print(f"ownsona reembed: {ex}", file=sys.stderr)
+        return 1
+    except MemoryServiceError as ex:
+        print(f"ownsona reembed: {ex.message}", file=sys.stderr)
+        return 1
+    if dry_run:
+        how = (
+            "in place"
+            if summary.mode == "in_place"
+            else "into a new vector column, swapped in at the end"
+        )
+        print(f"dry run: {summary.stale} rows to re-embed with the {summary.target}, {how}")
+    else:
+        print(summary.line(), flush=True)
+    return 0
+
+
+__all__ = ["DEFAULT_BATCH_SIZE", "ReembedError", "Summary", "main", "run", "serve_batches"]

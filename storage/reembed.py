@@ -1,0 +1,262 @@
+"""Re-embedding SQL (SUPPLEMENT §10): finding stale rows, rewriting them, the staging swap.
+
+Two ways to move rows to the active model:
+
+- **In place** (same dimension): ``embedding`` and the row's provider/model are
+  rewritten together, so a row's own model says whether it is done.
+- **Staged** (another dimension): a staging column ``embedding_next`` of the
+  new width, its provider/model columns and its HNSW index are added beside
+  the live ones and filled while the server keeps reading ``embedding``. A
+  trigger empties a row's staged vector whenever its live embedding changes
+  (the old server edited the text), so an edit made during the fill is staged
+  again. :func:`swap_staging` then replaces the live columns in one
+  transaction.
+
+Progress lives in the rows themselves: an interrupted run leaves every
+finished batch committed, and the next run skips those rows.
+
+Every write is guarded by the text that was embedded: a row whose text changed
+while its batch was being embedded is left for the next pass rather than given
+a vector of its old text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+
+#: The staging columns and objects of a dimension switch.
+STAGING_COLUMN = "embedding_next"
+_STAGING_INDEX = "memories_embedding_next_hnsw"
+_LIVE_INDEX = "memories_embedding_hnsw"
+_TRIGGER = "memories_reembed_invalidate"
+
+
+@dataclass(frozen=True)
+class StaleRow:
+    id: int
+    text: str
+
+
+async def column_dimensions(conn: AsyncConnection, column: str) -> int | None:
+    """The width of ``memories.<column>`` (a pgvector column), or None if it does not exist."""
+    row = await (
+        await conn.execute(
+            "SELECT atttypmod FROM pg_attribute"
+            " WHERE attrelid = 'memories'::regclass AND attname = %s AND NOT attisdropped",
+            (column,),
+        )
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+async def set_store_model(conn: AsyncConnection, provider: str, model: str, dimensions: int) -> None:
+    """Record the model the whole store is embedded with (store_meta)."""
+    await conn.execute(
+        "INSERT INTO store_meta (key, value) VALUES"
+        " ('embedding_dimensions', %s), ('embedding_provider', %s), ('embedding_model', %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(dimensions), provider, model),
+    )
+
+
+# --- staging ----------------------------------------------------------------------
+
+
+async def drop_staging(conn: AsyncConnection) -> None:
+    """Remove an abandoned staging column (its index and trigger go with it)."""
+    await conn.execute(f"DROP TRIGGER IF EXISTS {_TRIGGER} ON memories")
+    await conn.execute(
+        f"ALTER TABLE memories DROP COLUMN IF EXISTS {STAGING_COLUMN},"
+        f" DROP COLUMN IF EXISTS {STAGING_COLUMN}_provider,"
+        f" DROP COLUMN IF EXISTS {STAGING_COLUMN}_model"
+    )
+
+
+async def create_staging(conn: AsyncConnection, dimensions: int) -> None:
+    """Add the staging column of this width, its HNSW index and the invalidating trigger.
+
+    The columns are added empty (no table rewrite); the index is built empty
+    and grows as the fill writes vectors (NULLs are not indexed), so it is
+    ready for the swap without a long build at the end.
+    """
+    await conn.execute(
+        sql.SQL(
+            "ALTER TABLE memories ADD COLUMN {col} vector({dims}),"
+            " ADD COLUMN {col_provider} text, ADD COLUMN {col_model} text"
+        ).format(
+            col=sql.Identifier(STAGING_COLUMN),
+            col_provider=sql.Identifier(f"{STAGING_COLUMN}_provider"),
+            col_model=sql.Identifier(f"{STAGING_COLUMN}_model"),
+            dims=sql.Literal(int(dimensions)),
+        )
+    )
+    # Kept in the row like the live vector (0002_hybrid.sql explains why).
+    await conn.execute(f"ALTER TABLE memories ALTER COLUMN {STAGING_COLUMN} SET STORAGE MAIN")
+    await conn.execute(
+        f"CREATE INDEX {_STAGING_INDEX} ON memories USING hnsw ({STAGING_COLUMN} vector_cosine_ops)"
+    )
+    await conn.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION {_TRIGGER}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.{STAGING_COLUMN} := NULL;
+            NEW.{STAGING_COLUMN}_provider := NULL;
+            NEW.{STAGING_COLUMN}_model := NULL;
+            RETURN NEW;
+        END
+        $$
+        """
+    )
+    # The live embedding changes only when the text was edited (and re-embedded
+    # by the old model): the staged vector is then stale.
+    await conn.execute(
+        f"CREATE TRIGGER {_TRIGGER} BEFORE UPDATE ON memories FOR EACH ROW"
+        f" WHEN (NEW.embedding IS DISTINCT FROM OLD.embedding) EXECUTE FUNCTION {_TRIGGER}()"
+    )
+
+
+def _stale_condition(staged: bool) -> sql.Composable:
+    """Rows not yet embedded by the model %(provider)s / %(model)s."""
+    if staged:
+        return sql.SQL(
+            "(m.embedding_next IS NULL"
+            " OR (m.embedding_next_provider, m.embedding_next_model)"
+            " IS DISTINCT FROM (%(provider)s, %(model)s))"
+        )
+    return sql.SQL(
+        "(m.embedding_provider, m.embedding_model) IS DISTINCT FROM (%(provider)s, %(model)s)"
+    )
+
+
+async def count_stale(conn: AsyncConnection, *, provider: str, model: str, staged: bool) -> int:
+    """Rows (tombstones included) still to re-embed."""
+    query = sql.SQL("SELECT count(*) FROM memories m WHERE {}").format(_stale_condition(staged))
+    row = await (await conn.execute(query, {"provider": provider, "model": model})).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def stale_ids_after(
+    conn: AsyncConnection, after_id: int, limit: int, *, provider: str, model: str, staged: bool
+) -> list[int]:
+    """The next ``limit`` stale ids above ``after_id``, in id order (one pass of keyset paging)."""
+    query = sql.SQL(
+        "SELECT m.id FROM memories m WHERE m.id > %(after)s AND {} ORDER BY m.id LIMIT %(limit)s"
+    ).format(_stale_condition(staged))
+    cur = await conn.execute(
+        query, {"after": after_id, "limit": limit, "provider": provider, "model": model}
+    )
+    return [int(r[0]) for r in await cur.fetchall()]
+
+
+async def stale_rows(
+    conn: AsyncConnection, ids: Sequence[int], *, provider: str, model: str, staged: bool
+) -> list[StaleRow]:
+    """Those of ``ids`` that are still stale, with the text to embed."""
+    query = sql.SQL(
+        "SELECT m.id, m.text FROM memories m WHERE m.id = ANY(%(ids)s) AND {} ORDER BY m.id"
+    ).format(_stale_condition(staged))
+    cur = await conn.execute(query, {"ids": list(ids), "provider": provider, "model": model})
+    return [StaleRow(int(r[0]), r[1]) for r in await cur.fetchall()]
+
+
+async def write_in_place(
+    conn: AsyncConnection,
+    rows: Sequence[StaleRow],
+    vectors: Sequence[Any],
+    *,
+    provider: str,
+    model: str,
+) -> int:
+    """Rewrite these rows' vectors; return how many were written.
+
+    The learned context centroid lives in the old model's space and cannot be
+    translated: it is cleared with its count (README: switching the model).
+    ``updated_at`` is left alone: the memory itself did not change.
+    """
+    cur = await conn.execute(
+        """
+        UPDATE memories m
+        SET embedding = v.e, embedding_provider = %(provider)s, embedding_model = %(model)s,
+            context_centroid = NULL, context_count = 0
+        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)s::vector[]) AS v(id, text, e)
+        WHERE m.id = v.id AND m.text = v.text
+          AND (m.embedding_provider, m.embedding_model) IS DISTINCT FROM (%(provider)s, %(model)s)
+        """,
+        {
+            "ids": [r.id for r in rows],
+            "texts": [r.text for r in rows],
+            "vs": list(vectors),
+            "provider": provider,
+            "model": model,
+        },
+    )
+    return cur.rowcount
+
+
+async def write_staged(
+    conn: AsyncConnection,
+    rows: Sequence[StaleRow],
+    vectors: Sequence[Any],
+    *,
+    provider: str,
+    model: str,
+) -> int:
+    """Fill these rows' staging vectors; return how many were written."""
+    cur = await conn.execute(
+        """
+        UPDATE memories m
+        SET embedding_next = v.e, embedding_next_provider = %(provider)s,
+            embedding_next_model = %(model)s
+        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)s::vector[]) AS v(id, text, e)
+        WHERE m.id = v.id AND m.text = v.text
+        """,
+        {
+            "ids": [r.id for r in rows],
+            "texts": [r.text for r in rows],
+            "vs": list(vectors),
+            "provider": provider,
+            "model": model,
+        },
+    )
+    return cur.rowcount
+
+
+async def lock_memories(conn: AsyncConnection) -> None:
+    """Hold off every reader and writer of memories until this transaction ends."""
+    await conn.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+
+
+async def swap_staging(conn: AsyncConnection, *, provider: str, model: str, dimensions: int) -> None:
+    """Make the staged vectors the live ones; the caller holds the lock and has checked
+    that no row is stale. Run in one transaction with :func:`lock_memories`.
+
+    Context centroids live in the old model's space and another width: the
+    column is recreated empty and every count reset (README: switching the model).
+    """
+    await conn.execute(f"DROP TRIGGER IF EXISTS {_TRIGGER} ON memories")
+    # Dropping the live columns drops their HNSW index with them.
+    await conn.execute(
+        "ALTER TABLE memories DROP COLUMN embedding, DROP COLUMN embedding_provider,"
+        " DROP COLUMN embedding_model, DROP COLUMN context_centroid"
+    )
+    await conn.execute(f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN} TO embedding")
+    await conn.execute(
+        f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN}_provider TO embedding_provider"
+    )
+    await conn.execute(f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN}_model TO embedding_model")
+    await conn.execute(f"ALTER INDEX {_STAGING_INDEX} RENAME TO {_LIVE_INDEX}")
+    await conn.execute(
+        sql.SQL(
+            "ALTER TABLE memories ALTER COLUMN embedding SET NOT NULL,"
+            " ALTER COLUMN embedding_provider SET NOT NULL,"
+            " ALTER COLUMN embedding_model SET NOT NULL,"
+            " ADD COLUMN context_centroid vector({dims})"
+        ).format(dims=sql.Literal(int(dimensions)))
+    )
+    await conn.execute("ALTER TABLE memories ALTER COLUMN context_centroid SET STORAGE MAIN")
+    await conn.execute("UPDATE memories SET context_count = 0 WHERE context_count <> 0")
+    await set_store_model(conn, provider, model, dimensions)

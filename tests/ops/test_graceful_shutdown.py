@@ -1,0 +1,181 @@
+"""SIGTERM in the middle of a remember_batch: the answer still comes, every item lands once.
+
+Platforms stop a process with SIGTERM and kill it 30 s later. The embedding
+provider here is the OpenAI-compatible test server holding the batch's
+embedding call until the test lets it go, so the signal arrives while the
+write is certainly in flight on a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tasks.actors import declare_actors
+from tasks.broker import make_broker
+from tasks.queue import DramatiqWriteQueue
+from tests.conftest import QUEUE_NAMESPACE
+from tests.e2e.server import run_processes
+from tests.tasks.test_durability import _rows, _wait_until_taken
+
+from .lifecycle_helpers import GatedProvider, base_env, call_tool, provider_env, provider_server
+
+BATCH = 200
+#: Platforms send SIGKILL this long after SIGTERM.
+PLATFORM_GRACE_S = 30
+
+
+def _items(tag: str) -> list[dict[str, Any]]:
+    return [{"text": f"{tag} fact {i}: shelf {i} holds the jars.", "dedup_policy": "insert"} for i in range(BATCH)]
+
+
+@pytest.fixture
+def provider() -> Iterator[tuple[GatedProvider, str]]:
+    gated = GatedProvider(gate_at=BATCH)
+    with provider_server(gated) as base_url:
+        yield gated, base_url
+
+
+def _user_rows(dsn: str, username: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT m.text FROM memories m JOIN users u ON u.id = m.user_id WHERE u.username = %s",
+                (username,),
+            )
+        ]
+
+
+def _refuses_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return False
+    except OSError:
+        return True
+
+
+def test_serve_finishes_the_batch_in_flight_and_exits_cleanly(clean_db, provider, tmp_path):
+    gated, base_url = provider
+    with run_processes(tmp_path, {"DATABASE_URL": clean_db, **provider_env(base_url)}) as server:
+        token = server.token()
+        items = _items("Serve")
+        answer: dict[str, Any] = {}
+
+        def call() -> None:
+            answer.update(call_tool(server.url, token, "remember_batch", {"items": items}))
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        assert gated.held.wait(30), server.log()  # the in-process worker is embedding the batch
+        server.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        port = int(server.url.rsplit(":", 1)[1])
+        deadline = signalled + 10
+        while not _refuses_connections(port):
+            assert time.monotonic() < deadline, "still accepting connections after SIGTERM"
+            time.sleep(0.05)
+        assert caller.is_alive()  # no answer yet: the write is still waiting for its embeddings
+        gated.release()
+        caller.join(PLATFORM_GRACE_S)
+        assert answer.get("summary") == {"total": BATCH, "succeeded": BATCH, "failed": 0}, server.log()
+        assert server.process.wait(PLATFORM_GRACE_S) == 0, server.log()
+        assert time.monotonic() - signalled < PLATFORM_GRACE_S
+    assert sorted(_user_rows(clean_db, "e2e")) == sorted(item["text"] for item in items)
+    assert gated.gated_calls == 1
+
+
+def _start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    out = open(log, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scripts.cli", "worker", "--threads", "2"],
+        env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+    )
+    out.close()
+    deadline = time.monotonic() + 60
+    while "worker running" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("shutdown_timeout", "finisher"),
+    [
+        # Within the timeout the stopping worker finishes the batch itself.
+        ("20", "stopping worker"),
+        # Past it the worker hands the batch back; the other one runs it. The heartbeat
+        # timeout is far off, so only the explicit requeue can bring it back in time.
+        ("1", "other worker"),
+    ],
+)
+async def test_a_stopped_worker_finishes_or_hands_back_its_batch(
+    clean_db, redis_url, alice, provider, tmp_path, shutdown_timeout, finisher
+):
+    gated, base_url = provider
+    env = {
+        **base_env(),
+        **provider_env(base_url),
+        "DATABASE_URL": clean_db,
+        "REDIS_URL": redis_url,
+        "QUEUE_NAMESPACE": QUEUE_NAMESPACE,
+        "QUEUE_HEARTBEAT_TIMEOUT": "120000",
+        "SHUTDOWN_TIMEOUT": shutdown_timeout,
+    }
+    bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE)
+    queue = DramatiqWriteQueue(bundle, declare_actors(bundle.broker), timeout_s=90)
+    items = _items("Worker")
+    first = second = None
+    try:
+        first = _start_worker(env, tmp_path / "first.log")
+        call = asyncio.create_task(queue.submit("remember_batch", alice, {"items": items}, "sigterm-1"))
+        await _wait_until_taken(redis_url)
+        assert await asyncio.to_thread(gated.held.wait, 30)  # the first worker is embedding
+        second = _start_worker(env, tmp_path / "second.log")
+        first.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        if finisher == "stopping worker":
+            await asyncio.sleep(1)
+            assert first.poll() is None  # it waits for its running batch
+            gated.release()
+            exit_code = await asyncio.to_thread(first.wait, PLATFORM_GRACE_S)
+        else:
+            exit_code = await asyncio.to_thread(first.wait, PLATFORM_GRACE_S)
+            assert not call.done()
+            assert _rows(clean_db, alice) == []  # the abandoned batch wrote nothing
+            gated.release()
+        assert exit_code == 0, (tmp_path / "first.log").read_text()
+        assert time.monotonic() - signalled < PLATFORM_GRACE_S
+        payload = await asyncio.wait_for(call, 60)
+    finally:
+        gated.release()
+        _stop(first)
+        _stop(second)
+        await queue.aclose()
+        bundle.broker.close()
+    assert payload["summary"] == {"total": BATCH, "succeeded": BATCH, "failed": 0}
+    rows = _rows(clean_db, alice)
+    assert sorted(text for _, text in rows) == sorted(item["text"] for item in items)
+    assert sorted(r["memory_id"] for r in payload["results"]) == [row_id for row_id, _ in rows]
+    first_log = (tmp_path / "first.log").read_text()
+    if finisher == "stopping worker":
+        assert gated.gated_calls == 1 and "requeued" not in first_log
+    else:
+        assert gated.gated_calls == 2 and "requeued for another worker" in first_log
