@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import EMBEDDING_ERROR, MemoryServiceError
+from .heap import TRIMMER
 from .settings import Settings, SettingsError
 
 __all__ = [
@@ -71,6 +72,8 @@ LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014
 LOCAL_MAX_TOKENS = 256
 #: Texts per onnxruntime call; measured best on 2 cores (scripts/bench/embedder.py).
 LOCAL_SUB_BATCH_SIZE = 32
+#: ``embed_one`` runs texts up to this long inline (about 64 tokens, ~3 ms of CPU).
+INLINE_MAX_CHARS = 256
 
 #: Longest provider error message kept in ``error.detail``, in characters.
 _PROVIDER_MESSAGE_MAX = 500
@@ -305,6 +308,8 @@ class LocalEmbedder(_Observable):
         self._input_dtypes = self._plan_inputs()
         self._output_name, self._pooled = self._plan_output()
         self._dimensions = self._discover_dimensions()
+        # Loading leaves ~60 MB of freed scratch in the heap (memory/heap.py).
+        TRIMMER.trim_now()
 
     @classmethod
     def bundled(cls, **options: Any) -> "LocalEmbedder":
@@ -406,8 +411,26 @@ class LocalEmbedder(_Observable):
         return await asyncio.to_thread(self._embed_sync, list(texts))
 
     async def embed_one(self, text: str) -> FloatArray:
-        vectors = await self.embed([text])
-        return vectors[0]
+        """One text; a short one is embedded right here, on the caller's thread.
+
+        A short query costs 2-3 ms of CPU. Handing it to a thread and back
+        measured slower (the two threads convoy on the GIL, and the loop
+        wakes late); run inline instead, callers overlap it with database
+        work they have already sent (``memory.reading``). Long texts still go
+        to a thread so the event loop is never held for long.
+        """
+        _check_texts([text])
+        if len(text) > INLINE_MAX_CHARS:
+            return (await self.embed([text]))[0]
+        started = time.perf_counter()
+        ok = False
+        try:
+            vector = self._embed_sync([text])[0]
+            ok = True
+            return vector
+        finally:
+            if self._observers:
+                self._notify(1, time.perf_counter() - started, ok)
 
     async def aclose(self) -> None:
         return None
@@ -435,6 +458,8 @@ class LocalEmbedder(_Observable):
                 provider_message=str(ex),
             ) from ex
         assert out is not None
+        if len(texts) >= self._sub_batch_size:
+            TRIMMER.trim_soon()  # a batch's activations are freed but not returned
         return _normalize_rows(out, "local")
 
     def _run_padded(self, ids: list[list[int]], width: int) -> FloatArray:

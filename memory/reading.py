@@ -66,9 +66,11 @@ async def _ranked(
     w_s, w_c = deps.settings.rank_salience_weight, deps.settings.rank_context_weight
     async with deps.pool.connection() as conn:
         # The lexical side needs no embedding: it runs while the query is embedded.
-        embedded, lexical = await asyncio.gather(
-            deps.embedder.embed_one(query),
+        # It goes first, so its statement is on its way to PostgreSQL before a
+        # local embedder (which computes a short query inline) takes the CPU.
+        lexical, embedded = await asyncio.gather(
             _lexical_side(conn, user_id, query, limit=limit, tags=tags),
+            deps.embedder.embed_one(query),
             return_exceptions=True,
         )
         for outcome in (embedded, lexical):

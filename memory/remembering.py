@@ -9,6 +9,7 @@ answer instead of writing twice.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -137,11 +138,21 @@ async def store_items(
 
     Returns the stored receipt instead when this write already happened.
     """
-    prior = await prior_receipt(deps, user_id, idempotency_key)
+    valid = [(i, it) for i, it in enumerate(items) if isinstance(it, RememberItem)]
+    # The receipt lookup goes to PostgreSQL first and the texts are embedded
+    # meanwhile: a redelivered write (rare) wastes an embedding, every other
+    # write saves a round trip of waiting.
+    prior, vectors = await asyncio.gather(
+        prior_receipt(deps, user_id, idempotency_key),
+        _embed(deps, [it.text for _, it in valid]),
+        return_exceptions=True,
+    )
+    if isinstance(prior, BaseException):
+        raise prior
     if prior is not None:
         return prior
-    valid = [(i, it) for i, it in enumerate(items) if isinstance(it, RememberItem)]
-    vectors = await deps.embedder.embed([it.text for _, it in valid]) if valid else None
+    if isinstance(vectors, BaseException):
+        raise vectors
     plans: dict[int, _Plan] = {
         i: _Plan(item=it, embedding=vectors[n]) for n, (i, it) in enumerate(valid)  # type: ignore[index]
     }
@@ -161,6 +172,14 @@ async def store_items(
             for plan in plans.values():
                 _reset(plan)
     raise AssertionError("unreachable")
+
+
+async def _embed(deps: Deps, texts: list[str]) -> Any:
+    if not texts:
+        return None
+    if len(texts) == 1:
+        return [await deps.embedder.embed_one(texts[0])]
+    return await deps.embedder.embed(texts)
 
 
 def _reset(plan: _Plan) -> None:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection, sql
+from psycopg.adapt import PyFormat
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
@@ -87,12 +88,12 @@ async def search_by_vector(
     await cur.execute(
         f"""
         SELECT {_M_COLUMNS},
-               1 - (m.embedding <=> %(q)s) AS cosine,
+               1 - (m.embedding <=> %(q)b) AS cosine,
                CASE WHEN m.context_centroid IS NULL THEN 0
-                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)s)) END AS context_match
+                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match
         FROM memories m
         WHERE m.user_id = %(user_id)s AND {_M_ACTIVE} {tag_filter}
-        ORDER BY m.embedding <=> %(q)s
+        ORDER BY m.embedding <=> %(q)b
         LIMIT %(k)s
         """,
         {"q": query_embedding, "user_id": user_id, "tags": list(tags), "k": candidates},
@@ -243,14 +244,14 @@ async def search_hybrid(
         WITH picked AS (
             (SELECT m.id FROM memories m
              WHERE m.user_id = %(user_id)s AND {_M_ACTIVE} {tag_filter}
-             ORDER BY m.embedding <=> %(q)s
+             ORDER BY m.embedding <=> %(q)b
              LIMIT %(k)s)
             {lexical_side}
         )
         SELECT {_M_COLUMNS},
-               1 - (m.embedding <=> %(q)s) AS cosine,
+               1 - (m.embedding <=> %(q)b) AS cosine,
                CASE WHEN m.context_centroid IS NULL THEN 0
-                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)s)) END AS context_match,
+                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
                {{score}} AS lexical
         FROM picked JOIN memories m ON m.id = picked.id
         """
@@ -439,12 +440,14 @@ async def nearest_active(
     # 0.21 s to 0.08 s (measured on a 2k-row store).
     await conn.execute(f"SET LOCAL hnsw.ef_search = {_WRITE_EF_SEARCH}")
     cur = conn.cursor(row_factory=class_row(Neighbour))
+    # %(vs)b: the probe vectors go in binary; as text, 200 of them cost ~80 ms to
+    # format and parse (measured), binary ~1 ms.
     await cur.execute(
         f"""
         SELECT (q.i - 1)::int AS probe, n.id, n.text, n.tags, n.score,
                NULL::text AS forget_reason, NULL::bigint AS replaced_by_id,
                NULL::timestamptz AS deleted_at
-        FROM unnest(%(vs)s::vector[]) WITH ORDINALITY AS q(v, i)
+        FROM unnest(%(vs)b::vector[]) WITH ORDINALITY AS q(v, i)
         CROSS JOIN LATERAL (
             SELECT m.id, m.text, m.tags, 1 - (m.embedding <=> q.v) AS score
             FROM memories m
@@ -480,7 +483,7 @@ async def nearest_tombstones(
         )
         SELECT (q.i - 1)::int AS probe, n.id, n.text, n.tags, n.score,
                n.forget_reason, n.replaced_by_id, n.deleted_at
-        FROM unnest(%(vs)s::vector[]) WITH ORDINALITY AS q(v, i)
+        FROM unnest(%(vs)b::vector[]) WITH ORDINALITY AS q(v, i)
         CROSS JOIN LATERAL (
             SELECT d.id, d.text, d.tags, 1 - (d.embedding <=> q.v) AS score,
                    d.forget_reason, d.replaced_by_id, d.deleted_at
@@ -508,7 +511,9 @@ async def insert_memories(
     rows = []
     params: list[Any] = []
     for item in items:
-        rows.append(sql.SQL("(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)"))
+        # The vector goes in binary: as text, 384 floats cost ~0.25 ms to format
+        # and parse each (a batch of 200: ~50 ms), binary ~1/50th of that.
+        rows.append(sql.SQL("(%s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)"))
         params.extend(
             [
                 user_id,
@@ -628,7 +633,12 @@ async def update_fields(
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")
     assignments = [
-        sql.SQL("{} = {}").format(sql.Identifier(name), sql.Placeholder(name)) for name in changes
+        sql.SQL("{} = {}").format(
+            sql.Identifier(name),
+            # Vectors travel in binary (see insert_memories).
+            sql.Placeholder(name, PyFormat.BINARY if name == "embedding" else PyFormat.AUTO),
+        )
+        for name in changes
     ]
     assignments.append(sql.SQL("updated_at = now()"))
     query = sql.SQL("UPDATE memories SET {} WHERE user_id = %(user_id)s AND id = %(id)s").format(

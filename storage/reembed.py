@@ -182,7 +182,7 @@ async def write_in_place(
         UPDATE memories m
         SET embedding = v.e, embedding_provider = %(provider)s, embedding_model = %(model)s,
             context_centroid = NULL, context_count = 0
-        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)s::vector[]) AS v(id, text, e)
+        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)b::vector[]) AS v(id, text, e)
         WHERE m.id = v.id AND m.text = v.text
           AND (m.embedding_provider, m.embedding_model) IS DISTINCT FROM (%(provider)s, %(model)s)
         """,
@@ -211,7 +211,7 @@ async def write_staged(
         UPDATE memories m
         SET embedding_next = v.e, embedding_next_provider = %(provider)s,
             embedding_next_model = %(model)s
-        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)s::vector[]) AS v(id, text, e)
+        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)b::vector[]) AS v(id, text, e)
         WHERE m.id = v.id AND m.text = v.text
         """,
         {
