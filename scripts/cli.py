@@ -10,7 +10,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from auth.errors import AccountError
 from memory.settings import Settings, SettingsError, check_listen_host, public_listen_problem
@@ -38,6 +38,19 @@ def _public_url_configured() -> bool:
 
 
 # --- serve -------------------------------------------------------------------
+
+
+def _fast_event_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (a dependency off Windows), else asyncio's.
+
+    uvicorn's usual production pairing, with httptools (which uvicorn picks up
+    by itself); the Procfile's plain ``uvicorn`` gets the same pair.
+    """
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _serve(settings: Settings) -> None:
@@ -269,7 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = _settings(args)
         configure_logging(settings)  # JSON lines with request ids (LOG_FORMAT, LOG_LEVEL)
         if args.command == "serve":
-            asyncio.run(_serve(settings))
+            with asyncio.Runner(loop_factory=_fast_event_loop()) as runner:
+                runner.run(_serve(settings))
         elif args.command == "worker":
             threads = args.threads or settings.worker_threads
             processes = args.processes or settings.worker_processes

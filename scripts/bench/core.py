@@ -46,6 +46,12 @@ from . import corpus
 from .harness import free_port
 
 
+#: Recalls before measuring (caches, prepared statements, allocator warm).
+WARM_UP = 30
+#: Alternating rounds of HTTP recall, embedding and raw SQL.
+ROUNDS = 3
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
@@ -172,7 +178,7 @@ def seed(dsn: str, user_id: int, texts: list[str], vectors: np.ndarray, start: i
         conn.execute("VACUUM ANALYZE memories")
 
 
-def raw_search_p50(dsn: str, user_id: int, questions: list[str], vectors: np.ndarray) -> dict[str, float]:
+def raw_search_times(dsn: str, user_id: int, questions: list[str], vectors: np.ndarray) -> list[float]:
     """The SQL of one recall (hybrid: term statistics, lexical candidates, fused search),
     issued as memory.reading issues it, without the embedding."""
     from memory import ranking
@@ -201,7 +207,7 @@ def raw_search_p50(dsn: str, user_id: int, questions: list[str], vectors: np.nda
         await pool.close()
         return times
 
-    return summary(asyncio.run(run()))
+    return asyncio.run(run())
 
 
 def raw_write_p50(dsn: str, user_id: int, texts: list[str], vectors: np.ndarray) -> dict[str, float]:
@@ -238,7 +244,7 @@ def raw_write_p50(dsn: str, user_id: int, texts: list[str], vectors: np.ndarray)
     return summary(asyncio.run(run()))
 
 
-def embed_p50(embedder: LocalEmbedder, texts: list[str]) -> dict[str, float]:
+def embed_times(embedder: LocalEmbedder, texts: list[str]) -> list[float]:
     async def run() -> list[float]:
         times = []
         for text in texts:
@@ -247,7 +253,11 @@ def embed_p50(embedder: LocalEmbedder, texts: list[str]) -> dict[str, float]:
             times.append(time.perf_counter() - t)
         return times
 
-    return summary(asyncio.run(run()))
+    return asyncio.run(run())
+
+
+def embed_p50(embedder: LocalEmbedder, texts: list[str]) -> dict[str, float]:
+    return summary(embed_times(embedder, texts))
 
 
 def batch_rates(server: Server, embedder: LocalEmbedder, batches: int, *, tag: int) -> dict[str, float]:
@@ -311,15 +321,19 @@ def main() -> None:
     for size in sizes:
         seed(dsn, user_id, all_texts[:size], all_vectors[:size], seeded)
         seeded = size
-        server.call("recall", {"query": "warm up"})
-        http = []
-        for q in questions:
-            t = time.perf_counter()
+        for q in questions[:WARM_UP]:
             server.call("recall", {"query": q, "limit": 8})
-            http.append(time.perf_counter() - t)
-        emb = embed_p50(embedder, questions)
-        sql = raw_search_p50(dsn, user_id, questions, query_vectors)
-        h = summary(http)
+        http, emb_t, sql_t = [], [], []
+        # Rounds alternate the three measurements so a drifting machine hits all alike.
+        for r in range(ROUNDS):
+            part = slice(r * len(questions) // ROUNDS, (r + 1) * len(questions) // ROUNDS)
+            for q in questions[part]:
+                t = time.perf_counter()
+                server.call("recall", {"query": q, "limit": 8})
+                http.append(time.perf_counter() - t)
+            emb_t += embed_times(embedder, questions[part])
+            sql_t += raw_search_times(dsn, user_id, questions[part], query_vectors[part])
+        h, emb, sql = summary(http), summary(emb_t), summary(sql_t)
         results[f"recall_{size}"] = {
             "http": h, "embed": emb, "sql": sql,
             "ratio_p50": round(h["p50"] / (emb["p50"] + sql["p50"]), 2),
