@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from auth.errors import AccountError
 from auth.passwords import dummy_verify, hash_password, needs_rehash, verify_password
 from memory.settings import Settings
+from storage import oauth as oauth_store
 from storage import users
 
 #: The account created on first start when no username is configured.
@@ -93,6 +94,29 @@ async def add_user(
         row = await users.insert_user(conn, name, password_hash)
     if row is None:
         raise AccountError("duplicate_username", f"The username {name!r} is already taken.")
+    return row.id
+
+
+async def change_password(pool: AsyncConnectionPool, username: str, password: str) -> int:
+    """Give an existing account a new password; return its id.
+
+    Browser sign-ins (the OAuth login session cookie) end with it, so a
+    browser that knew the old password must sign in again. Tokens already
+    issued stay valid until they expire or are revoked. Raises
+    :class:`AccountError` for a bad password or an unknown username.
+    """
+    name = normalize_username(username)
+    check_password(password)
+    password_hash = await asyncio.to_thread(hash_password, password)
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            row = await users.get_user_by_username(conn, name)
+            if row is None:
+                raise AccountError(
+                    "unknown_user", f"There is no account {name!r}; create it with `ownsona user add`."
+                )
+            await users.set_password(conn, row.id, password_hash)
+            await oauth_store.delete_user_sessions(conn, row.id)
     return row.id
 
 

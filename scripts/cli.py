@@ -1,4 +1,4 @@
-"""The ``ownsona`` command: serve, worker, migrate, user add, token, keys rotate, export, import."""
+"""The ``ownsona`` command: serve, worker, migrate, user add/passwd, token, keys rotate, reembed, export, import."""
 
 from __future__ import annotations
 
@@ -211,6 +211,12 @@ async def _user_add(settings: Settings, name: str, password: str) -> int:
     return await _with_pool(settings, lambda pool: add_user(pool, name, password))
 
 
+async def _user_passwd(settings: Settings, name: str, password: str) -> int:
+    from auth.accounts import change_password
+
+    return await _with_pool(settings, lambda pool: change_password(pool, name, password))
+
+
 async def _token(settings: Settings, username: str, ttl: int | None, scope: str) -> str:
     from auth.keys import KeyStore
     from auth.tokens import issue_access_token
@@ -253,6 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     user_sub = user.add_subparsers(dest="user_command", required=True)
     add = user_sub.add_parser("add", help="create an account (password from prompt or stdin)")
     add.add_argument("name")
+    passwd = user_sub.add_parser(
+        "passwd", help="set a new password (prompt or stdin); ends the account's browser sign-ins"
+    )
+    passwd.add_argument("name")
     token = sub.add_parser("token", help="print a fresh access token for scripts and curl")
     token.add_argument("--user", required=True)
     token.add_argument("--ttl", type=int, help="lifetime in seconds (default ACCESS_TOKEN_TTL)")
@@ -297,8 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"applied migrations: {applied}" if applied else "database is up to date")
         elif args.command == "user":
             password = _read_password(prompt_twice=True)
-            user_id = asyncio.run(_user_add(settings, args.name, password))
-            print(f"created account {args.name!r} (id {user_id})")
+            if args.user_command == "passwd":
+                asyncio.run(_user_passwd(settings, args.name, password))
+                print(f"new password set for {args.name!r}")
+            else:
+                user_id = asyncio.run(_user_add(settings, args.name, password))
+                print(f"created account {args.name!r} (id {user_id})")
         elif args.command == "token":
             print(asyncio.run(_token(settings, args.user, args.ttl, args.scope)))
         elif args.command == "keys":

@@ -316,6 +316,12 @@ async def delete_session(conn: AsyncConnection, session_hash: str) -> None:
     await conn.execute("DELETE FROM oauth_sessions WHERE session_hash = %s", (session_hash,))
 
 
+async def delete_user_sessions(conn: AsyncConnection, user_id: int) -> int:
+    """End every browser sign-in of the user; return how many there were."""
+    cur = await conn.execute("DELETE FROM oauth_sessions WHERE user_id = %s", (user_id,))
+    return cur.rowcount
+
+
 async def upsert_consent(conn: AsyncConnection, user_id: int, client_id: str, scope: str) -> None:
     await conn.execute(
         """

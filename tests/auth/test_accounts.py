@@ -157,3 +157,80 @@ async def test_configured_user_started_together_is_created_once(pool, clean_db):
     assert sum(r.created for r in results) == 1
     assert sum(r.generated_password is not None for r in results) == 1
     assert len({r.user_id for r in results}) == 1
+
+
+async def test_change_password_replaces_it_and_ends_browser_sign_ins(pool, clean_db):
+    from datetime import datetime, timedelta, timezone
+
+    from auth.accounts import change_password
+    from storage import oauth as oauth_store
+
+    alice = await add_user(pool, "alice", "correct horse")
+    bob = await add_user(pool, "bob", "bobs horse")
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    async with pool.connection() as conn:
+        await oauth_store.insert_session(conn, "alice-browser", alice, later)
+        await oauth_store.insert_session(conn, "bob-browser", bob, later)
+
+    assert await change_password(pool, " Alice ", "battery staple") == alice
+
+    assert await authenticate_password(pool, "alice", "correct horse") is None
+    assert await authenticate_password(pool, "alice", "battery staple") == alice
+    async with pool.connection() as conn:
+        assert await oauth_store.session_user(conn, "alice-browser") is None
+        assert await oauth_store.session_user(conn, "bob-browser") == bob
+    assert await authenticate_password(pool, "bob", "bobs horse") == bob
+
+
+async def test_change_password_refuses_unknown_users_and_short_passwords(pool, clean_db):
+    from auth.accounts import change_password
+
+    await add_user(pool, "alice", "correct horse")
+    with pytest.raises(AccountError) as caught:
+        await change_password(pool, "nobody", "battery staple")
+    assert caught.value.problem == "unknown_user"
+    with pytest.raises(AccountError) as caught:
+        await change_password(pool, "alice", "short")
+    assert caught.value.problem == "invalid_password"
+    assert await authenticate_password(pool, "alice", "correct horse") is not None
+
+
+def test_user_commands_create_an_account_and_set_its_password(clean_db):
+    """`ownsona user add` then `ownsona user passwd`, password on stdin as scripts pass it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DATABASE_URL": clean_db, "LOG_FORMAT": "text"}
+
+    def ownsona(*args: str, password: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "scripts.cli", *args],
+            input=password + "\n", env=env, capture_output=True, text=True, timeout=60,
+        )
+
+    created = ownsona("user", "add", "carol", password="first password")
+    assert created.returncode == 0, created.stderr
+    changed = ownsona("user", "passwd", "carol", password="second password")
+    assert changed.returncode == 0, changed.stderr
+    assert "new password set for 'carol'" in changed.stdout
+    unknown = ownsona("user", "passwd", "dave", password="second password")
+    assert unknown.returncode == 2 and "no account 'dave'" in unknown.stderr
+    for secret in ("first password", "second password"):
+        assert secret not in created.stdout + created.stderr + changed.stdout + changed.stderr
+
+    async def check() -> tuple[int | None, int | None]:
+        from storage.pool import make_pool
+
+        p = make_pool(clean_db, min_size=1, max_size=1, name="check")
+        await p.open(wait=True)
+        try:
+            return (
+                await authenticate_password(p, "carol", "first password"),
+                await authenticate_password(p, "carol", "second password"),
+            )
+        finally:
+            await p.close()
+
+    old, new = asyncio.run(check())
+    assert old is None and new is not None
