@@ -64,6 +64,17 @@ def test_a_data_dir_that_cannot_be_a_directory_is_refused(tmp_path):
     assert settings.database_url == "postgres://db/ownsona"
 
 
+def test_a_data_dir_that_cannot_be_created_is_refused(tmp_path):
+    # Holds for root too: nothing can make a directory inside a regular file.
+    (tmp_path / "a-file").write_text("not a directory")
+    error = _refused(tmp_path, OWNSONA_DATA_DIR=str(tmp_path / "a-file" / "ownsona"))
+    assert error.variable == "OWNSONA_DATA_DIR" and "is not a directory" in str(error)
+    with_database = {**_env(tmp_path), "OWNSONA_DATA_DIR": str(tmp_path / "a-file" / "ownsona"),
+                     "DATABASE_URL": "postgres://db/ownsona"}
+    # With DATABASE_URL the embedded cluster is never started, so the directory is not checked.
+    assert Settings.from_env(with_database).database_url == "postgres://db/ownsona"
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_a_read_only_data_dir_is_refused(tmp_path):
     locked = tmp_path / "locked"
