@@ -218,8 +218,9 @@ def _observed(
 class LocalEmbedder(_Observable):
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime's CPU provider, no network.
 
-    The session is built once and shared; inference runs in a worker thread
-    (:func:`asyncio.to_thread`) so the event loop never blocks. A batch is
+    The session is built once and shared; a batch runs in a worker thread
+    (:func:`asyncio.to_thread`) so the event loop is not held for long, and a
+    short single text runs inline (``embed_one``: 2-3 ms). A batch is
     tokenised once, sorted by token length and run in sub-batches of
     ``sub_batch_size`` padded only to their own longest text; the original
     order is restored. Padding never changes a vector: the attention mask
