@@ -14,13 +14,12 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 import httpx
 
 from tests.auth.oauth_flow import CLAUDE_CALLBACK, parse_form, pkce_pair
-from tests.unit.test_openai_embedder import FakeProvider, Reply, Request, _handler
+from tests.unit.test_openai_embedder import FakeProvider, Reply, Request, serve_provider
 
 #: The session database's embedding width.
 DIMENSIONS = 384
@@ -87,19 +86,13 @@ class GatedProvider(FakeProvider):
 
 @contextmanager
 def provider_server(provider: FakeProvider) -> Iterator[str]:
-    """Serve ``provider``; yields its ``EMBEDDING_BASE_URL``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(provider))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
+    """Serve ``provider``; yields its ``EMBEDDING_BASE_URL`` (a held call is let go at the end)."""
     try:
-        yield f"http://{host}:{port}/v1"
+        with serve_provider(provider) as base_url:
+            yield base_url
     finally:
         if isinstance(provider, GatedProvider):
             provider.release()
-        server.shutdown()
-        server.server_close()
 
 
 def provider_env(base_url: str) -> dict[str, str]:

@@ -12,9 +12,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -33,7 +31,7 @@ from memory.service import USE_CASES
 from storage.migrate import migrate
 from storage.pool import make_pool
 from tests.conftest import TEST_DIMENSIONS
-from tests.unit.test_openai_embedder import FakeProvider, _handler
+from tests.unit.test_openai_embedder import FakeProvider, serve_provider
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,16 +69,8 @@ def other_model() -> Iterator[tuple[FakeProvider, str]]:
     """An OpenAI-compatible embeddings server (another model, same width)."""
     fake = FakeProvider()
     fake.dims = TEST_DIMENSIONS
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield fake, f"http://{host}:{port}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve_provider(fake) as base_url:
+        yield fake, base_url
 
 
 # --- building a store with every kind of row ----------------------------------------

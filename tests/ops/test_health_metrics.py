@@ -7,9 +7,7 @@ Dramatiq write queue on Redis, to a worker running in this process.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 import dramatiq
@@ -32,7 +30,7 @@ from tasks.queue import DramatiqWriteQueue
 from tests.api.conftest import Mcp
 from tests.conftest import QUEUE_NAMESPACE, make_user
 from tests.tasks.test_queue import _count
-from tests.unit.test_openai_embedder import FakeProvider, Reply, _handler
+from tests.unit.test_openai_embedder import FakeProvider, Reply, serve_provider
 
 METRICS_TOKEN = "scrape-token-5b1e0c7d9a"
 PUBLIC_URL = "https://mem.example"
@@ -204,12 +202,8 @@ def failing_provider() -> Iterator[tuple[FakeProvider, str]]:
     """The OpenAI-compatible test server, answering every request with HTTP 500."""
     fake = FakeProvider()
     fake.dims = 384
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield fake, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serve_provider(fake) as base_url:
+        yield fake, base_url
 
 
 async def test_readyz_is_503_while_the_embedder_fails_and_200_once_it_answers(

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -113,19 +114,27 @@ def _handler(provider: FakeProvider) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def provider() -> Iterator[tuple[FakeProvider, str]]:
-    fake = FakeProvider()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+@contextmanager
+def serve_provider(provider: FakeProvider) -> Iterator[str]:
+    """Serve ``provider`` on a free loopback port; yields its ``EMBEDDING_BASE_URL``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(provider))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     host, port = server.server_address[:2]
     try:
-        yield fake, f"http://{host}:{port}/v1"
+        yield f"http://{host}:{port}/v1"
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def provider() -> Iterator[tuple[FakeProvider, str]]:
+    fake = FakeProvider()
+    with serve_provider(fake) as base_url:
+        yield fake, base_url
 
 
 MakeEmbedder = Callable[..., OpenAIEmbedder]
