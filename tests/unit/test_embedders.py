@@ -218,3 +218,27 @@ def test_factory_refuses_wrong_local_dimensions() -> None:
     with pytest.raises(SettingsError) as caught:
         make_embedder(Settings(embedding_dimensions=1536))
     assert caught.value.variable == "EMBEDDING_DIMENSIONS"
+
+
+async def test_embed_one_gives_the_batch_vector_inline_or_not(embedder: LocalEmbedder) -> None:
+    """Short texts are embedded on the caller's thread, long ones on a worker thread:
+    either way the vector is the batch's, and observers hear of the call."""
+    from memory.embedders import INLINE_MAX_CHARS
+
+    short = "Prefers green tea in the morning."
+    long = "My sister Ana lives in Porto and visits every summer. " * 8
+    assert len(short) <= INLINE_MAX_CHARS < len(long)
+    calls: list[tuple[str, int, bool]] = []
+
+    def observe(provider: str, size: int, seconds: float, ok: bool) -> None:
+        calls.append((provider, size, ok))
+
+    embedder.add_observer(observe)
+    try:
+        batch = await embedder.embed([short, long])
+        calls.clear()
+        for text, expected in zip((short, long), batch):
+            np.testing.assert_allclose(await embedder.embed_one(text), expected, atol=1e-5)
+    finally:
+        embedder.remove_observer(observe)
+    assert calls == [("local", 1, True), ("local", 1, True)]
