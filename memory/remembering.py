@@ -234,6 +234,10 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
 
     seen_text: dict[str, int] = {}
     inserted: list[int] = []  # batch items that will be inserted, in order
+    # Their vectors, row k for inserted[k]: filled as they are decided, so that
+    # comparing each item with the earlier ones costs no copying (np.stack per
+    # item measured 16 ms a 200-item batch, this 1 ms).
+    inserted_vectors = np.empty((len(order), len(plans[order[0]].embedding)), dtype=np.float32)
     for i in order:
         plan = plans[i]
         item = plan.item
@@ -249,7 +253,7 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
                 plan.retire_expired = existing.id
             # Near duplicates among earlier items of this batch that will be stored.
             if item.dedup_policy != "insert" and inserted:
-                sims = np.stack([plans[j].embedding for j in inserted]) @ plan.embedding
+                sims = inserted_vectors[: len(inserted)] @ plan.embedding
                 plan.near_batch = [
                     (inserted[k], float(s)) for k, s in enumerate(sims) if s >= NEAR_DUPLICATE_THRESHOLD
                 ]
@@ -263,6 +267,7 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
                 plan.message = "Already remembered"
             else:
                 seen_text[item.normalized] = i
+                inserted_vectors[len(inserted)] = plan.embedding
                 inserted.append(i)
         _plan_references(plan, targets)
 

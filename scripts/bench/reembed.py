@@ -109,6 +109,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved raw/re-embed rounds")
     parser.add_argument("--batch-size", type=int, default=reembed.DEFAULT_BATCH_SIZE)
     parser.add_argument("--in-flight", type=int, default=None)
+    parser.add_argument(
+        "--shared-buffers-mb", type=int, default=None,
+        help="the embedded cluster's shared_buffers (default: what OwnSona gives it)",
+    )
     args = parser.parse_args()
 
     texts = [f"{t} (note {i})" for i, t in enumerate(corpus.facts(args.rows))]
@@ -117,7 +121,8 @@ def main() -> None:
     done = 0
     with tempfile.TemporaryDirectory(prefix="ownsona-bench-reembed-") as tmp:
         workdir = Path(tmp)
-        dsn = start_embedded(workdir / "data")
+        cache = args.shared_buffers_mb * 2**20 if args.shared_buffers_mb else None
+        dsn = start_embedded(workdir / "data", shared_buffers=cache)
         try:
             asyncio.run(migrate(dsn, dimensions=DIMENSIONS))
             t0 = time.perf_counter()
