@@ -8,8 +8,8 @@ Its page cache is sized for a memory store (:func:`shared_buffers_bytes`):
 PostgreSQL's own default of 128 MB is smaller than the heap or the HNSW graph
 of a 100k-memory store (~200 MB each), and with the graph out of the cache
 every insert and near-duplicate probe evicts and re-reads its pages.
-Measured on 100k memories, a 200-item batch: HNSW inserts 425 -> 172 ms,
-near-duplicate probes 208 -> 110 ms with 1 GB.
+Measured on 100k memories (``scripts/bench/cache.py``, BENCHMARKS.md), a
+200-item batch's database time: 469-652 ms -> 281-321 ms with 1 GB.
 """
 
 from __future__ import annotations
@@ -68,12 +68,16 @@ def start_embedded(
         fcntl.flock(lock, fcntl.LOCK_EX)
         server = _get_server(data_dir)
         admin_dsn = server.get_uri()
-        _apply_cache_size(data_dir / "pg", admin_dsn, shared_buffers or shared_buffers_bytes())
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn = psycopg.connect(admin_dsn, autocommit=True)
+        try:
+            if _resize_cache(conn, data_dir / "pg", shared_buffers or shared_buffers_bytes()):
+                conn = psycopg.connect(admin_dsn, autocommit=True)  # the restart ended the first
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
             if not exists:
                 _log.info("creating database %s in the embedded cluster", database)
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+        finally:
+            conn.close()
     return server.get_uri(database=database)
 
 
@@ -89,13 +93,14 @@ def _get_server(data_dir: Path):  # type: ignore[no-untyped-def]
             raise StorageError(f"embedded PostgreSQL failed to start in {data_dir / 'pg'}: {ex}") from ex
 
 
-def _apply_cache_size(pgdata: Path, admin_dsn: str, wanted: int) -> None:
+def _resize_cache(conn: psycopg.Connection, pgdata: Path, wanted: int) -> bool:
+    """Give the cluster ``wanted`` bytes of shared_buffers; True if it had to restart."""
     wanted = max(MIN_SHARED_BUFFERS, wanted // 2**20 * 2**20)  # what the setting can say
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()
-        if row is not None and int(row[0]) == wanted:
-            return
-        conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(f"{wanted // 2**20}MB")))
+    row = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()
+    if row is not None and int(row[0]) == wanted:
+        return False
+    conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(f"{wanted // 2**20}MB")))
+    conn.close()
     _log.info("restarting the embedded cluster with shared_buffers = %d MB", wanted // 2**20)
     try:
         # restart reuses the start's options (socket directory, no TCP) from postmaster.opts,
@@ -103,6 +108,7 @@ def _apply_cache_size(pgdata: Path, admin_dsn: str, wanted: int) -> None:
         _pg_ctl(pgdata, ["-w", "-m", "fast", "-l", str(pgdata / "log"), "restart"])
     except Exception as ex:
         raise StorageError(f"embedded PostgreSQL failed to restart in {pgdata}: {ex}") from ex
+    return True
 
 
 def _pg_ctl(pgdata: Path, args: list[str]) -> None:

@@ -10,9 +10,9 @@ GIN, term statistics) and the commit. Rounds alternate PostgreSQL's default
 ``shared_buffers`` (128 MB) and the size OwnSona gives the embedded cluster
 (``storage.embedded.shared_buffers_bytes``), each in a fresh process after a
 restart of the cluster, so the same machine load hits both. The new rows are
-deleted after each batch. Then 100 single ``remember`` transactions (exact,
-near-duplicate and tombstone checks, insert, receipt, commit). Every figure
-is a median.
+deleted after each batch. Then 100 single ``remember`` transactions
+(``core.raw_write_p50``: checks, insert, receipt, commit). Every figure is a
+median.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from storage.pool import make_pool
 from storage.rows import NewMemory
 
 from . import corpus
-from .core import embed_cached, seed
+from .core import embed_cached, raw_write_p50, seed
 
 DEFAULT_CACHE = 128 * 2**20
 BATCH = 200
@@ -68,7 +68,7 @@ def measure(workdir: Path, n: int, shared_buffers: int) -> dict[str, float]:
         pool = make_pool(dsn, min_size=1, max_size=1, name="bench-cache")
         await pool.open(wait=True)
         steps = ("near-duplicate probe", "tombstone probe", "insert", "commit")
-        times: dict[str, list[float]] = {name: [] for name in (*steps, "one remember")}
+        times: dict[str, list[float]] = {name: [] for name in steps}
         async with pool.connection() as conn:
             for b in range(BATCHES):
                 new_texts = [f"Cache bench {b}-{i}: {t}" for i, t in enumerate(corpus.facts(BATCH, seed=500 + b))]
@@ -95,30 +95,14 @@ def measure(workdir: Path, n: int, shared_buffers: int) -> dict[str, float]:
                     for name, start, end in zip(steps, marks, marks[1:]):
                         times[name].append(end - start)
                 await conn.execute("DELETE FROM memories WHERE embedding_model = 'bench-cache'")
-            # One remember's statements, as the single-write path runs them.
-            for i in range(SINGLES):
-                text = f"Cache bench single {i}: {texts[i]}"
-                near = vectors[rng.choice(n, 1)] + rng.normal(0, 0.02, (1, vectors.shape[1]))
-                near = (near / np.linalg.norm(near, axis=1, keepdims=True)).astype(np.float32)
-                started = time.perf_counter()
-                async with conn.transaction():
-                    normalized = normalize_text(text)
-                    await store.find_exact(conn, user_id, [normalized])
-                    await store.nearest_active(conn, user_id, list(near), k=5, min_score=0.9)
-                    await store.nearest_tombstones(conn, user_id, list(near), k=5, min_score=0.9)
-                    await store.insert_memories(conn, user_id, [NewMemory(
-                        text=text, normalized_text=normalized, embedding=near[0], embedding_provider="local",
-                        embedding_model="bench-cache", tags=[], importance=0.5, keep=False, source_provider=None,
-                        capture_mode=None, session_id=None, last_confirmed_at=None, expires_at=None)])
-                    await store.put_receipt(conn, user_id, f"bench-cache-{time.time_ns()}", "remember", {"ok": True})
-                times["one remember"].append(time.perf_counter() - started)
-            await conn.execute("DELETE FROM memories WHERE embedding_model = 'bench-cache'")
         await pool.close()
         return times
 
     times = asyncio.run(run())
     out = {name: round(statistics.median(v) * 1000, 1) for name, v in times.items()}
-    out["batch total"] = round(sum(out[name] for name in ("near-duplicate probe", "tombstone probe", "insert", "commit")), 1)
+    out["batch total"] = round(sum(out.values()), 1)
+    singles = [f"Cache bench single {i}: {t}" for i, t in enumerate(texts[:SINGLES])]
+    out["one remember"] = raw_write_p50(dsn, user_id, singles, vectors[:SINGLES])["p50"]
     return out
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -47,16 +46,11 @@ def test_cache_is_an_eighth_of_memory_within_bounds(memory: int, expected: int) 
     assert MIN_SHARED_BUFFERS <= expected <= MAX_SHARED_BUFFERS
 
 
-def test_the_test_cluster_runs_with_the_sized_cache(dsn: str) -> None:
-    if os.environ.get("OWNSONA_TEST_DATABASE_URL"):
-        pytest.skip("not the embedded cluster")
-    assert _shared_buffers(dsn) == shared_buffers_bytes()
-
-
-def test_a_cluster_made_with_the_old_default_is_resized_and_keeps_its_rows(tmp_path: Path) -> None:
+def test_a_new_cluster_starts_sized_and_an_old_one_is_resized_keeping_its_rows(tmp_path: Path) -> None:
     data = tmp_path / "data"
     dsn = start_embedded(data, database="keep")
     try:
+        assert _shared_buffers(dsn) == shared_buffers_bytes() > 128 * MB
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE TABLE facts (text text)")
             conn.execute("INSERT INTO facts VALUES ('my sister lives in Lisbon')")
