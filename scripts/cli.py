@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     reembed = sub.add_parser("reembed", help="re-embed every memory with the configured embedding model")
     reembed.add_argument("--dry-run", action="store_true", help="count the rows to re-embed; change nothing")
     reembed.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
-    reembed.add_argument("--in-flight", type=int, help="batches in flight (default 2, or 8 with REDIS_URL)")
+    reembed.add_argument("--in-flight", type=int, help="batches in flight (default 1 with the local model, 2 with a provider, 8 with REDIS_URL)")
     reembed.add_argument(
         "--worker", action="store_true", help="instead: run a worker for this model's re-embedding batches only"
     )

@@ -4,10 +4,10 @@ The command plans the run (``memory.reembedding``), pages through the stale
 ids and sends them, a batch per message, to the ``reembed_batch`` actor: on
 the workers when ``REDIS_URL`` is set (those configured with the same model
 consume the model's re-embedding queue), on an in-process worker otherwise.
-It keeps a few batches in flight so embedding and database writes overlap,
-shows a progress bar with rate and ETA on stderr, repeats passes until no
-row is stale, finishes (the staging swap for a new dimension) and prints a
-summary. Interrupting it loses at most the batches in flight.
+It keeps batches in flight (one with the local model, which keeps every core
+busy on its own; more for a remote provider or the workers), shows a progress
+bar with rate and ETA on stderr, repeats passes until no row is stale,
+finishes (the staging swap for a new dimension) and prints a summary. Interrupting it loses at most the batches in flight.
 """
 
 from __future__ import annotations
@@ -24,8 +24,14 @@ from memory.settings import Settings
 DEFAULT_BATCH_SIZE = 256
 #: Largest batch accepted (providers cap inputs per request; OpenAI's is 2048).
 MAX_BATCH_SIZE = 2048
-#: Batches in flight: in-process, two overlap one batch's writes with the next one's
-#: embedding; with Redis, enough to keep a few workers busy.
+#: Batches in flight. In-process with the local model, one: the model already keeps
+#: every core busy, and overlapping one batch's writes with the next one's embedding
+#: measured slower on 2 cores (0.64-0.79 of the raw embedder's rate, against 0.83-0.85
+#: one at a time with each batch written by two transactions, BENCHMARKS.md): the
+#: model's threads wait for the one that shares its core with PostgreSQL. With a
+#: remote embedding provider, two overlap its network wait with the writes. With
+#: Redis, enough to keep a few workers busy.
+LOCAL_IN_FLIGHT = 1
 IN_PROCESS_IN_FLIGHT = 2
 REDIS_IN_FLIGHT = 8
 #: Longest wait for one batch's result, in seconds (a worker's time limit is 10 min).
@@ -149,7 +155,12 @@ class _Dispatcher:
         self._dsn = dsn
         self._deps = deps
         self._remote = bool(settings.redis_url)
-        default = REDIS_IN_FLIGHT if self._remote else IN_PROCESS_IN_FLIGHT
+        if self._remote:
+            default = REDIS_IN_FLIGHT
+        elif deps.embedder.provider == "local":
+            default = LOCAL_IN_FLIGHT
+        else:
+            default = IN_PROCESS_IN_FLIGHT
         self._limit = max(1, in_flight or default)
         self._pending: set[asyncio.Task[dict[str, Any]]] = set()
         self._bundle: Any = None
