@@ -53,15 +53,22 @@ class Summary:
     stale: int
     mode: str
     target: str
+    #: How long the staging swap held the table (a dimension switch), in seconds.
+    swap_seconds: float | None = None
 
     @property
     def rate(self) -> float:
         return self.done / self.seconds if self.seconds > 0 else 0.0
 
     def line(self) -> str:
+        swap = (
+            f"; the columns were swapped in {self.swap_seconds * 1000:.0f} ms"
+            if self.swap_seconds is not None
+            else ""
+        )
         return (
             f"re-embedded {self.done} rows, skipped {self.skipped}, in {self.seconds:.1f} s "
-            f"({self.rate:.1f} rows/s); the store is on the {self.target}"
+            f"({self.rate:.1f} rows/s){swap}; the store is on the {self.target}"
         )
 
 
@@ -119,6 +126,7 @@ async def _run(
         smoothing=0.1,
     )
     done = skipped = 0
+    swap_seconds: float | None = None
     try:
         await dispatcher.start()
         for _ in range(MAX_PASSES + 1):
@@ -129,8 +137,11 @@ async def _run(
             for result in await dispatcher.drain():
                 done, skipped = done + result["done"], skipped + result["skipped"]
                 bar.update(result["done"])
+            finishing = time.monotonic()
             left = await reembedding.finish(deps, plan)
             if not left:
+                if plan.staged:
+                    swap_seconds = time.monotonic() - finishing
                 break
             # Written or edited behind the pass (a server on the old model): another pass.
             bar.total = max(bar.total or 0, bar.n + left)
@@ -143,7 +154,13 @@ async def _run(
         bar.close()
         await dispatcher.stop()
     return Summary(
-        done, skipped, time.monotonic() - started, plan.stale, plan.mode, plan.target.describe()
+        done,
+        skipped,
+        time.monotonic() - started,
+        plan.stale,
+        plan.mode,
+        plan.target.describe(),
+        swap_seconds,
     )
 
 

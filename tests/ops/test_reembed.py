@@ -514,3 +514,65 @@ def test_with_redis_the_batches_run_on_the_new_models_workers(own_dsn: str, bow_
             await embedder.aclose()
 
     asyncio.run(after())
+
+
+def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str, bow_server) -> None:
+    """The swap holds off the server, so it changes the catalog only: every row keeps the
+    version the fill wrote (no UPDATE of each learned context under the lock), and yet
+    every context is reset and the new vectors are live."""
+    from memory import reembedding
+
+    _, base, _ = bow_server
+    url = own_dsn
+    user = new_user(url)
+    people = PEOPLE[:16]
+    new_settings = bow_settings(url, base, OTHER_DIMENSIONS)
+
+    async def seed_store() -> dict[str, int]:
+        async with Store(url, Settings(database_url=url), local_embedder()) as deps:
+            return await seed(deps, user, [fact(*p) for p in people])
+
+    ids = asyncio.run(seed_store())
+    learned = sorted(ids.values())[::2]
+    sql(url, "UPDATE memories SET context_centroid = embedding, context_count = 3 WHERE id = ANY(%s)",
+        learned)
+
+    async def fill_then_swap() -> dict[int, str]:
+        embedder = make_embedder(new_settings)
+        try:
+            async with Store(url, new_settings, embedder) as deps:
+                plan = await reembedding.prepare(deps)
+                assert plan.staged
+                async for batch in reembedding.stale_id_batches(deps, plan, 5):
+                    result = await reembedding.reembed_batch(deps, batch, plan.target.as_message())
+                    assert result["ok"] and result["done"] == len(batch), result
+                filled = dict(sql(url, "SELECT id, ctid::text FROM memories"))
+                assert await reembedding.finish(deps, plan) == 0
+                return filled  # type: ignore[return-value]
+        finally:
+            await embedder.aclose()
+
+    filled = asyncio.run(fill_then_swap())
+    assert dict(sql(url, "SELECT id, ctid::text FROM memories")) == filled
+    assert sql(url, "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0") == [(0,)]
+    assert column_width(url, "embedding") == OTHER_DIMENSIONS
+    assert column_width(url, "context_centroid") == OTHER_DIMENSIONS
+    assert meta(url)["embedding_dimensions"] == str(OTHER_DIMENSIONS)
+
+    async def recall_on_the_new_model() -> None:
+        embedder = make_embedder(new_settings)
+        try:
+            async with Store(url, new_settings, embedder) as deps:
+                await assert_recall(deps, user, recall_cases(ids, people[:4]))
+                # Feedback builds a context again on the recreated columns.
+                memory_id = ids[fact(*people[0])]
+                payload = await USE_CASES["reinforce"](
+                    deps, user, {"memory_ids": [memory_id], "query": "who lives by the ocean"}
+                )
+                assert payload["reinforced"][0]["context_count"] == 1, payload
+        finally:
+            await embedder.aclose()
+
+    asyncio.run(recall_on_the_new_model())
+    assert sql(url, "SELECT context_count, vector_dims(context_centroid) FROM memories WHERE id = %s",
+               ids[fact(*people[0])]) == [(1, OTHER_DIMENSIONS)]
