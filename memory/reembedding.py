@@ -179,18 +179,36 @@ async def reembed_batch(deps: Deps, ids: list[int], target: dict[str, Any]) -> d
 
     step = -(-len(rows) // PARALLEL_WRITES)
     async with asyncio.TaskGroup() as group:  # one part failing cancels the other
-        writes = [group.create_task(write_part(slice(i, i + step))) for i in range(0, len(rows), step)]
+        writes = [
+            group.create_task(write_part(slice(i, i + step))) for i in range(0, len(rows), step)
+        ]
     done = sum(task.result() for task in writes)
     return {"ok": True, "done": done, "skipped": len(ids) - done}
+
+
+async def build_index(deps: Deps, plan: Plan) -> bool:
+    """Staged: build the staging column's HNSW index unless it is there; True if it built.
+
+    Run once the column is filled; the server keeps serving meanwhile.
+    """
+    if not plan.staged:
+        return False
+    async with deps.pool.connection() as conn:
+        built = await store.build_staging_index(conn)
+    if built:
+        _log.info("built the HNSW index of the %d-dimension staging column", plan.target.dimensions)
+    return built
 
 
 async def finish(deps: Deps, plan: Plan) -> int:
     """Complete the run; return how many rows are still stale (then run another pass).
 
-    In place: record the store's model. Staged: under a lock that holds off
-    the server, check that nothing is left and swap the staging column in.
+    In place: record the store's model. Staged: build the staging column's
+    index (once, while the server keeps serving), then, under a lock that
+    holds off the server, check that nothing is left and swap the column in.
     """
     target = plan.target
+    await build_index(deps, plan)
     async with deps.pool.connection() as conn:
         async with conn.transaction():
             if plan.staged:

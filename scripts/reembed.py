@@ -7,7 +7,9 @@ consume the model's re-embedding queue), on an in-process worker otherwise.
 It keeps batches in flight (one with the local model, which keeps every core
 busy on its own; more for a remote provider or the workers), shows a progress
 bar with rate and ETA on stderr, repeats passes until no row is stale,
-finishes (the staging swap for a new dimension) and prints a summary. Interrupting it loses at most the batches in flight.
+finishes (for a new dimension: the staging column's HNSW index built in bulk,
+then the swap) and prints a summary.
+Interrupting it loses at most the batches in flight.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ async def _run(
     )
     done = skipped = 0
     swap_seconds: float | None = None
+    indexed = False
     try:
         await dispatcher.start()
         for _ in range(MAX_PASSES + 1):
@@ -137,6 +140,13 @@ async def _run(
             for result in await dispatcher.drain():
                 done, skipped = done + result["done"], skipped + result["skipped"]
                 bar.update(result["done"])
+            if plan.staged and not indexed:
+                if progress is not None:
+                    bar.clear()
+                    print("building the new column's HNSW index (the server keeps serving)...",
+                          file=progress, flush=True)
+                await reembedding.build_index(deps, plan)
+                indexed = True
             finishing = time.monotonic()
             left = await reembedding.finish(deps, plan)
             if not left:

@@ -168,8 +168,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 asyncio.run(_seed(dsn, texts, args.old_dimensions))
                 _settle(dsn, args.learned_fraction)
-                print(f"round {r + 1}: seeded {len(texts)} rows in {time.perf_counter() - t0:.1f} s",
-                      flush=True)
+                seeded_s = time.perf_counter() - t0
+                print(f"round {r + 1}: seeded {len(texts)} rows in {seeded_s:.1f} s", flush=True)
                 t0 = time.perf_counter()
                 asyncio.run(_raw_rate(embedder, texts[:half], args.batch_size))
                 round_raw_s = time.perf_counter() - t0

@@ -519,8 +519,10 @@ def test_with_redis_the_batches_run_on_the_new_models_workers(own_dsn: str, bow_
 def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str, bow_server) -> None:
     """The swap holds off the server, so it changes the catalog only: every row keeps the
     version the fill wrote (no UPDATE of each learned context under the lock), and yet
-    every context is reset and the new vectors are live."""
+    every context is reset and the new vectors are live, with a valid HNSW index even
+    when an earlier run was stopped while building it."""
     from memory import reembedding
+    from storage import reembed as store_reembed
 
     _, base, _ = bow_server
     url = own_dsn
@@ -546,6 +548,11 @@ def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str,
                 async for batch in reembedding.stale_id_batches(deps, plan, 5):
                     result = await reembedding.reembed_batch(deps, batch, plan.target.as_message())
                     assert result["ok"] and result["done"] == len(batch), result
+                # An earlier run was stopped while building the index: an invalid one is left.
+                async with deps.pool.connection() as conn:
+                    assert await store_reembed.build_staging_index(conn)
+                sql(url, "UPDATE pg_index SET indisvalid = false"
+                         " WHERE indexrelid = 'memories_embedding_next_hnsw'::regclass")
                 filled = dict(sql(url, "SELECT id, ctid::text FROM memories"))
                 assert await reembedding.finish(deps, plan) == 0
                 return filled  # type: ignore[return-value]
@@ -558,6 +565,9 @@ def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str,
     assert column_width(url, "embedding") == OTHER_DIMENSIONS
     assert column_width(url, "context_centroid") == OTHER_DIMENSIONS
     assert meta(url)["embedding_dimensions"] == str(OTHER_DIMENSIONS)
+    assert sql(url, "SELECT i.indisvalid, a.attname FROM pg_index i"
+                    " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+                    " WHERE i.indexrelid = 'memories_embedding_hnsw'::regclass") == [(True, "embedding")]
 
     async def recall_on_the_new_model() -> None:
         embedder = make_embedder(new_settings)
