@@ -186,6 +186,23 @@ async def reembed_batch(deps: Deps, ids: list[int], target: dict[str, Any]) -> d
     return {"ok": True, "done": done, "skipped": len(ids) - done}
 
 
+async def hold_autovacuum(deps: Deps) -> None:
+    """For the run: autovacuum off ``memories`` (``storage/reembed.py`` says why)."""
+    async with deps.pool.connection() as conn:
+        await store.hold_autovacuum(conn)
+
+
+async def resume_autovacuum(deps: Deps) -> None:
+    async with deps.pool.connection() as conn:
+        await store.resume_autovacuum(conn)
+
+
+async def vacuum(deps: Deps) -> None:
+    """Once at the end of a run: reclaim every row version it left behind."""
+    async with deps.pool.connection() as conn:
+        await store.vacuum(conn)
+
+
 async def build_index(deps: Deps, plan: Plan) -> bool:
     """Staged: build the staging column's HNSW index unless it is there; True if it built.
 

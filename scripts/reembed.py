@@ -8,7 +8,8 @@ It keeps batches in flight (one with the local model, which keeps every core
 busy on its own; more for a remote provider or the workers), shows a progress
 bar with rate and ETA on stderr, repeats passes until no row is stale,
 finishes (for a new dimension: the staging column's HNSW index built in bulk,
-then the swap) and prints a summary.
+then the swap), vacuums the table once (autovacuum is held off it meanwhile)
+and prints a summary.
 Interrupting it loses at most the batches in flight.
 """
 
@@ -57,6 +58,8 @@ class Summary:
     target: str
     #: How long the staging swap held the table (a dimension switch), in seconds.
     swap_seconds: float | None = None
+    #: Of ``seconds``, the final vacuum of the rewritten rows.
+    vacuum_seconds: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -70,7 +73,8 @@ class Summary:
         )
         return (
             f"re-embedded {self.done} rows, skipped {self.skipped}, in {self.seconds:.1f} s "
-            f"({self.rate:.1f} rows/s){swap}; the store is on the {self.target}"
+            f"({self.rate:.1f} rows/s), the final vacuum {self.vacuum_seconds:.1f} s of it"
+            f"{swap}; the store is on the {self.target}"
         )
 
 
@@ -131,6 +135,7 @@ async def _run(
     swap_seconds: float | None = None
     indexed = False
     try:
+        await reembedding.hold_autovacuum(deps)
         await dispatcher.start()
         for _ in range(MAX_PASSES + 1):
             async for ids in reembedding.stale_id_batches(deps, plan, batch_size):
@@ -163,6 +168,12 @@ async def _run(
     finally:
         bar.close()
         await dispatcher.stop()
+        await _resume_autovacuum(deps)
+    vacuum_seconds = 0.0
+    if done:
+        vacuuming = time.monotonic()
+        await reembedding.vacuum(deps)
+        vacuum_seconds = time.monotonic() - vacuuming
     return Summary(
         done,
         skipped,
@@ -171,7 +182,23 @@ async def _run(
         plan.mode,
         plan.target.describe(),
         swap_seconds,
+        vacuum_seconds,
     )
+
+
+async def _resume_autovacuum(deps: Any) -> None:
+    """Always, even when the run failed; a failure here must not hide the run's own."""
+    from memory import reembedding
+
+    try:
+        await reembedding.resume_autovacuum(deps)
+    except Exception:  # the database went away: the next run gives it back
+        print(
+            "ownsona reembed: could not turn autovacuum back on for the memories table; "
+            "run `ownsona reembed` again (it does at the end)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 class _Dispatcher:

@@ -219,6 +219,10 @@ def column_width(url: str, column: str) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
+def table_options(url: str) -> list[str]:
+    return sql(url, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'memories'::regclass")[0][0]
+
+
 async def seed(deps: Deps, user: int, texts: list[str]) -> dict[str, int]:
     payload = await USE_CASES["remember_batch"](
         deps, user, {"items": [{"text": t, "dedup_policy": "insert"} for t in texts]}
@@ -310,6 +314,8 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
     assert 12 <= len(staged_ids) < total
     assert column_width(url, "embedding_next") == OTHER_DIMENSIONS
     assert meta(url)["embedding_dimensions"] == str(TEST_DIMENSIONS)
+    # The run held autovacuum off the table; killed, it could not give it back.
+    assert "autovacuum_enabled=false" in table_options(url)
 
     # Meanwhile the server on the old model serves and writes as before.
     edited = FACTS[0]
@@ -379,6 +385,8 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
     assert sql(url, "SELECT count(*) FROM memories") == [(total + 1,)]
     assert sql(url, "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0") == [(0,)]
     assert sql(url, "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_embedding_hnsw'") == [(1,)]
+    # The run that finished gave the table back to autovacuum, its own options kept.
+    assert table_options(url) == ["toast_tuple_target=4096"]
 
     # A server on the old model refuses to start; one on the new model serves.
     from api.lifecycle import build_runtime, close_runtime
