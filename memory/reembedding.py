@@ -220,12 +220,11 @@ async def build_index(deps: Deps, plan: Plan) -> bool:
 async def finish(deps: Deps, plan: Plan) -> int:
     """Complete the run; return how many rows are still stale (then run another pass).
 
-    In place: record the store's model. Staged: build the staging column's
-    index (once, while the server keeps serving), then, under a lock that
-    holds off the server, check that nothing is left and swap the column in.
+    In place: record the store's model. Staged (after :func:`build_index`):
+    under a lock that holds off the server, check that nothing is left and
+    swap the column in; the swap refuses a column without a valid index.
     """
     target = plan.target
-    await build_index(deps, plan)
     async with deps.pool.connection() as conn:
         async with conn.transaction():
             if plan.staged:

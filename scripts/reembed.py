@@ -66,6 +66,7 @@ class Summary:
         return self.done / self.seconds if self.seconds > 0 else 0.0
 
     def line(self) -> str:
+        vacuum = f", the final vacuum {self.vacuum_seconds:.1f} s of it" if self.done else ""
         swap = (
             f"; the columns were swapped in {self.swap_seconds * 1000:.0f} ms"
             if self.swap_seconds is not None
@@ -73,8 +74,7 @@ class Summary:
         )
         return (
             f"re-embedded {self.done} rows, skipped {self.skipped}, in {self.seconds:.1f} s "
-            f"({self.rate:.1f} rows/s), the final vacuum {self.vacuum_seconds:.1f} s of it"
-            f"{swap}; the store is on the {self.target}"
+            f"({self.rate:.1f} rows/s){vacuum}{swap}; the store is on the {self.target}"
         )
 
 
@@ -274,6 +274,10 @@ class _Dispatcher:
 
     async def _wait(self, when: str) -> list[dict[str, Any]]:
         done, self._pending = await asyncio.wait(self._pending, return_when=when)
+        # Every failure retrieved (asyncio logs one that never is), the first one raised.
+        failures = [ex for ex in (task.exception() for task in done) if ex is not None]
+        if failures:
+            raise failures[0]
         return [task.result() for task in done]
 
     async def _submit(self, ids: list[int], target: dict[str, Any]) -> dict[str, Any]:
@@ -325,7 +329,11 @@ class _Dispatcher:
 
     async def stop(self) -> None:
         for task in self._pending:
-            task.cancel()
+            if task.done():
+                if not task.cancelled():
+                    task.exception()  # a batch that failed after the run stopped waiting
+            else:
+                task.cancel()
         self._pending.clear()
         if self._worker is not None:
             await asyncio.to_thread(self._worker.stop)

@@ -87,9 +87,13 @@ class BagOfWords(FakeProvider):
         super().__init__()
         self.dims = dims
         self.delay_s = 0.0
+        #: When set, every embedding request (not the width probe) fails with this status.
+        self.fail_status: int | None = None
 
     def next_reply(self, request: Request) -> Reply:
         super().next_reply(request)
+        if self.fail_status and request.body["input"] != ["dimension probe"]:
+            return Reply(status=self.fail_status, body=b'{"error": {"message": "bad input"}}')
         return Reply(delay_s=self.delay_s)
 
     def success_body(self, request: Request, reverse: bool) -> bytes:
@@ -461,6 +465,13 @@ def test_same_dimension_rewrites_in_place(own_dsn: str, bow_server, capsys) -> N
     assert sql(url, "SELECT id, updated_at FROM memories ORDER BY id") == stamps
     assert sql(url, "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0") == [(0,)]
     assert meta(url)["embedding_model"] == BOW_MODEL
+    # Autovacuum given back, and the rewritten rows' old versions vacuumed by the run itself.
+    assert table_options(url) == ["toast_tuple_target=4096"]
+    assert summary.vacuum_seconds > 0
+    deadline = time.monotonic() + 10  # the statistics reach the view within a second or so
+    while sql(url, "SELECT last_vacuum FROM pg_stat_user_tables WHERE relname = 'memories'") == [(None,)]:
+        assert time.monotonic() < deadline, "the run did not vacuum memories"
+        time.sleep(0.1)
 
     async def after() -> None:
         embedder = make_embedder(new_settings)
@@ -477,6 +488,26 @@ def test_same_dimension_rewrites_in_place(own_dsn: str, bow_server, capsys) -> N
     again = asyncio.run(reembed.run(new_settings, progress=None))
     assert (again.done, again.stale) == (0, 0)
     assert len(same.texts()) == embedded
+
+
+def test_a_failed_run_gives_the_table_back_to_autovacuum(own_dsn: str, bow_server) -> None:
+    _, base, models = bow_server
+    url = own_dsn
+    user = new_user(url)
+
+    async def seed_store() -> None:
+        async with Store(url, Settings(database_url=url), local_embedder()) as deps:
+            await seed(deps, user, [fact(*p) for p in PEOPLE[:6]])
+
+    asyncio.run(seed_store())
+    models[TEST_DIMENSIONS].fail_status = 400  # the provider refuses every batch
+    try:
+        with pytest.raises(reembed.ReembedError, match="HTTP 400"):
+            asyncio.run(reembed.run(bow_settings(url, base, TEST_DIMENSIONS), batch_size=3, progress=None))
+    finally:
+        models[TEST_DIMENSIONS].fail_status = None
+    assert table_options(url) == ["toast_tuple_target=4096"]
+    assert sql(url, "SELECT DISTINCT embedding_model FROM memories") == [(LOCAL_MODEL_ID,)]
 
 
 def test_with_redis_the_batches_run_on_the_new_models_workers(own_dsn: str, bow_server, redis_url: str) -> None:
@@ -562,6 +593,10 @@ def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str,
                 sql(url, "UPDATE pg_index SET indisvalid = false"
                          " WHERE indexrelid = 'memories_embedding_next_hnsw'::regclass")
                 filled = dict(sql(url, "SELECT id, ctid::text FROM memories"))
+                # Never live without a valid index; the next run's build mends it.
+                with pytest.raises(StorageError, match="no valid HNSW index"):
+                    await reembedding.finish(deps, plan)
+                assert await reembedding.build_index(deps, plan)
                 assert await reembedding.finish(deps, plan) == 0
                 return filled  # type: ignore[return-value]
         finally:
