@@ -2,13 +2,17 @@
 
 The count of checked attempts is observed from outside: a checked wrong
 password answers the form again (400) and logs "sign-in failed"; a refused
-one answers 429 before argon2 runs.
+one answers 429 before argon2 runs. The last test runs the second web
+process as a real process over its own pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
@@ -26,7 +30,14 @@ from auth.throttle import ThrottlePolicy
 from memory.deps import Deps
 from storage.pool import make_pool
 from tests.api.conftest import PUBLIC_URL
-from tests.auth.oauth_flow import CLAUDE_CALLBACK, PASSWORD, alice_account, oauth_clean, parse_form, rows
+from tests.auth.oauth_flow import (
+    CLAUDE_CALLBACK,
+    PASSWORD,
+    alice_account,
+    oauth_clean,
+    parse_form,
+    rows,
+)
 
 __all__ = ["alice_account", "oauth_clean"]
 
@@ -34,12 +45,13 @@ FREE = 4
 DELAY_S = 120
 ATTEMPTS = 30
 ADDRESS = "203.0.113.7"
+START = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
 
 class Clock:
     # In the future, so the database's own pruning (by now()) never forgets a test's failures.
     def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+        self.now = START
 
     def __call__(self) -> datetime:
         return self.now
@@ -209,3 +221,61 @@ async def test_right_password_waits_for_the_delay_then_clears_the_failures(
     again = await browser.sign_in("alice", "wrong password")
     assert again.status_code == 400
     assert _failures(oauth_clean, "alice") == 1
+
+
+# Another web process: the same guard and policy over its own pool, started
+# and released on a line from stdin so that both bursts run at once.
+_OTHER_PROCESS = f"""
+import asyncio, json, sys
+from auth.throttle import LoginGuard, ThrottlePolicy
+from storage.pool import make_pool
+
+async def main():
+    pool = make_pool(sys.argv[1], min_size=1, max_size=8, name="other web process")
+    await pool.open(wait=True)
+    policy = ThrottlePolicy(free_per_username={FREE}, free_per_address={10 * ATTEMPTS},
+                            base_delay_s={DELAY_S}, max_delay_s={10 * DELAY_S})
+    guard = LoginGuard(pool, policy, lambda: START)
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+    outcomes = await asyncio.gather(*(
+        guard.sign_in("alice", f"wrong password {{n}}", "198.51.100.9")
+        for n in range({ATTEMPTS // 2})
+    ))
+    print(json.dumps([o.retry_after_s for o in outcomes]), flush=True)
+    await pool.close()
+
+from datetime import datetime
+START = datetime.fromisoformat({START.isoformat()!r})
+asyncio.run(main())
+"""
+
+
+async def test_a_separate_web_process_shares_the_count(
+    browser: Browser, alice_account: int, oauth_clean: str,
+) -> None:
+    other = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _OTHER_PROCESS, oauth_clean,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=dict(os.environ),
+    )
+    assert other.stdin is not None and other.stdout is not None
+    try:
+        ready = await asyncio.wait_for(other.stdout.readline(), timeout=60)
+        assert ready == b"ready\n", ready
+        other.stdin.write(b"go\n")
+        await other.stdin.drain()
+        here, there = await asyncio.gather(
+            asyncio.gather(*(browser.sign_in("alice", f"wrong password {n}")
+                             for n in range(ATTEMPTS // 2))),
+            asyncio.wait_for(other.stdout.readline(), timeout=60),
+        )
+        assert await asyncio.wait_for(other.wait(), timeout=60) == 0
+    finally:
+        if other.returncode is None:
+            other.kill()
+            await other.wait()
+    checked_there = sum(1 for wait in json.loads(there) if wait is None)
+    statuses = Counter(r.status_code for r in here)
+    assert statuses[400] + checked_there == FREE
+    assert statuses[400] + statuses[429] == ATTEMPTS // 2
+    assert _failures(oauth_clean, "alice") == FREE
