@@ -10,6 +10,11 @@
   failure up to ``max_delay_s``, counted from the latest failure. A refused
   attempt is answered before the password is checked, so it costs no
   argon2 time and reveals nothing.
+- The count is atomic and shared: an attempt is reserved (recorded as a
+  failure) under a database lock on its username and address *before* its
+  password is checked (``storage.login_attempts``). Concurrent attempts, in
+  one process or several, therefore count each other, and at most the free
+  number of them (then one per delay) ever reach argon2.
 - Unknown usernames are throttled exactly like real ones, so throttling
   does not reveal which accounts exist either.
 - Every failure is logged with the username (repr, so it cannot forge log
@@ -28,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from psycopg_pool import AsyncConnectionPool
 
 from auth.accounts import authenticate_password
-from storage import oauth
+from storage import login_attempts, oauth
 
 logger = logging.getLogger("ownsona.auth.login")
 
@@ -84,30 +89,44 @@ class LoginGuard:
     async def sign_in(self, username: str, password: str, address: str) -> SignIn:
         key = _username_key(username)
         address = address[:_MAX_KEY_CHARS] or "unknown"
-        now = self._clock()
-        wait = await self._wait(key, address, now)
-        if wait > 0:
+        reserved = await self._reserve(key, address)
+        if isinstance(reserved, float):
             logger.warning(
-                "sign-in throttled for username %r from %s (%.0fs left)", key, address, wait
+                "sign-in throttled for username %r from %s (%.0fs left)", key, address, reserved
             )
-            return SignIn(retry_after_s=max(1, math.ceil(wait)))
+            return SignIn(retry_after_s=max(1, math.ceil(reserved)))
+        # An exception from here on (a dropped client, a lost database) leaves the
+        # reservation standing as a failure: an attempt is never free for the attacker.
         user_id = await authenticate_password(self._pool, username, password)
         async with self._pool.connection() as conn:
             if user_id is None:
-                await oauth.record_login_failure(conn, key, address, self._clock())
+                await login_attempts.confirm_failure(conn, reserved, key, address, self._clock())
                 await oauth.prune_expired(conn, self.policy.window_s)
             else:
-                await oauth.clear_login_failures(conn, key)
+                await login_attempts.clear_username(conn, key)
         if user_id is None:
             logger.warning("sign-in failed for username %r from %s", key, address)
             return SignIn()
         logger.info("sign-in succeeded for username %r from %s", key, address)
         return SignIn(user_id=user_id)
 
-    async def _wait(self, key: str, address: str, now: datetime) -> float:
+    async def _reserve(self, key: str, address: str) -> int | float:
+        """The reserved attempt's id, or the seconds left to wait (nothing reserved).
+
+        Reading the count and recording the attempt happen under one lock, so
+        two attempts can never both see the count from before the other.
+        """
+        now = self._clock()
         since = now - timedelta(seconds=self.policy.window_s)
-        async with self._pool.connection() as conn:
-            counts = await oauth.login_failures(conn, key, address, since)
+        async with self._pool.connection() as conn, conn.transaction():
+            await login_attempts.lock(conn, key, address)
+            counts = await login_attempts.recent_failures(conn, key, address, since)
+            wait = self._wait(counts, now)
+            if wait > 0:
+                return wait
+            return await login_attempts.reserve(conn, key, address, now)
+
+    def _wait(self, counts: login_attempts.FailureCounts, now: datetime) -> float:
         wait = 0.0
         for failures, last, free in (
             (counts.username_failures, counts.username_last, self.policy.free_per_username),

@@ -342,44 +342,6 @@ async def get_consent(conn: AsyncConnection, user_id: int, client_id: str) -> st
     return str(row[0]) if row else None
 
 
-# -- sign-in throttling -------------------------------------------------------
-
-
-async def record_login_failure(
-    conn: AsyncConnection, username: str, address: str, at: datetime
-) -> None:
-    await conn.execute(
-        "INSERT INTO oauth_login_failures (username, address, failed_at) VALUES (%s, %s, %s)",
-        (username, address, at),
-    )
-
-
-async def login_failures(
-    conn: AsyncConnection, username: str, address: str, since: datetime
-) -> FailureCounts:
-    cur = await conn.execute(
-        """
-        SELECT
-            (SELECT count(*) FROM oauth_login_failures
-             WHERE username = %s AND failed_at > %s),
-            (SELECT max(failed_at) FROM oauth_login_failures
-             WHERE username = %s AND failed_at > %s),
-            (SELECT count(*) FROM oauth_login_failures
-             WHERE address = %s AND failed_at > %s),
-            (SELECT max(failed_at) FROM oauth_login_failures
-             WHERE address = %s AND failed_at > %s)
-        """,
-        (username, since, username, since, address, since, address, since),
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return FailureCounts(int(row[0]), row[1], int(row[2]), row[3])
-
-
-async def clear_login_failures(conn: AsyncConnection, username: str) -> None:
-    await conn.execute("DELETE FROM oauth_login_failures WHERE username = %s", (username,))
-
-
 # -- housekeeping ---------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -84,3 +85,17 @@ async def test_each_failure_is_logged_without_the_password(
     assert "'alice'" in failures[0] and "198.51.100.1" in failures[0]
     assert "\n" not in failures[1]
     assert all("hunter" not in r.getMessage() for r in caplog.records)
+
+
+async def test_concurrent_attempts_from_one_address_check_at_most_its_free_number(
+    guard: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    login, _clock, _ = guard
+    caplog.set_level(logging.INFO, logger="ownsona.auth.login")
+    outcomes = await asyncio.gather(*(
+        login.sign_in(f"user{n}", "wrong password", "198.51.100.7") for n in range(20)
+    ))
+    # Every username is fresh; only the address's count (5 free) can refuse them.
+    assert sum(o.retry_after_s is None for o in outcomes) == 5
+    assert {o.retry_after_s for o in outcomes} == {None, 10}
+    assert sum("sign-in failed" in r.getMessage() for r in caplog.records) == 5
