@@ -168,8 +168,8 @@ async def relay_due(
     """Send the outbox entries that are due (with ``everything``, all); return how many were sent.
 
     Each claim of up to ``SWEEP_CLAIM`` entries is sent before its transaction
-    commits: when the broker cannot be reached the claim rolls back, the
-    entries stay due, and this sweep stops (the next one tries again).
+    commits: when the broker cannot be reached its error propagates, the claim
+    rolls back and the entries stay due for the next sweep.
     """
     hook = deps.on_text_stored
     if hook is None:
