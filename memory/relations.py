@@ -123,6 +123,8 @@ async def extract_relations(
     async with deps.pool.connection() as conn:
         async with conn.transaction():
             current = await store.source_text(conn, user_id, memory_id, lock=True)
+            if current is not None and current.deleted:
+                await outbox.finish(conn, memory_id)  # forgotten meanwhile
             if current is None or current.deleted or current.text != source.text:
                 return None
             await store.delete_edges(conn, user_id, memory_id)
