@@ -18,6 +18,7 @@ from auth.keys import KeyStore
 from memory.deps import Deps
 from memory.embedders import Embedder, make_embedder
 from memory.extractors import make_extractor
+from memory.relations import sweep_forever
 from memory.settings import Settings
 from storage.embedded import start_embedded
 from storage.errors import StorageError
@@ -139,6 +140,15 @@ async def build_runtime(settings: Settings, *, in_process_worker: bool | None = 
                 await asyncio.to_thread(worker.stop, IN_PROCESS_WORKER_STOP_S * 1000)
 
             hooks.append(stop_worker)
+        # The relation outbox's sweep runs in every web process, in both shapes; with the
+        # in-memory broker the first sweep sends every owed job (the last process's were lost).
+        sweep = asyncio.create_task(sweep_forever(deps, everything_first=not settings.redis_url))
+
+        async def stop_sweep() -> None:
+            sweep.cancel()
+            await asyncio.gather(sweep, return_exceptions=True)
+
+        hooks.append(stop_sweep)  # stops first, before the worker, broker and pool it uses
         return Runtime(
             settings=settings,
             deps=deps,

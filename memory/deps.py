@@ -23,10 +23,12 @@ class Deps:
     settings: Settings
     pool: "AsyncConnectionPool"
     embedder: "Embedder"
-    #: Called after a write that stored or changed memory text has committed
-    #: (never inside its transaction); the composition root makes it enqueue
-    #: relation extraction. None: nothing is enqueued. It must not block for
-    #: long; it runs in a worker thread, and its failures are logged, not raised.
+    #: Sends relation-extraction jobs for memories the outbox owes them to: after
+    #: a write that stored or changed memory text has committed (never inside its
+    #: transaction), and from the outbox sweep. The composition root makes it
+    #: enqueue ``extract_relations``. None: nothing is sent (the outbox keeps the
+    #: entries). It must not block for long; it runs in a worker thread, and it
+    #: raises when the broker cannot be reached (the entries then stay due).
     on_text_stored: TextStoredHook | None = None
     #: The relation extractor; None builds one from the settings when needed.
     extractor: "Extractor | None" = None

@@ -1,17 +1,32 @@
 """The relation graph's use cases: ``query_relations`` and the extraction job (SUPPLEMENT §6).
 
-``extract_relations`` is what the background actor runs after a memory's
-text is stored or changed; :func:`text_stored` is how the write paths ask for
-it, through the ``Deps.on_text_stored`` hook, once their transaction has
-committed.
+Extraction is owed through an outbox (``storage.outbox``): the write's own
+transaction records it (triggers on ``memories``), so a crash or a broker
+outage after the commit cannot lose it. Three things relay it to the
+``extract_relations`` actor through the ``Deps.on_text_stored`` hook:
+
+- :func:`text_stored`, which the write paths call once their transaction has
+  committed (the fast path; an unreachable broker makes the entries due now);
+- :func:`relay_due`, the sweep: at start-up and every ``SWEEP_INTERVAL_S`` in
+  each web process (:func:`sweep_forever`), it sends the entries due (a relay
+  that failed, one that was sent long ago and never finished);
+- :func:`rebuild_relations` (``ownsona relations rebuild``) extracts every
+  memory again, in the calling process.
+
+An entry is deleted only in the transaction that stores the memory's edges,
+so a job lost with its worker (the in-process broker keeps nothing) is sent
+again; a job run twice changes nothing (extraction replaces the edges).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from storage import outbox
 from storage import relations as store
 
 from . import graph
@@ -24,6 +39,23 @@ from .inputs import Args
 DEFAULT_HOPS = 2
 MAX_HOPS = 5
 _ENTITY_CHARS = 500
+
+#: A write's own relay is trusted this long before the sweep sends its entries
+#: again (a job lost in a crash, or given up by the broker after its retries).
+RELAYED_GRACE_S = 3600.0
+#: After each send by the sweep an entry waits this long, doubled per earlier send, at most a day.
+RESEND_BACKOFF_S = 3600.0
+MAX_RESEND_BACKOFF_S = 86_400.0
+#: Seconds between two sweeps in a web process.
+SWEEP_INTERVAL_S = 30.0
+#: Entries claimed per sweep transaction, and at most per sweep.
+SWEEP_CLAIM = 500
+SWEEP_MAX = 10_000
+#: ``ownsona relations rebuild`` holds its entries back from the sweep this long.
+REBUILD_HOLD_S = 3600.0
+#: Memories a rebuild extracts at once (an LLM extractor waits on the network).
+REBUILD_CONCURRENCY = 4
+_REBUILD_PAGE = 200
 
 _log = logging.getLogger(__name__)
 
@@ -72,14 +104,18 @@ async def extract_relations(
 
     Returns the number of edges stored, or None when there was nothing to do
     (the memory is gone or forgotten, or its text changed while extracting:
-    the job queued by that change does it). Extraction failures
-    (:class:`~memory.extractors.ExtractionError`) and database errors
-    propagate so that the job is retried; the memory itself is never touched.
-    With ``RELATION_EXTRACTOR=off`` the memory's old edges are removed.
+    the job queued by that change does it). The memory's outbox entry goes
+    with the edges' transaction (or now, for a forgotten memory). Extraction
+    failures (:class:`~memory.extractors.ExtractionError`) and database errors
+    propagate so that the job is retried, and the entry stays; the memory
+    itself is never touched. With ``RELATION_EXTRACTOR=off`` the memory's old
+    edges are removed.
     """
     chosen = extractor or deps.extractor or make_extractor(deps.settings)
     async with deps.pool.connection() as conn:
         source = await store.source_text(conn, user_id, memory_id)
+        if source is not None and source.deleted:
+            await outbox.finish(conn, memory_id)  # forgotten: nothing owed (its edges stay hidden)
     if source is None or source.deleted:
         return None
     relations = await chosen.extract(source.text) if chosen is not None else []
@@ -87,24 +123,163 @@ async def extract_relations(
     async with deps.pool.connection() as conn:
         async with conn.transaction():
             current = await store.source_text(conn, user_id, memory_id, lock=True)
+            if current is not None and current.deleted:
+                await outbox.finish(conn, memory_id)  # forgotten meanwhile
             if current is None or current.deleted or current.text != source.text:
                 return None
             await store.delete_edges(conn, user_id, memory_id)
             await store.insert_edges(conn, user_id, memory_id, edges)
+            await outbox.finish(conn, memory_id)
     return len(edges)
 
 
 async def text_stored(deps: Deps, user_id: int, memory_ids: list[int]) -> None:
-    """Tell the composition root that these memories' text was stored or changed.
+    """Relay now the extraction these memories' write has just recorded in the outbox.
 
     Call only after the write's transaction has committed. Runs the hook in a
-    thread (it may talk to Redis) and never raises: the write has succeeded,
-    and a lost extraction must not turn it into a failure.
+    thread (it may talk to Redis) and never raises: the write has succeeded.
+    When the hook fails the entries become due, and the next sweep sends them.
     """
     hook = deps.on_text_stored
     if hook is None or not memory_ids:
         return
     try:
         await asyncio.to_thread(hook, user_id, list(memory_ids))
+        return
     except Exception:
-        _log.exception("could not enqueue relation extraction for %d memories", len(memory_ids))
+        _log.warning(
+            "could not enqueue relation extraction for %d memories; the outbox sweep will send it",
+            len(memory_ids),
+            exc_info=True,
+        )
+    try:
+        async with deps.pool.connection() as conn:
+            await outbox.relay_failed(conn, memory_ids)
+    except Exception:
+        # Still owed: the sweep sends it once the grace period is over.
+        _log.exception("could not mark %d relation extractions as due", len(memory_ids))
+
+
+async def relay_due(
+    deps: Deps,
+    *,
+    everything: bool = False,
+    grace_s: float = RELAYED_GRACE_S,
+    backoff_s: float = RESEND_BACKOFF_S,
+) -> int:
+    """Send the outbox entries that are due (with ``everything``, all); return how many were sent.
+
+    Each claim of up to ``SWEEP_CLAIM`` entries is sent before its transaction
+    commits: when the broker cannot be reached its error propagates, the claim
+    rolls back and the entries stay due for the next sweep.
+    """
+    hook = deps.on_text_stored
+    if hook is None:
+        return 0
+    sent = after = 0
+    while sent < SWEEP_MAX:
+        async with deps.pool.connection() as conn:
+            async with conn.transaction():
+                claimed = await outbox.claim_due(
+                    conn,
+                    relayed_grace_s=grace_s,
+                    backoff_s=backoff_s,
+                    max_backoff_s=max(backoff_s, MAX_RESEND_BACKOFF_S),
+                    limit=SWEEP_CLAIM,
+                    after=after,
+                    everything=everything,
+                )
+                if claimed:
+                    await asyncio.to_thread(_send_by_user, hook, claimed)
+        sent += len(claimed)
+        if len(claimed) < SWEEP_CLAIM:
+            break
+        after = claimed[-1].memory_id
+    if sent:
+        _log.info("relayed %d owed relation extractions", sent, extra={"relayed": sent})
+    return sent
+
+
+def _send_by_user(hook: Callable[[int, list[int]], None], claimed: list[outbox.Owed]) -> None:
+    by_user: dict[int, list[int]] = {}
+    for entry in claimed:
+        by_user.setdefault(entry.user_id, []).append(entry.memory_id)
+    for user_id, memory_ids in by_user.items():
+        hook(user_id, memory_ids)
+
+
+async def sweep_forever(deps: Deps, *, everything_first: bool, interval_s: float = SWEEP_INTERVAL_S) -> None:
+    """Relay due outbox entries now and every ``interval_s`` until cancelled; never raises.
+
+    ``everything_first``: the start-up sweep sends every entry (an in-process
+    broker lost the jobs of the process before). Several web processes sweep
+    without sending an entry twice: a claim skips the rows another one holds
+    and pushes the claimed ones' next send back.
+    """
+    everything = everything_first
+    while True:
+        try:
+            await relay_due(deps, everything=everything)
+            everything = False
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            _log.warning("the relation outbox sweep failed; it runs again in %gs", interval_s, exc_info=True)
+        await asyncio.sleep(interval_s)
+
+
+@dataclass
+class RebuildSummary:
+    """What ``ownsona relations rebuild`` did."""
+
+    memories: int = 0  # active memories owed an extraction
+    extracted: int = 0
+    edges: int = 0
+    skipped: int = 0  # forgotten or changed meanwhile (the change's own job does it)
+    failed: int = 0  # left owed: the sweep retries them
+
+
+async def rebuild_relations(
+    deps: Deps,
+    user_id: int | None,
+    *,
+    progress: Callable[[RebuildSummary], None] | None = None,
+) -> RebuildSummary:
+    """Extract the relations of every active memory again (of ``user_id``, or everyone's).
+
+    Every memory is first recorded as owed (one transaction), so a rebuild cut
+    short is finished by the sweep once ``REBUILD_HOLD_S`` has passed.
+    """
+    summary = RebuildSummary()
+    async with deps.pool.connection() as conn:
+        async with conn.transaction():
+            summary.memories = await outbox.owe_all(conn, user_id, hold_s=REBUILD_HOLD_S)
+    extractor = deps.extractor or make_extractor(deps.settings)
+    gate = asyncio.Semaphore(REBUILD_CONCURRENCY)
+
+    async def one(entry: outbox.Owed) -> None:
+        async with gate:
+            try:
+                stored = await extract_relations(deps, entry.user_id, entry.memory_id, extractor=extractor)
+            except Exception as ex:
+                summary.failed += 1
+                # The memory's id and the error's kind only: never its text.
+                _log.warning("relation extraction failed for memory %d: %s", entry.memory_id, type(ex).__name__)
+                return
+        if stored is None:
+            summary.skipped += 1
+        else:
+            summary.extracted += 1
+            summary.edges += stored
+
+    after = 0
+    while True:
+        async with deps.pool.connection() as conn:
+            page = await outbox.owed_page(conn, user_id, after=after, limit=_REBUILD_PAGE)
+        if not page:
+            break
+        await asyncio.gather(*(one(entry) for entry in page))
+        after = page[-1].memory_id
+        if progress is not None:
+            progress(summary)
+    return summary

@@ -281,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     from scripts import backup_commands
 
     backup_commands.add_parsers(sub)  # export, import
+    from scripts import relations_commands
+
+    relations_commands.add_parsers(sub)  # relations rebuild
     return parser
 
 
@@ -329,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scripts import backup_commands
 
             return backup_commands.run(args.command, settings, args)
+        elif args.command == "relations":
+            from scripts import relations_commands
+
+            return relations_commands.run(settings, args)
     except SettingsError as ex:
         print(f"configuration error: {ex}", file=sys.stderr)
         return 2

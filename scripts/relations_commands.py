@@ -1,0 +1,79 @@
+"""``ownsona relations rebuild [--user NAME]``: extract every memory's relation edges again.
+
+Runs the configured extractor (``RELATION_EXTRACTOR``) in this process, with
+or without a server running; prints the counts. Memories it could not do stay
+owed in the outbox, and a web process's sweep retries them later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from memory.settings import Settings
+
+
+def add_parsers(sub: Any) -> None:
+    """Add the ``relations`` subcommand to the ``ownsona`` parser."""
+    relations = sub.add_parser("relations", help="the relation graph")
+    relations_sub = relations.add_subparsers(dest="relations_command", required=True)
+    rebuild = relations_sub.add_parser(
+        "rebuild", help="re-extract the relations of every active memory (replaces their edges)"
+    )
+    rebuild.add_argument("--user", help="only this account's memories (default: every account)")
+
+
+async def _rebuild(settings: Settings, username: str | None) -> Any:
+    from api.lifecycle import resolve_database
+    from auth.accounts import normalize_username
+    from memory.deps import Deps
+    from memory.extractors import make_extractor
+    from memory.relations import rebuild_relations
+    from storage.migrate import check_schema
+    from storage.pool import make_pool
+    from storage.users import get_user_by_username
+
+    dsn = await resolve_database(settings)
+    pool = make_pool(dsn, min_size=1, max_size=4, name="cli-relations")
+    await pool.open(wait=True, timeout=30)
+    try:
+        async with pool.connection() as conn:
+            await check_schema(conn)
+            user_id = None
+            if username is not None:
+                user = await get_user_by_username(conn, normalize_username(username))
+                if user is None:
+                    raise SystemExit(f"No account named {username!r}.")
+                user_id = user.id
+        # Extraction reads and writes text and edges only: it never embeds.
+        deps = Deps(settings=settings, pool=pool, embedder=None, extractor=make_extractor(settings))  # type: ignore[arg-type]
+        return await rebuild_relations(deps, user_id, progress=_progress)
+    finally:
+        await pool.close()
+
+
+def _progress(summary: Any) -> None:
+    done = summary.extracted + summary.skipped + summary.failed
+    print(f"\r  {done}/{summary.memories} memories", end="", file=sys.stderr, flush=True)
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    """Run ``relations rebuild``; 1 when some extractions failed (they stay owed)."""
+    summary = asyncio.run(_rebuild(settings, args.user))
+    if summary.memories:
+        print(file=sys.stderr)
+    who = f"of {args.user!r}" if args.user else "of every account"
+    print(
+        f"relations rebuilt {who}: {summary.extracted} memories extracted, {summary.edges} edges, "
+        f"{summary.skipped} skipped (forgotten or changed meanwhile), {summary.failed} failed"
+    )
+    if summary.failed:
+        print(
+            f"{summary.failed} extractions failed (see the log); they stay owed and a running "
+            "server retries them, or run the rebuild again.",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

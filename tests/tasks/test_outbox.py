@@ -1,0 +1,406 @@
+"""The relation-extraction outbox: owed in the write's transaction, relayed, swept, rebuilt.
+
+Service tests run the use cases against the session's PostgreSQL; the relay
+goes through a real Dramatiq broker (in-process, or Redis behind a TCP proxy
+the test can cut) or, where only what is sent matters, a hook that records
+its calls. The fault test starts real servers and SIGKILLs one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import dramatiq
+import psycopg
+import pytest
+import redis
+
+from memory.deps import Deps
+from memory.relations import extract_relations, rebuild_relations, relay_due, sweep_forever
+from memory.service import USE_CASES
+from storage.pool import make_pool
+from tasks.actors import WorkerResources, declare_actors, extraction_hook
+from tasks.broker import make_broker
+from tests.conftest import QUEUE_NAMESPACE, make_user
+from tests.e2e.server import run_processes
+from tests.ops.lifecycle_helpers import base_env, call_tool
+from tests.tasks.test_extraction import ChatServer, eventually
+
+
+def owed(dsn: str) -> dict[int, tuple[Any, int]]:
+    """memory_id -> (due_at, attempts) of every outbox entry."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT memory_id, due_at, attempts FROM relation_outbox").fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def edges_by_memory(dsn: str) -> dict[int, int]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT memory_id, count(*) FROM memory_relations GROUP BY memory_id").fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+class Recorder:
+    """An ``on_text_stored`` hook that records what it is asked to send."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, list[int]]] = []
+
+    def __call__(self, user_id: int, memory_ids: list[int]) -> None:
+        self.calls.append((user_id, list(memory_ids)))
+
+    def sent(self) -> list[int]:
+        return sorted(m for _, ids in self.calls for m in ids)
+
+
+async def remember_all(deps: Deps, user: int, texts: list[str]) -> list[int]:
+    out = await USE_CASES["remember_batch"](
+        deps, user, {"items": [{"text": t, "dedup_policy": "insert"} for t in texts]}
+    )
+    assert out["summary"]["failed"] == 0, out
+    return [r["memory_id"] for r in out["results"]]
+
+
+def towns(n: int, who: str = "Rowan") -> list[str]:
+    return [f"{who} lives in Town {i}." for i in range(n)]
+
+
+# --- owed in the write's own transaction -----------------------------------------------
+
+
+async def test_every_stored_text_is_owed_an_extraction(deps, alice, clean_db):
+    ids = await remember_all(deps, alice, towns(3))
+    assert sorted(owed(clean_db)) == sorted(ids)
+    for memory_id in ids:
+        assert await extract_relations(deps, alice, memory_id) == 1
+    assert owed(clean_db) == {}, "the extraction's transaction settles the entry"
+    await USE_CASES["confirm"](deps, alice, {"id": ids[0]})
+    await USE_CASES["update_memory"](deps, alice, {"id": ids[1], "tags": ["home"]})
+    assert owed(clean_db) == {}, "no new text, nothing owed"
+    await USE_CASES["update_memory"](deps, alice, {"id": ids[1], "text": "Rowan lives in Oslo."})
+    await USE_CASES["update_memory_batch"](deps, alice, {"items": [{"id": ids[2], "text": "Rowan lives in Rome."}]})
+    assert sorted(owed(clean_db)) == sorted(ids[1:])
+
+
+async def test_a_rolled_back_write_owes_nothing(deps, alice, clean_db):
+    [kept] = await remember_all(deps, alice, towns(1))
+    async with deps.pool.connection() as conn:
+        with pytest.raises(RuntimeError):
+            async with conn.transaction():
+                await conn.execute(
+                    "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                    " embedding_model) SELECT user_id, 'Ana lives in Porto.', 'ana lives in porto.',"
+                    " embedding, embedding_provider, embedding_model FROM memories WHERE id = %s",
+                    (kept,),
+                )
+                await conn.execute("UPDATE memories SET text = 'Rowan lives in Lima.' WHERE id = %s", (kept,))
+                assert len(await (await conn.execute("SELECT 1 FROM relation_outbox")).fetchall()) == 2
+                raise RuntimeError("the write fails before its commit")
+    assert list(owed(clean_db)) == [kept]
+
+
+async def test_edges_stored_with_their_text_owe_nothing(deps, alice, clean_db):
+    """An import restores a memory and its edges in one transaction: no re-extraction."""
+    [source] = await remember_all(deps, alice, towns(1))
+    async with deps.pool.connection() as conn:
+        async with conn.transaction():
+            cur = await conn.execute(
+                "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                " embedding_model) SELECT user_id, 'Ana lives in Porto.', 'ana lives in porto.',"
+                " embedding, embedding_provider, embedding_model FROM memories WHERE id = %s RETURNING id",
+                (source,),
+            )
+            restored = (await cur.fetchone())[0]
+            await conn.execute(
+                "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
+                " VALUES (%s, %s, 'Ana', 'lives in', 'Porto')",
+                (alice, restored),
+            )
+    assert list(owed(clean_db)) == [source], "the restored memory came with its edges"
+
+
+async def test_forgotten_and_deleted_memories_never_trouble_the_relay(deps, alice, bob, clean_db):
+    a = await remember_all(deps, alice, towns(3))
+    await remember_all(deps, bob, towns(2, "Ana"))
+    await USE_CASES["forget"](deps, alice, {"id": a[0], "hard_delete": True})
+    await USE_CASES["forget"](deps, alice, {"id": a[1]})
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("DELETE FROM users WHERE id = %s", (bob,))
+    assert sorted(owed(clean_db)) == [a[1], a[2]]  # the hard-deleted and bob's went with them
+    recorder = Recorder()
+    assert await relay_due(dataclasses.replace(deps, on_text_stored=recorder), everything=True) == 2
+    assert await extract_relations(deps, alice, a[1]) is None  # forgotten: nothing owed any more
+    assert await extract_relations(deps, alice, a[2]) == 1
+    assert owed(clean_db) == {}
+
+
+# --- the relay and the sweep -------------------------------------------------------------------
+
+
+async def test_the_relay_sends_after_commit_and_a_failed_send_makes_the_entries_due(deps, alice, clean_db):
+    recorder = Recorder()
+    ids = await remember_all(dataclasses.replace(deps, on_text_stored=recorder), alice, towns(2))
+    assert recorder.calls == [(alice, ids)]
+    assert {due for due, _ in owed(clean_db).values()} == {None}, "relayed: not due for the sweep"
+
+    def unreachable(user_id: int, memory_ids: list[int]) -> None:
+        raise ConnectionError("broker down")
+
+    more = await remember_all(dataclasses.replace(deps, on_text_stored=unreachable), alice, towns(2, "Ana"))
+    entries = owed(clean_db)
+    assert all(entries[m][0] is not None for m in more), "the sweep sends these next"
+    assert await relay_due(dataclasses.replace(deps, on_text_stored=recorder)) == 2
+    assert recorder.calls[-1] == (alice, more)
+
+
+async def test_the_sweep_sends_only_stale_or_due_entries_and_backs_off(deps, alice, clean_db):
+    fresh, stale, failed, later = await remember_all(deps, alice, towns(4))
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("UPDATE relation_outbox SET queued_at = now() - interval '2 hours' WHERE memory_id = %s", (stale,))
+        conn.execute("UPDATE relation_outbox SET due_at = now() WHERE memory_id = %s", (failed,))
+        conn.execute("UPDATE relation_outbox SET due_at = now() + interval '1 hour' WHERE memory_id = %s", (later,))
+    recorder = Recorder()
+    swept = dataclasses.replace(deps, on_text_stored=recorder)
+    assert await relay_due(swept) == 2
+    assert recorder.sent() == sorted([stale, failed])
+    assert await relay_due(swept) == 0, "sent entries wait for their back-off"
+    assert {m: a for m, (_, a) in owed(clean_db).items()} == {fresh: 0, stale: 1, failed: 1, later: 0}
+    assert await relay_due(swept, backoff_s=0) == 0  # the claim set due_at an hour ahead
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("UPDATE relation_outbox SET due_at = now() WHERE memory_id = %s", (stale,))
+    assert await relay_due(swept) == 1
+    with psycopg.connect(clean_db) as conn:
+        wait = conn.execute(
+            "SELECT extract(epoch FROM due_at - now()) FROM relation_outbox WHERE memory_id = %s", (stale,)
+        ).fetchone()[0]
+    assert 7000 < wait <= 7200, "the second send waits twice as long"
+
+
+async def test_concurrent_sweeps_never_send_an_entry_twice(deps, alice, clean_db):
+    ids = await remember_all(deps, alice, towns(120))
+    ids += await remember_all(deps, alice, towns(120, "Ana"))
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("UPDATE relation_outbox SET due_at = now()")  # every relay failed
+    first, second = Recorder(), Recorder()
+    counts = await asyncio.gather(
+        relay_due(dataclasses.replace(deps, on_text_stored=first)),
+        relay_due(dataclasses.replace(deps, on_text_stored=second)),
+    )
+    assert sum(counts) == len(ids)
+    assert sorted(first.sent() + second.sent()) == sorted(ids)
+
+
+class Proxy:
+    """A TCP proxy to Redis that the test can cut (every connection dropped) and restore."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.up = True
+        self._pairs: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            with self._lock:
+                self._pairs += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.up = False
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for s in pairs:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def restore(self) -> None:
+        self.up = True
+
+    def close(self) -> None:
+        self.cut()
+        self._listener.close()
+
+
+@pytest.fixture
+def redis_proxy(redis_url: str) -> Iterator[tuple[str, Proxy]]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(redis_url)
+    proxy = Proxy((parts.hostname or "127.0.0.1", parts.port or 6379))
+    yield f"redis://127.0.0.1:{proxy.port}{parts.path}", proxy
+    proxy.close()
+
+
+async def test_redis_down_after_the_commit_then_the_sweep_sends_once_it_is_back(
+    deps, alice, clean_db, settings, embedder, redis_url, redis_proxy
+):
+    proxied_url, proxy = redis_proxy
+
+    # A separate worker, as `ownsona worker` runs, reaches Redis directly.
+    async def build() -> Deps:
+        pool = make_pool(clean_db, min_size=1, max_size=2, name="test-outbox-worker")
+        await pool.open(wait=True)
+        return Deps(settings=settings, pool=pool, embedder=embedder)
+
+    async def close(d: Deps) -> None:
+        await d.pool.close()
+
+    worker_bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)])
+    declare_actors(worker_bundle.broker)
+    worker = dramatiq.Worker(worker_bundle.broker, worker_threads=1, worker_timeout=100)
+    worker.start()
+    # The web side's broker goes through the proxy.
+    web_bundle = make_broker(proxied_url, namespace=QUEUE_NAMESPACE)
+    web = dataclasses.replace(deps, on_text_stored=extraction_hook(declare_actors(web_bundle.broker)))
+    sweep = None
+    try:
+        proxy.cut()
+        ids = await remember_all(web, alice, towns(30))  # acknowledged: the data is committed
+        assert sorted(owed(clean_db)) == sorted(ids)
+        with pytest.raises(redis.RedisError):
+            await relay_due(web)  # the send fails: the claim rolls back
+        assert all(due is not None for due, _ in owed(clean_db).values())
+        proxy.restore()
+        sweep = asyncio.create_task(sweep_forever(web, everything_first=False, interval_s=0.05))
+        await eventually(lambda: owed(clean_db) == {}, timeout_s=30)
+        assert edges_by_memory(clean_db) == {m: 1 for m in ids}
+    finally:
+        if sweep is not None:
+            sweep.cancel()
+            await asyncio.gather(sweep, return_exceptions=True)
+        worker.stop()
+        worker_bundle.broker.close()
+        web_bundle.broker.close()
+
+
+# --- ownsona relations rebuild ---------------------------------------------------------------
+
+
+def test_rebuild_re_extracts_one_account_only(clean_db, tmp_path):
+    alice, bob = make_user(clean_db, "alice"), make_user(clean_db, "bob")
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        ids = {}
+        for user, who in ((alice, "Rowan"), (bob, "Ana")):
+            ids[user] = [
+                conn.execute(
+                    "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                    " embedding_model) VALUES (%s, %s, lower(%s), array_fill(0.1, ARRAY[384])::vector,"
+                    " 'local', 'm') RETURNING id",
+                    (user, text, text),
+                ).fetchone()[0]
+                for text in towns(3, who)
+            ]
+        conn.execute("DELETE FROM relation_outbox")  # as if extracted long ago, and lost since
+        conn.execute(
+            "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
+            " VALUES (%s, %s, 'stale', 'stale', 'stale')",
+            (alice, ids[alice][0]),
+        )
+    env = {**base_env(), "DATABASE_URL": clean_db, "OWNSONA_DATA_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "scripts.cli", "relations", "rebuild", "--user", "alice"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "3 memories extracted, 3 edges" in out.stdout and "0 failed" in out.stdout
+    assert edges_by_memory(clean_db) == {m: 1 for m in ids[alice]}, "bob's memories untouched"
+    assert owed(clean_db) == {}
+    unknown = subprocess.run(
+        [sys.executable, "-m", "scripts.cli", "relations", "rebuild", "--user", "carol"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert unknown.returncode != 0 and "No account named 'carol'" in unknown.stderr
+
+
+async def test_a_failed_rebuild_leaves_its_memories_owed(deps, alice, clean_db):
+    ids = await remember_all(deps, alice, towns(2))
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("DELETE FROM relation_outbox")
+    chat = ChatServer()
+    try:
+        chat.answer((500, '{"error": "down"}', 0.0))
+        from memory.extractors import LLMExtractor
+
+        broken = dataclasses.replace(deps, extractor=LLMExtractor(base_url=chat.url, model="m", timeout_s=2))
+        summary = await rebuild_relations(broken, alice)
+    finally:
+        chat.close()
+    assert (summary.memories, summary.extracted, summary.failed) == (2, 0, 2)
+    assert sorted(owed(clean_db)) == sorted(ids)
+    assert all(due is not None for due, _ in owed(clean_db).values()), "held back, then the sweep's"
+
+
+# --- the issue's fault test: SIGKILL right after a 200-item remember_batch is answered ---------
+
+BATCH = 200
+
+
+def test_extraction_owed_by_a_killed_server_is_done_after_restart(clean_db, tmp_path):
+    hanging = ChatServer()
+    hanging.answer((200, "{}", 600.0))  # the first server's extractions can never finish
+    env = {
+        **base_env(),
+        "DATABASE_URL": clean_db,
+        "RELATION_EXTRACTOR": "llm",
+        "LLM_BASE_URL": hanging.url,
+        "LLM_MODEL": "test-model",
+    }
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+    try:
+        with run_processes(tmp_path / "first", env) as server:
+            token = server.token()
+            answer = call_tool(
+                server.url, token, "remember_batch",
+                {"items": [{"text": t, "dedup_policy": "insert"} for t in towns(BATCH)]},
+            )
+            server.process.send_signal(signal.SIGKILL)
+            server.process.wait(10)
+        assert answer["summary"] == {"total": BATCH, "succeeded": BATCH, "failed": 0}
+        ids = sorted(r["memory_id"] for r in answer["results"])
+        assert sorted(owed(clean_db)) == ids and edges_by_memory(clean_db) == {}, "killed before extracting"
+    finally:
+        hanging.close()
+    with run_processes(tmp_path / "second", {**base_env(), "DATABASE_URL": clean_db}) as server:
+        deadline = time.monotonic() + 60
+        while owed(clean_db):
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.1)
+    assert edges_by_memory(clean_db) == {m: 1 for m in ids}
