@@ -60,6 +60,7 @@ _NOUNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (ACCESS_CODE, rf"{_LOCKED_THINGS} (?:codes?|combinations?|combos?|pins?)"),
         (ACCESS_CODE, r"(?:access|entry|security|unlock|recovery|backup|entrance|lock) codes?"),
         (ACCESS_CODE, rf"(?:codes?|combinations?|combos?) (?:for|to|of|on) {_OWNER} {_LOCKED_THINGS}"),
+        (ACCESS_CODE, r"(?:codes?|combinations?|combos?) (?:to|for|that) (?:unlock|unlocks|open|opens|disarm|disarms|get into)"),
     )
 )
 
@@ -81,7 +82,7 @@ _COMPOUND_HEADS = frozenset(
 # ("send my password to Bob") only introduces a value that looks like one.
 _CONNECTOR = re.compile(
     r"(?:(?<=\s)|^)(?P<word>is|was|are|were|'s|equals|to|reads|becomes|became)(?=\s)"
-    r"|(?P<sign>[:=\u2013\u2014]|->)",
+    r"|(?P<sign>[:=\u2013\u2014]|->|(?<=\s)-(?=\s))",
     re.IGNORECASE,
 )
 _STRONG_ONLY_CONNECTORS = {"to"}
@@ -91,6 +92,9 @@ _CLAUSE_END = re.compile(
     r"[.!?](?=\s|$)|[;,\n()]|\s(?:and|but|because|while|although|though|since|when|if|or|so|whereas)\s",
     re.IGNORECASE,
 )
+#: How far past a noun its value is looked for: a value is short, and a bound
+#: keeps a 16,000-character text full of "pin" linear.
+_WINDOW_CHARS = 200
 #: Most words between the noun and the connector ("the password for my gmail account is").
 _MAX_GAP_WORDS = 5
 #: Most words between the noun and a ":" or "=" ("password for gmail: ..."); more
@@ -166,7 +170,8 @@ def detect_prose_secret(text: str) -> str | None:
         for match in noun.finditer(text):
             # Security answers come in lists ("are Fluffy and Maple Street").
             plural = kind != SECURITY_ANSWER and match.group().lower().endswith("s")
-            if _states_value(kind, text[match.end():], plural=plural):
+            window = text[match.end() : match.end() + _WINDOW_CHARS]
+            if _states_value(kind, window, plural=plural):
                 return kind
     return None
 
@@ -194,6 +199,11 @@ def _states_value(kind: str, after: str, *, plural: bool) -> bool:
         rest = after[connector.end():].lstrip().lstrip(_MARKUP).lstrip()
         if _is_value(kind, rest, strong_only=word in _STRONG_ONLY_CONNECTORS, plural=plural):
             return True
+        if word not in _STRONG_ONLY_CONNECTORS:
+            # The clause's verb gave no value; a later "was" is another
+            # clause's ("is the city I was born in"). Only "to" may be a
+            # preposition that the real connector follows ("password to my email is").
+            break
     return False
 
 
