@@ -124,7 +124,7 @@ _UNITS = re.compile(
 )
 # Tokens with digits that are not secrets: ordinals, times, sizes, "2FA".
 _NOT_A_SECRET_TOKEN = re.compile(
-    r"^(?:\d+(?:st|nd|rd|th|am|pm|s|x|k|h|m|min|mins|yo|ish|fa)"
+    r"^(?:\d+(?:st|nd|rd|th|am|pm|s|x|k|h|m|min|mins|yo|ish|fa|g|gb|mb|ghz)|v\d+(?:\.\d+)*"
     r"|\d+-(?:digit|character|char|letter|word|symbol|step|factor|year|day|month|week)s?"
     r"|2fa|mfa|wi-?fi|wpa\d?|covid-?19|mp3|mp4|4k|a1)$",
     re.IGNORECASE,
@@ -229,37 +229,47 @@ def _is_value(kind: str, rest: str, *, strong_only: bool, plural: bool) -> bool:
     token = token_match.group().strip(_MARKUP).rstrip(_TRAILING + _MARKUP)
     if not token or _NOT_A_SECRET_TOKEN.match(token) or _is_placeholder(token):
         return False
-    if _looks_generated(token):
+    if _mixes_letters_with_digits_or_symbols(token):
         return True
-    if strong_only or kind not in _WORDY_KINDS or not _WORD.match(token) or plural:
+    # Weaker evidence from here on: only after "is"/":"-like connectors, and
+    # only for the kinds whose value may be a word.
+    if strong_only or kind not in _WORDY_KINDS:
         return False
-    if _is_description(token):
+    if _has_inner_capitals(token):
+        return True
+    if not _WORD.match(token) or plural or _is_description(token):
         return False
     if kind == SECURITY_ANSWER:
         return True
     # A plain word is a password only when it ends the clause: "is sunflower."
-    # but not "is sunflower-shaped" nor "is sunflower seeds, I think".
-    after_token = rest[token_match.end():]
-    tail = rest[len(token):]
-    return not after_token.strip() or bool(re.match(r"^[.,;:!?)\"'”’]|\s+(?:and|but|so|which|because)\b", tail))
+    # but not "is sunflower yellow now" (a description of something else).
+    following = rest[token_match.end():]
+    return (
+        not following.strip()
+        or token_match.group()[-1] in _TRAILING
+        or bool(re.match(r"\s+(?:and|but|so|which|because)\b", following))
+    )
 
 
-def _looks_generated(token: str) -> bool:
-    """Letters mixed with digits or symbols, or inner capitals: "BlueCanary77"."""
+def _mixes_letters_with_digits_or_symbols(token: str) -> bool:
+    """What generated and chosen secrets look like: "hunter2", "p@ss!word"."""
     letters = sum(c.isalpha() for c in token)
     digits = sum(c.isdigit() for c in token)
     symbols = sum(c in _SYMBOLS for c in token[1:-1])  # inside, not markup at its ends
     if letters and digits:
         return True
-    if letters >= 2 and symbols and not token.startswith(("http", "www.")) and "/" not in token:
-        return True
+    return letters >= 2 and bool(symbols) and not token.startswith(("http", "www.")) and "/" not in token
+
+
+def _has_inner_capitals(token: str) -> bool:
+    """ "BlueCanary": a capital after a lowercase letter, except "iPhone", "McKay"."""
     return bool(re.search(r"[a-z][A-Z]", token)) and not re.match(r"^(?:i|e|Mc|Mac)[A-Z]", token)
 
 
 def _is_placeholder(value: str) -> bool:
     """Stand-ins of documentation and code: "your_password", "<password>", "****"."""
     lowered = value.lower()
-    if lowered.startswith(("your", "<", "{", "$", "%", "[", "os.", "env")) or "example" in lowered:
+    if lowered.startswith(("your", "<", "{", "$", "%", "[", "os.", "env.", "env[", "process.env")) or "example" in lowered:
         return True
     return set(lowered) <= set("*x•.-_ ")
 

@@ -80,6 +80,8 @@ STATED: list[tuple[str, str]] = [
     ("The code to unlock my phone is 0000", "access code"),
     ("Security answer: Maple Street", "security answer"),
     ("The answer to the security question about my first car is Corolla", "security answer"),
+    ("My password is Envy123", "password"),
+    ("my pw is MyDogRex", "password"),
 ]
 
 # Talk about credentials, and ordinary facts that share their words.
@@ -157,6 +159,10 @@ ABOUT: list[str] = [
     "My phone passcode is six digits.",
     "The code for the safe is in my notebook.",
     "What is the wifi password?",
+    "I keep every password LastPass generates.",
+    "I sent my password to LastPass.",
+    "The pin on my map is NewYork.",
+    "My password is sunflower yellow now.",
     "The answer to my security question is the city I was born in.",
     "I sent my PIN to 2 people.",
     "The wifi password - ask the host.",
@@ -226,3 +232,9 @@ def test_check_secret_names_the_kind_never_the_value(text: str, kind: str, secre
     assert error.detail == {"field": "text", "kind": kind}
     assert f"({kind})" in error.message
     assert secret not in error.message and secret not in str(error.detail)
+
+
+def test_a_stated_credential_deep_in_a_long_text_is_found() -> None:
+    prose = "We talked about pins, passwords and codes for a while. " * 250  # ~14,000 characters
+    assert detect_secret(prose) is None
+    assert detect_secret(prose + "My PIN is 4821.") == "PIN"
