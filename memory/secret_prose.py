@@ -46,6 +46,8 @@ _LOCKED_THINGS = (
     r"|building|house|apartment|flat|office|storage unit|shed|bike lock|alarm system)"
 )
 _OWNER = r"(?:the|my|our|his|her|their|your|mom's|dad's|grandma's|grandpa's)"
+_CODE_WORDS = r"(?:codes?|combinations?|combos?)"
+_OPENS = r"(?:unlock|unlocks|open|opens|disarm|disarms|get into)"
 
 # (kind, pattern of the credential noun). Case-insensitive; word-bounded.
 _NOUNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -59,8 +61,8 @@ _NOUNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (PIN, r"pins?(?: numbers?| codes?)?"),
         (ACCESS_CODE, rf"{_LOCKED_THINGS} (?:codes?|combinations?|combos?|pins?)"),
         (ACCESS_CODE, r"(?:access|entry|security|unlock|recovery|backup|entrance|lock) codes?"),
-        (ACCESS_CODE, rf"(?:codes?|combinations?|combos?) (?:for|to|of|on) {_OWNER} {_LOCKED_THINGS}"),
-        (ACCESS_CODE, r"(?:codes?|combinations?|combos?) (?:to|for|that) (?:unlock|unlocks|open|opens|disarm|disarms|get into)"),
+        (ACCESS_CODE, rf"{_CODE_WORDS} (?:for|to|of|on) {_OWNER} {_LOCKED_THINGS}"),
+        (ACCESS_CODE, rf"{_CODE_WORDS} (?:to|for|that) {_OPENS}"),
     )
 )
 
@@ -89,7 +91,8 @@ _STRONG_ONLY_CONNECTORS = {"to"}
 
 # Where a clause ends: the value must sit in the same clause as the noun.
 _CLAUSE_END = re.compile(
-    r"[.!?](?=\s|$)|[;,\n()]|\s(?:and|but|because|while|although|though|since|when|if|or|so|whereas)\s",
+    r"[.!?](?=\s|$)|[;,\n()]"
+    r"|\s(?:and|but|because|while|although|though|since|when|if|or|so|whereas)\s",
     re.IGNORECASE,
 )
 #: How far past a noun its value is looked for: a value is short, and a bound
@@ -112,14 +115,18 @@ _FILLERS = re.compile(
     r"set to|changed to|the word|the number|the digits|the code|something like|like)\s+)+",
     re.IGNORECASE,
 )
-_QUOTED = re.compile(r"""^(?:"([^"\n]{1,80})"|“([^”\n]{1,80})”|'([^'\n]{1,80})'|‘([^’\n]{1,80})’|`([^`\n]{1,80})`)""")
+# One group per pair of quotes: "...", “...”, '...', ‘...’ and `...`.
+_QUOTED = re.compile(
+    "^(?:" + "|".join(f"{o}([^{c}\\n]{{1,80}}){c}" for o, c in ('""', "“”", "''", "‘’", "``")) + ")"
+)
 _DIGITS = re.compile(r"^[#*]?\d+(?:[ .-]\d+)*[#*]?(?![\w])")
 _TOKEN = re.compile(r"^\S+")
 _WORD = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
 # What a number measures, when it is a length or a count rather than a PIN.
 _UNITS = re.compile(
-    r"^\s*(?:-\s*)?(?:digits?|characters?|chars?|letters?|numbers?|words?|symbols?|times?|days?|weeks?"
-    r"|months?|years?|hours?|minutes?|mins?|seconds?|secs?|attempts?|tries|long|old|ago|percent|%)\b",
+    r"^\s*(?:-\s*)?(?:digits?|characters?|chars?|letters?|numbers?|words?|symbols?|times?"
+    r"|days?|weeks?|months?|years?|hours?|minutes?|mins?|seconds?|secs?|attempts?|tries"
+    r"|long|old|ago|percent|%)\b",
     re.IGNORECASE,
 )
 # Tokens with digits that are not secrets: ordinals, times, sizes, "2FA".
@@ -140,7 +147,8 @@ _NOT_VALUES = frozenset(
     on in at under behind with for from by of to into inside about over near next same different
     also too so very really pretty quite rather either neither both all each every just only even
     still always never now then what which who whom whose where how why when whatever
-    is was be been being are were will would should can could must may might has have had do does did
+    is was be been being are were will would should can could must may might
+    has have had do does did
     gonna going getting
     two three four five six seven eight nine ten eleven twelve twenty
     strong weak long short simple easy hard tough complicated complex new old unique random
@@ -160,7 +168,8 @@ _NOT_VALUES = frozenset(
 )
 # Endings of descriptive words: "expired", "annoying", "unbreakable", "useless".
 _DESCRIPTIVE_ENDINGS = (
-    "ed", "ing", "ly", "able", "ible", "ful", "less", "ous", "ive", "ic", "ical", "al", "ent", "ant", "ary", "ure",
+    "ed", "ing", "ly", "able", "ible", "ful", "less", "ous", "ive",
+    "ic", "ical", "al", "ent", "ant", "ary", "ure",
 )
 
 
@@ -258,7 +267,8 @@ def _mixes_letters_with_digits_or_symbols(token: str) -> bool:
     symbols = sum(c in _SYMBOLS for c in token[1:-1])  # inside, not markup at its ends
     if letters and digits:
         return True
-    return letters >= 2 and bool(symbols) and not token.startswith(("http", "www.")) and "/" not in token
+    is_address = token.startswith(("http", "www.")) or "/" in token
+    return letters >= 2 and bool(symbols) and not is_address
 
 
 def _has_inner_capitals(token: str) -> bool:
@@ -266,10 +276,13 @@ def _has_inner_capitals(token: str) -> bool:
     return bool(re.search(r"[a-z][A-Z]", token)) and not re.match(r"^(?:i|e|Mc|Mac)[A-Z]", token)
 
 
+_PLACEHOLDER_STARTS = ("your", "<", "{", "$", "%", "[", "os.", "env.", "env[", "process.env")
+
+
 def _is_placeholder(value: str) -> bool:
     """Stand-ins of documentation and code: "your_password", "<password>", "****"."""
     lowered = value.lower()
-    if lowered.startswith(("your", "<", "{", "$", "%", "[", "os.", "env.", "env[", "process.env")) or "example" in lowered:
+    if lowered.startswith(_PLACEHOLDER_STARTS) or "example" in lowered:
         return True
     return set(lowered) <= set("*x•.-_ ")
 
