@@ -11,6 +11,7 @@ import re
 import unicodedata
 
 from memory.errors import SECRET_REJECTED, MemoryServiceError, invalid
+from memory.secret_prose import detect_prose_secret
 
 #: Most tags a memory keeps; extra ones are dropped silently (SUPPLEMENT §2).
 MAX_TAGS = 20
@@ -161,13 +162,15 @@ def clean_text(value: object, *, field: str = "text", max_chars: int) -> str:
 def detect_secret(text: str) -> str | None:
     """Name the kind of secret the text seems to contain, or None.
 
-    The name ("GitHub token", "PEM private key", ...) is safe to show; the
-    matched value never leaves this function.
+    Key shapes first, then credentials stated in prose ("my wifi password is
+    BlueCanary77", see :mod:`memory.secret_prose`). The name ("GitHub token",
+    "password", "PIN", ...) is safe to show; the matched value never leaves
+    this function.
     """
     for kind, pattern in _SECRET_SHAPES:
         if pattern.search(text):
             return kind
-    return None
+    return detect_prose_secret(text)
 
 
 def check_secret(text: str, *, field: str = "text") -> None:

@@ -1,0 +1,300 @@
+"""Credentials stated in plain words: "my wifi password is BlueCanary77".
+
+The key shapes in :mod:`memory.text` catch machine secrets; people state
+theirs in prose. A sentence is refused only when it names a credential
+(password, passcode, passphrase, PIN, security answer, a door/alarm/gate/safe
+code or combination) AND gives a value for it. Talk about credentials ("I
+forgot my password yesterday", "my PIN is four digits long", "I use a
+password manager") states no value and is stored.
+
+A value is read after a connector ("is", "was", ":", "=", "to") or, when
+it looks unmistakably like a secret, right after the noun ("PIN 4821").
+What counts as a value depends on the kind:
+
+- passwords, passcodes, passphrases: a quoted string, or a token with digits,
+  symbols or inner capitals ("hunter2", "BlueCanary77", "p@ss"), or a plain
+  word that ends the clause and is not a description ("is sunflower.", but
+  not "is expired." or "is on a sticky note");
+- PINs and access codes: three digits or more ("1234", "12-34-56",
+  "4821#"), or a token mixing letters and digits; never a word, so "the pin
+  on my map is Rome" stays a fact;
+- security answers: any content word, since the answer to "first pet?" is
+  a plain word by design ("Fluffy").
+
+Standard library only, no I/O. Only the kind is returned, never the value.
+"""
+
+from __future__ import annotations
+
+import re
+
+PASSWORD = "password"
+PASSCODE = "passcode"
+PASSPHRASE = "passphrase"
+PIN = "PIN"
+SECURITY_ANSWER = "security answer"
+ACCESS_CODE = "access code"
+
+# Kinds whose value may be a plain word; the others need digits.
+_WORDY_KINDS = {PASSWORD, PASSCODE, PASSPHRASE, SECURITY_ANSWER}
+
+# Places a code or combination opens. "code" alone is too common ("code
+# review", "VS Code", "dress code") to be a credential without one of these.
+_LOCKED_THINGS = (
+    r"(?:front |back |side |garage |main |building |house |apartment |office )?"
+    r"(?:door|doors|alarm|gate|garage|safe|lock|locker|padlock|keypad|lockbox|key ?box|vault"
+    r"|building|house|apartment|flat|office|storage unit|shed|bike lock|alarm system)"
+)
+_OWNER = r"(?:the|my|our|his|her|their|your|mom's|dad's|grandma's|grandpa's)"
+_CODE_WORDS = r"(?:codes?|combinations?|combos?)"
+_OPENS = r"(?:unlock|unlocks|open|opens|disarm|disarms|get into)"
+
+# (kind, pattern of the credential noun). Case-insensitive; word-bounded.
+_NOUNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(rf"(?<![\w\\-])(?:{pattern})(?![\w\\-])", re.IGNORECASE))
+    for kind, pattern in (
+        (SECURITY_ANSWER, r"(?:security|secret)(?: question)? answers?"),
+        (SECURITY_ANSWER, rf"answers? (?:to|for|of) {_OWNER} (?:\w+ )?security questions?"),
+        (PASSPHRASE, r"pass[ -]?phrases?"),
+        (PASSCODE, r"pass[ -]?codes?"),
+        (PASSWORD, r"pass[ -]?words?|passwd|pswd|pwd|pw|wi-?fi key|network key|wpa key"),
+        (PIN, r"pins?(?: numbers?| codes?)?"),
+        (ACCESS_CODE, rf"{_LOCKED_THINGS} (?:codes?|combinations?|combos?|pins?)"),
+        (ACCESS_CODE, r"(?:access|entry|security|unlock|recovery|backup|entrance|lock) codes?"),
+        (ACCESS_CODE, rf"{_CODE_WORDS} (?:for|to|of|on) {_OWNER} {_LOCKED_THINGS}"),
+        (ACCESS_CODE, rf"{_CODE_WORDS} (?:to|for|that) {_OPENS}"),
+    )
+)
+
+# A word right after the noun that makes it part of another thing: a
+# "password manager" or a "PIN pad" is not a password or a PIN.
+_COMPOUND_HEADS = frozenset(
+    """
+    manager managers reset resets rule rules policy policies requirement requirements hint hints
+    field fields box screen screens page prompt prompts strength length generator generators app
+    apps protection protected change changes expiry expiration entry input form dialog popup
+    email emails link links sharing keeper book notebook list file spreadsheet vault vaults
+    pad pads board boards cushion cushions drive drawer needle needles hole holes point
+    protect protecting recovery reminder reminders security requests request prompt login
+    generation storage analysis hygiene hash hashes hashing brush brushes strategy strategies
+    """.split()
+)
+
+# Connectors between the noun and its value, each with its own mode: "to"
+# ("send my password to Bob") only introduces a value that looks like one.
+_CONNECTOR = re.compile(
+    r"(?:(?<=\s)|^)(?P<word>is|was|are|were|'s|equals|to|reads|becomes|became)(?=\s)"
+    r"|(?P<sign>[:=\u2013\u2014]|->|(?<=\s)-(?=\s))",
+    re.IGNORECASE,
+)
+_STRONG_ONLY_CONNECTORS = {"to"}
+
+# Where a clause ends: the value must sit in the same clause as the noun.
+_CLAUSE_END = re.compile(
+    r"[.!?](?=\s|$)|[;,\n()]"
+    r"|\s(?:and|but|because|while|although|though|since|when|if|or|so|whereas)\s",
+    re.IGNORECASE,
+)
+#: How far past a noun its value is looked for: a value is short, and a bound
+#: keeps a 16,000-character text full of "pin" linear.
+_WINDOW_CHARS = 200
+#: Most words between the noun and the connector ("the password for my gmail account is").
+_MAX_GAP_WORDS = 5
+#: Most words between the noun and a ":" or "=" ("password for gmail: ..."); more
+#: is a heading ("**Password Storage:** LastPass ...") or a label of something else.
+_MAX_SIGN_GAP_WORDS = 2
+# Words that, between noun and connector, make the connector belong to
+# another clause: "passwords that are lengthy" describes passwords in general.
+_GAP_BREAKERS = frozenset("that which who whom where whose".split())
+# Markdown and code markup around a token, never part of the value.
+_MARKUP = "*_`~#>"
+
+# Words that may stand between a connector and the value.
+_FILLERS = re.compile(
+    r"^(?:(?:now|still|just|actually|currently|simply|always|literally|basically|probably|"
+    r"set to|changed to|the word|the number|the digits|the code|something like|like)\s+)+",
+    re.IGNORECASE,
+)
+# One group per pair of quotes: "...", “...”, '...', ‘...’ and `...`.
+_QUOTED = re.compile(
+    "^(?:" + "|".join(f"{o}([^{c}\\n]{{1,80}}){c}" for o, c in ('""', "“”", "''", "‘’", "``")) + ")"
+)
+_DIGITS = re.compile(r"^[#*]?\d+(?:[ .-]\d+)*[#*]?(?![\w])")
+_TOKEN = re.compile(r"^\S+")
+_WORD = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
+# What a number measures, when it is a length or a count rather than a PIN.
+_UNITS = re.compile(
+    r"^\s*(?:-\s*)?(?:digits?|characters?|chars?|letters?|numbers?|words?|symbols?|times?"
+    r"|days?|weeks?|months?|years?|hours?|minutes?|mins?|seconds?|secs?|attempts?|tries"
+    r"|long|old|ago|percent|%)\b",
+    re.IGNORECASE,
+)
+# Tokens with digits that are not secrets: ordinals, times, sizes, "2FA".
+_NOT_A_SECRET_TOKEN = re.compile(
+    r"^(?:\d+(?:st|nd|rd|th|am|pm|s|x|k|h|m|min|mins|yo|ish|fa|g|gb|mb|ghz)|v\d+(?:\.\d+)*"
+    r"|\d+-(?:digit|character|char|letter|word|symbol|step|factor|year|day|month|week)s?"
+    r"|2fa|mfa|wi-?fi|wpa\d?|covid-?19|mp3|mp4|4k|a1)$",
+    re.IGNORECASE,
+)
+_SYMBOLS = set("!@#$%^&*_+=~|<>?/\\")
+_TRAILING = ".,;:!?)]}\"'”’"
+
+# Words that describe a credential, or point to it, rather than being it.
+_NOT_VALUES = frozenset(
+    """
+    a an the my your his her our their its this that these those it one some any no not none nothing
+    something someone somewhere anything everything everywhere here there below above attached
+    on in at under behind with for from by of to into inside about over near next same different
+    also too so very really pretty quite rather either neither both all each every just only even
+    still always never now then what which who whom whose where how why when whatever
+    is was be been being are were will would should can could must may might
+    has have had do does did
+    gonna going getting
+    two three four five six seven eight nine ten eleven twelve twenty
+    strong weak long short simple easy hard tough complicated complex new old unique random
+    temporary forgotten lost gone invalid valid correct right wrong fine ok okay good bad terrible
+    great awful memorable obvious private personal confidential secret encrypted blank empty
+    unknown public shared common default generic weird silly funny cute clever stale outdated
+    required needed necessary optional mandatory due useless pointless annoying impossible tricky
+    secure safe unsafe insecure incorrect ready set mine yours ours theirs hers such similar
+    case-sensitive case sensitive long enough expired reset changed saved stored written
+    working broken fixed sorted lowercase uppercase numeric alphanumeric numbers letters digits
+    characters symbols words word number digit character letter pin code password passcode
+    passphrase same-as sensible reasonable decent solid ridiculous crazy insane absurd lame dumb
+    stupid embarrassing boring nice cool awesome perfect lengthy low high medium
+    str string int integer bool boolean text varchar char bytes null nil true false undefined
+    hash field column
+    """.split()
+)
+# Endings of descriptive words: "expired", "annoying", "unbreakable", "useless".
+_DESCRIPTIVE_ENDINGS = (
+    "ed", "ing", "ly", "able", "ible", "ful", "less", "ous", "ive",
+    "ic", "ical", "al", "ent", "ant", "ary", "ure",
+)
+
+
+def detect_prose_secret(text: str) -> str | None:
+    """The kind of credential the text states a value for, or None."""
+    for kind, noun in _NOUNS:
+        for match in noun.finditer(text):
+            # Security answers come in lists ("are Fluffy and Maple Street").
+            plural = kind != SECURITY_ANSWER and match.group().lower().endswith("s")
+            window = text[match.end() : match.end() + _WINDOW_CHARS]
+            if _states_value(kind, window, plural=plural):
+                return kind
+    return None
+
+
+def _states_value(kind: str, after: str, *, plural: bool) -> bool:
+    """Whether the text right after a credential noun gives its value."""
+    end = _CLAUSE_END.search(after)
+    clause = after[: end.start()] if end else after
+    # The clause may end at a "." or "," inside the value ("1.2.3.4", a quote);
+    # the value is read from the full text, the gap only inside the clause.
+    words = clause.split()
+    if words and words[0].lower().strip(_TRAILING + _MARKUP) in _COMPOUND_HEADS:
+        return False
+    # Right after the noun, past a space: "PIN 4821", "password hunter2";
+    # not `password`, whose closing backtick would read as a quote.
+    if after[:1].isspace() and _is_value(kind, after.lstrip(), strong_only=True, plural=plural):
+        return True
+    for connector in _CONNECTOR.finditer(clause):
+        gap = clause[: connector.start()].split()
+        if len(gap) > _MAX_GAP_WORDS or _GAP_BREAKERS.intersection(w.lower() for w in gap):
+            break
+        if connector.group("sign") and len(gap) > _MAX_SIGN_GAP_WORDS:
+            continue
+        word = (connector.group("word") or "").lower()
+        rest = after[connector.end():].lstrip().lstrip(_MARKUP).lstrip()
+        if _is_value(kind, rest, strong_only=word in _STRONG_ONLY_CONNECTORS, plural=plural):
+            return True
+        if word not in _STRONG_ONLY_CONNECTORS:
+            # The clause's verb gave no value; a later "was" is another
+            # clause's ("is the city I was born in"). Only "to" may be a
+            # preposition that the real connector follows ("password to my email is").
+            break
+    return False
+
+
+def _is_value(kind: str, rest: str, *, strong_only: bool, plural: bool) -> bool:
+    """Whether ``rest`` starts with something that is a credential's value.
+
+    A plain word is read as a value only after a singular noun: "passwords
+    are X" talks about passwords in general far more often than it lists one.
+    """
+    rest = _FILLERS.sub("", rest)
+    quoted = _QUOTED.match(rest)
+    if quoted:
+        inner = next(group for group in quoted.groups() if group is not None).strip()
+        if not inner or _is_placeholder(inner):
+            return False
+        return kind in _WORDY_KINDS or _has_digits(inner, 3)
+    digits = _DIGITS.match(rest)
+    if digits and _has_digits(digits.group(), 3) and not _UNITS.match(rest[digits.end():]):
+        return True
+    token_match = _TOKEN.match(rest)
+    if not token_match:
+        return False
+    token = token_match.group().strip(_MARKUP).rstrip(_TRAILING + _MARKUP)
+    if not token or _NOT_A_SECRET_TOKEN.match(token) or _is_placeholder(token):
+        return False
+    if _mixes_letters_with_digits_or_symbols(token):
+        return True
+    # Weaker evidence from here on: only after "is"/":"-like connectors, and
+    # only for the kinds whose value may be a word.
+    if strong_only or kind not in _WORDY_KINDS:
+        return False
+    if _has_inner_capitals(token):
+        return True
+    if not _WORD.match(token) or plural or _is_description(token):
+        return False
+    if kind == SECURITY_ANSWER:
+        return True
+    # A plain word is a password only when it ends the clause: "is sunflower."
+    # but not "is sunflower yellow now" (a description of something else).
+    following = rest[token_match.end():]
+    return (
+        not following.strip()
+        or token_match.group()[-1] in _TRAILING
+        or bool(re.match(r"\s+(?:and|but|so|which|because)\b", following))
+    )
+
+
+def _mixes_letters_with_digits_or_symbols(token: str) -> bool:
+    """What generated and chosen secrets look like: "hunter2", "p@ss!word"."""
+    letters = sum(c.isalpha() for c in token)
+    digits = sum(c.isdigit() for c in token)
+    symbols = sum(c in _SYMBOLS for c in token[1:-1])  # inside, not markup at its ends
+    if letters and digits:
+        return True
+    is_address = token.startswith(("http", "www.")) or "/" in token
+    return letters >= 2 and bool(symbols) and not is_address
+
+
+def _has_inner_capitals(token: str) -> bool:
+    """ "BlueCanary": a capital after a lowercase letter, except "iPhone", "McKay"."""
+    return bool(re.search(r"[a-z][A-Z]", token)) and not re.match(r"^(?:i|e|Mc|Mac)[A-Z]", token)
+
+
+_PLACEHOLDER_STARTS = ("your", "<", "{", "$", "%", "[", "os.", "env.", "env[", "process.env")
+
+
+def _is_placeholder(value: str) -> bool:
+    """Stand-ins of documentation and code: "your_password", "<password>", "****"."""
+    lowered = value.lower()
+    if lowered.startswith(_PLACEHOLDER_STARTS) or "example" in lowered:
+        return True
+    return set(lowered) <= set("*x•.-_ ")
+
+
+def _has_digits(value: str, least: int) -> bool:
+    return sum(c.isdigit() for c in value) >= least
+
+
+def _is_description(word: str) -> bool:
+    lowered = word.lower()
+    if lowered in _NOT_VALUES:
+        return True
+    if word[0].isupper() and word[1:].islower():
+        return False  # a capitalised word mid-sentence is a name, not a description
+    return len(lowered) > 4 and lowered.endswith(_DESCRIPTIVE_ENDINGS)

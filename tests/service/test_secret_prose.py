@@ -1,0 +1,67 @@
+"""Credentials stated in prose are refused on every write path (issue 12).
+
+remember, remember_batch items, update_memory and update_memory_batch
+items all refuse "My home wifi password is BlueCanary77" with
+SECRET_REJECTED, change nothing, and never echo the value; talk about a
+password ("I forgot my password yesterday") is stored as usual.
+"""
+
+from __future__ import annotations
+
+from .helpers import call, fails, fingerprint, get, row_count
+
+STATED = "My home wifi password is BlueCanary77"
+VALUE = "BlueCanary77"
+TALK = "I forgot my password yesterday"
+OLD = "My son Colby lives in Boston."
+
+
+async def _mem(deps, user, text):
+    return (await call(deps, user, "remember", text=text, dedup_policy="insert"))["memory_id"]
+
+
+async def test_remember_refuses_a_stated_password(deps, alice):
+    err = await fails(deps, alice, "remember", "SECRET_REJECTED", text=STATED)
+    assert err.detail == {"field": "text", "kind": "password"}
+    assert VALUE not in err.message
+    assert await row_count(deps) == 0
+    assert (await call(deps, alice, "remember", text=TALK))["message"] == "Ok"
+
+
+async def test_remember_batch_refuses_the_item_and_stores_the_others(deps, alice):
+    out = await call(deps, alice, "remember_batch", items=[{"text": TALK}, {"text": STATED}])
+    first, second = out["results"]
+    assert first["ok"] is True and (await get(deps, alice, first["memory_id"]))["text"] == TALK
+    assert second["ok"] is False and second["error"]["code"] == "SECRET_REJECTED"
+    assert VALUE not in str(second)
+    assert out["summary"] == {"total": 2, "succeeded": 1, "failed": 1}
+    assert await row_count(deps, alice) == 1
+
+
+async def test_update_memory_refuses_a_stated_password_and_changes_nothing(deps, alice):
+    mid = await _mem(deps, alice, OLD)
+    before = await fingerprint(deps, alice)
+    err = await fails(deps, alice, "update_memory", "SECRET_REJECTED", id=mid, text=STATED)
+    assert VALUE not in err.message and VALUE not in str(err.detail)
+    assert await fingerprint(deps, alice) == before
+    # Talk about a password is an ordinary update.
+    changed = await call(deps, alice, "update_memory", id=mid, text="I reset my password")
+    assert changed["changed_fields"] == ["text"]
+
+
+async def test_update_memory_batch_refuses_the_item_and_changes_nothing(deps, alice):
+    mid = await _mem(deps, alice, OLD)
+    other = await _mem(deps, alice, "I have a cat named Tom.")
+    before = await get(deps, alice, mid)
+    out = await call(
+        deps,
+        alice,
+        "update_memory_batch",
+        items=[{"id": mid, "text": STATED}, {"id": other, "text": "my PIN is four digits long"}],
+    )
+    refused, updated = out["results"]
+    assert refused["ok"] is False and refused["error"]["code"] == "SECRET_REJECTED"
+    assert VALUE not in str(out)
+    assert updated["ok"] is True
+    assert await get(deps, alice, mid) == before
+    assert (await get(deps, alice, other))["text"] == "my PIN is four digits long"

@@ -1,0 +1,240 @@
+"""Credentials stated in plain words (memory.secret_prose, via detect_secret)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.errors import SECRET_REJECTED, MemoryServiceError
+from memory.text import check_secret, detect_secret
+
+# (sentence, kind): each states a credential's value.
+STATED: list[tuple[str, str]] = [
+    ("My home wifi password is BlueCanary77", "password"),
+    ("password: hunter2", "password"),
+    ("Password: hunter2", "password"),
+    ("my gmail pw is Tr0ub4dor&3", "password"),
+    ("The wifi password at grandma's is 'sunflower'", "password"),
+    ('The wifi password at the cabin is "pinecone".', "password"),
+    ("The wifi password at the cabin is “moose lake”.", "password"),
+    ("My password is sunflower.", "password"),
+    ("my netflix password is Sunflower", "password"),
+    ("The password for my work laptop is Winter2024!", "password"),
+    ("I changed my password to BlueCanary78 last week.", "password"),
+    ("My old password was hunter2, don't reuse it.", "password"),
+    ("Bank password = Xk9#mPq2", "password"),
+    ("my email password is bob12345", "password"),
+    ("My Amazon login password is P@ssw0rd", "password"),
+    ("The router admin password is admin123.", "password"),
+    ("wifi password BlueCanary77", "password"),
+    ("The password to my laptop is correcthorse99", "password"),
+    ("My Spotify password is now musiclover88.", "password"),
+    ("the password for the guest network is 'welcome home'", "password"),
+    ("My password is 123456", "password"),
+    ("Dad's iPad password is 0915.", "password"),
+    ("pwd: s3cr3t!", "password"),
+    ("The wifi key is 8f3kd93ks0", "password"),
+    ("My passphrase is 'correct horse battery staple'.", "passphrase"),
+    ("passphrase: river-otter-42-maple", "passphrase"),
+    ("My phone passcode is 482913", "passcode"),
+    ("The passcode for my iPhone is 1379.", "passcode"),
+    ("My iPad passcode is 2580", "passcode"),
+    ("PIN 4821", "PIN"),
+    ("My PIN is 4821", "PIN"),
+    ("my debit card pin is 7734", "PIN"),
+    ("I set my PIN to 0417.", "PIN"),
+    ("The PIN for my SIM card is 1111", "PIN"),
+    ("My bank PIN: 9021", "PIN"),
+    ("my pin number is 4 8 2 1", "PIN"),
+    ("ATM pin was 5567 before I changed it.", "PIN"),
+    ("The PIN on my credit card is 3301.", "PIN"),
+    ("My garage door code is 1234", "access code"),
+    ("The code for the safe is 36-24-12.", "access code"),
+    ("the alarm code is 8842#", "access code"),
+    ("The gate code at my apartment is *2291", "access code"),
+    ("Front door code: 5519", "access code"),
+    ("The combination to my locker is 12-34-56.", "access code"),
+    ("My bike lock combination is 4432", "access code"),
+    ("the code to the office door is 7781", "access code"),
+    ("The building entry code is 2468.", "access code"),
+    ("The keypad code for the shed is 0007", "access code"),
+    ("The lockbox code at the rental is 3190", "access code"),
+    ("my access code is 55AB21", "access code"),
+    ("Our house alarm code is 90210.", "access code"),
+    ("The safe combination is 10 20 30", "access code"),
+    ("My Google backup codes are 8412-5521 and 9934-1120", "access code"),
+    ("The security code on my Visa is 442.", "access code"),
+    ("The answer to my security question is Fluffy", "security answer"),
+    ("My security answer is Rover.", "security answer"),
+    ("security question answer: Springfield", "security answer"),
+    ("The answer to my bank security question is 'blue'.", "security answer"),
+    ("my secret answer is pizza", "security answer"),
+    ("The answers to my security questions are Fluffy and Maple Street", "security answer"),
+    ("Remember: my work password is Giraffe$Neck9, don't forget it.", "password"),
+    ("Note to self - wifi password is BlueCanary77 and the guest one is Guest2023", "password"),
+    ("My Netflix login is bob@example.com and the password is Qwerty!23", "password"),
+    ("The wifi password is purplemonkeydishwasher", "password"),
+    ("the password's BlueCanary77", "password"),
+    ("I told Sam my wifi password is Hunter2", "password"),
+    ("My voicemail PIN is 2468", "PIN"),
+    ("Our alarm code is 1-9-8-4", "access code"),
+    ("The code to unlock my phone is 0000", "access code"),
+    ("Security answer: Maple Street", "security answer"),
+    ("The answer to the security question about my first car is Corolla", "security answer"),
+    ("My password is Envy123", "password"),
+    ("my pw is MyDogRex", "password"),
+]
+
+# Talk about credentials, and ordinary facts that share their words.
+ABOUT: list[str] = [
+    "I forgot my password yesterday",
+    "my PIN is four digits long",
+    "My PIN is 4 digits long.",
+    "I use a password manager",
+    "My password manager is 1Password.",
+    "I changed my password last week",
+    "my bank asked me to set a new PIN",
+    "the password rules require 12 characters",
+    "Passwords should be long",
+    "I reset my password",
+    # No value stated: where a secret is kept is not the secret.
+    "the password is on a sticky note",
+    "The wifi password is on the back of the router.",
+    "my favourite code editor is VS Code",
+    "The pin on my map is Rome",
+    "I pinned the note",
+    "the passcode screen annoys me",
+    "my code review is due Friday",
+    "the safe is in the closet",
+    "My password expired and I had to pick a new one.",
+    "The password is incorrect, it keeps saying.",
+    "My password is too weak according to the site.",
+    "My new password is much stronger than the old one.",
+    "I need to send my password to Bob",
+    "I keep my passwords in a notebook.",
+    "The password has to be at least 8 characters.",
+    "My password is 12 characters long.",
+    "I typed my PIN wrong three times.",
+    "I enter my PIN twice a day.",
+    "The PIN pad at the store was broken.",
+    "My bank PIN expires in 2025.",
+    "I got locked out after 3 wrong password attempts.",
+    "The dress code for the wedding is black tie.",
+    "Her area code is 415.",
+    "The zip code is 94110.",
+    "The code is on GitHub.",
+    "my code is written in Python 3",
+    "The secret to good bread is patience.",
+    "The answer is 42.",
+    "My security question is the name of my first pet.",
+    "I set up two-factor authentication with an app.",
+    "My passport number is in the drawer.",
+    "I passed my driving test on the 2nd try.",
+    "She pinned 3 photos to the board.",
+    "The safe word at the gym is pineapple.",
+    "The password reset link is in my email.",
+    "I asked IT for a password reset on Monday.",
+    "My wifi password is shared with the neighbours.",
+    "I told my sister the password was changed.",
+    "My password is the name of my dog plus a number.",
+    "The password was something I made up in 2015.",
+    "The door code changed again.",
+    "My password policy at work is 90 days.",
+    "The password hint is my first school.",
+    "Passcodes are required on every work phone.",
+    "My PIN is the same as my birthday.",
+    "I have to change my password every 90 days.",
+    "I bought a new combination lock for the gym.",
+    "The security answer is case-sensitive.",
+    "We talked about password security at the meetup.",
+    "My favourite pin badge is from Disneyland 2019.",
+    "The bowling pins at the alley are 15 inches tall.",
+    "My alarm is set to 6:30am every day.",
+    "The gate is open from 9 to 5.",
+    "The door is painted blue.",
+    "Wi-Fi at the cafe is free.",
+    "My son Colby lives in Los Angeles.",
+    "I'm allergic to peanuts.",
+    "My password is not something I'd share.",
+    "The answer to my question is yes.",
+    "My phone passcode is six digits.",
+    "The code for the safe is in my notebook.",
+    "What is the wifi password?",
+    "I keep every password LastPass generates.",
+    "I sent my password to LastPass.",
+    "The pin on my map is NewYork.",
+    "My password is sunflower yellow now.",
+    "The answer to my security question is the city I was born in.",
+    "I sent my PIN to 2 people.",
+    "The wifi password - ask the host.",
+    "The password was accepted.",
+    "I put a pin in the map at Paris.",
+    "He got a pin for 10 years of service.",
+    "The secret code in the game is up-up-down-down.",
+    "The code is 200 lines long.",
+    "The password is too short, it needs 8 characters.",
+    "My passwords are all stored in Bitwarden.",
+    "My PIN is 4 numbers.",
+    "I have 2 passwords to remember.",
+    "My wifi password is different from my email password.",
+    "My bank account number is 12345678.",
+    "The promo code is SUMMER20.",
+    "My zip code is 02139.",
+    "The wifi network is called HomeNet5G.",
+    "My grandma's PIN is her birthday.",
+    "the PIN is the last four digits of my phone number",
+    # From LongMemEval's assistant turns: markdown, code and placeholders.
+    "**Password Generation:** LastPass generates strong, unique passwords for each account.",
+    "**Password Storage:** LastPass stores your login credentials in an encrypted vault.",
+    "**Password protection**: Your data is protected with a password.",
+    "**Other password managers:**",
+    "* **Pin regularly**: Maintain a consistent pinning schedule.",
+    "Consider a slicker brush or a pin brush**: Slicker brushes have fine teeth.",
+    'string password = "your-password";',
+    'conn = psycopg2.connect(user="your_username", password="your_password", host="localhost")',
+    "    password: str",
+    "It has two fields, `email` and `password`, both of which are of type `str`.",
+    "\t* password\\_hash (string, required)",
+    "Require strong passwords: Require your employees to use passwords that are lengthy and mixed.",
+    'Set password = "<password>" in the config file.',
+    "My password is ********.",
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), STATED)
+def test_stated_credential_is_a_secret(text: str, kind: str) -> None:
+    assert detect_secret(text) == kind
+
+
+@pytest.mark.parametrize("text", ABOUT)
+def test_talk_about_credentials_is_not_a_secret(text: str) -> None:
+    assert detect_secret(text) is None
+
+
+def test_tables_are_large_and_distinct() -> None:
+    assert len(STATED) >= 60 and len(ABOUT) >= 60
+    assert len({text for text, _ in STATED}) == len(STATED)
+    assert len(set(ABOUT)) == len(ABOUT)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "secret"),
+    [
+        ("My home wifi password is BlueCanary77", "password", "BlueCanary77"),
+        ("My PIN is 4821", "PIN", "4821"),
+        ("The answer to my security question is Fluffy", "security answer", "Fluffy"),
+    ],
+)
+def test_check_secret_names_the_kind_never_the_value(text: str, kind: str, secret: str) -> None:
+    with pytest.raises(MemoryServiceError) as excinfo:
+        check_secret(text)
+    error = excinfo.value
+    assert error.code == SECRET_REJECTED
+    assert error.detail == {"field": "text", "kind": kind}
+    assert f"({kind})" in error.message
+    assert secret not in error.message and secret not in str(error.detail)
+
+
+def test_a_stated_credential_deep_in_a_long_text_is_found() -> None:
+    prose = "We talked about pins, passwords and codes for a while. " * 250  # ~14,000 characters
+    assert detect_secret(prose) is None
+    assert detect_secret(prose + "My PIN is 4821.") == "PIN"
