@@ -20,25 +20,26 @@ _MISSING = object()
 _NAME_CHARS = 60
 
 
-def reject_unknown(raw: object, known: Iterable[str], *, where: str = "") -> None:
+def reject_unknown(raw: object, known: Iterable[str]) -> None:
     """Refuse an arguments object carrying a name outside ``known``.
 
     The schemas say ``additionalProperties: false``; a misspelt field
     ("dryRun") silently dropped would make the call do something else than
     asked (forget for real instead of a dry run), so it is INVALID_INPUT
-    naming the field, with the closest known name when one is close.
-    ``where`` prefixes the message ("items[2]: ") for nested objects. Names
-    are checked in the order sent, so the first unknown one is reported.
+    naming the field, with the closest known name when one is close. Names
+    are checked in the order sent, so the first unknown one is reported; a
+    non-object is left to :class:`Args`, which refuses it.
     """
     if not isinstance(raw, Mapping):
         return
-    names = sorted(set(known))
+    names = frozenset(known)
     for name in raw:
         if name not in names:
-            raise unknown_field(str(name), names, where=where)
+            raise unknown_field(str(name), sorted(names))
 
 
-def unknown_field(name: str, known: list[str], *, where: str = "") -> MemoryServiceError:
+def unknown_field(name: str, known: list[str]) -> MemoryServiceError:
+    """INVALID_INPUT for ``name``, suggesting the closest of ``known`` (difflib) if any."""
     shown = name if len(name) <= _NAME_CHARS else name[:_NAME_CHARS] + "..."
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     if not close:
@@ -54,7 +55,7 @@ def unknown_field(name: str, known: list[str], *, where: str = "") -> MemoryServ
     detail: dict[str, Any] = {"field": shown}
     if close:
         detail["suggestion"] = close[0]
-    return MemoryServiceError(INVALID_INPUT, f"{where}Unknown field {shown!r}; {hint}", detail)
+    return MemoryServiceError(INVALID_INPUT, f"Unknown field {shown!r}; {hint}", detail)
 
 
 def _fold(name: str) -> str:
