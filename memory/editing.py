@@ -18,7 +18,7 @@ from storage import memories as store
 from . import ranking
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, invalid, not_found
-from .inputs import Args, memory_id
+from .inputs import Args, memory_id, reject_unknown
 from .relations import text_stored
 from .text import check_secret, clean_text, normalize_tags, normalize_text
 from .timestamps import format_timestamp, parse_timestamp
@@ -26,6 +26,10 @@ from .writes import run_write
 
 #: The fields update_memory can change, in the order changed_fields lists them.
 UPDATE_FIELDS = ("text", "tags", "importance", "expires_at", "last_confirmed_at", "keep")
+#: Every field of an update_memory_batch item (the tool's item schema lists the same).
+UPDATE_ITEM_FIELDS = frozenset({"id", *UPDATE_FIELDS})
+#: Every argument of update_memory: an item plus dry_run.
+UPDATE_MEMORY_FIELDS = UPDATE_ITEM_FIELDS | {"dry_run"}
 _REASON_CHARS = 1000
 
 
@@ -48,8 +52,12 @@ class UpdateRequest:
     normalized_text: str | None
 
 
-def parse_update(raw: object, *, max_chars: int) -> UpdateRequest:
+def parse_update(
+    raw: object, *, max_chars: int, known: frozenset[str] = UPDATE_ITEM_FIELDS
+) -> UpdateRequest:
+    """Validate one update_memory call or update_memory_batch item (``known`` its fields)."""
     args = Args(raw)
+    reject_unknown(raw, known)
     mid = memory_id(args)
     changes: dict[str, Any] = {}
     normalized = None
@@ -126,7 +134,7 @@ async def _update_one(
 async def update_memory(
     deps: Deps, user_id: int, raw: dict[str, Any], *, idempotency_key: str | None = None
 ) -> dict[str, Any]:
-    request = parse_update(raw, max_chars=deps.settings.max_text_chars)
+    request = parse_update(raw, max_chars=deps.settings.max_text_chars, known=UPDATE_MEMORY_FIELDS)
     dry_run = Args(raw).boolean("dry_run")
     embedding = None
     if "text" in request.changes and not dry_run:

@@ -7,14 +7,59 @@ a boolean is never a number.
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid
+from .errors import INVALID_INPUT, LIMIT_EXCEEDED, MemoryServiceError, invalid
 from .text import reject_unstorable
 
 _MISSING = object()
+#: An unknown name is quoted back at most this long: it is the client's text.
+_NAME_CHARS = 60
+
+
+def reject_unknown(raw: object, known: Iterable[str]) -> None:
+    """Refuse an arguments object carrying a name outside ``known``.
+
+    The schemas say ``additionalProperties: false``; a misspelt field
+    ("dryRun") silently dropped would make the call do something else than
+    asked (forget for real instead of a dry run), so it is INVALID_INPUT
+    naming the field, with the closest known name when one is close. Names
+    are checked in the order sent, so the first unknown one is reported; a
+    non-object is left to :class:`Args`, which refuses it.
+    """
+    if not isinstance(raw, Mapping):
+        return
+    names = frozenset(known)
+    for name in raw:
+        if name not in names:
+            raise unknown_field(str(name), sorted(names))
+
+
+def unknown_field(name: str, known: list[str]) -> MemoryServiceError:
+    """INVALID_INPUT for ``name``, suggesting the closest of ``known`` (difflib) if any."""
+    shown = name if len(name) <= _NAME_CHARS else name[:_NAME_CHARS] + "..."
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if not close:
+        # "dryRun" vs "dry_run": compare spellings without case and separators too.
+        folded = {_fold(k): k for k in known}
+        close = [folded[m] for m in difflib.get_close_matches(_fold(name), list(folded), n=1, cutoff=0.6)]
+    if close:
+        hint = f"did you mean {close[0]}?"
+    elif known:
+        hint = f"known fields: {', '.join(known)}."
+    else:
+        hint = "this tool takes no arguments."
+    detail: dict[str, Any] = {"field": shown}
+    if close:
+        detail["suggestion"] = close[0]
+    return MemoryServiceError(INVALID_INPUT, f"Unknown field {shown!r}; {hint}", detail)
+
+
+def _fold(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "")
 
 
 class Args:
@@ -115,7 +160,9 @@ class Args:
         max_items: int,
         over_limit_code: str = LIMIT_EXCEEDED,
         allow_empty: bool = True,
+        positive: bool = False,
     ) -> list[int]:
+        """A list of integer ids; ``positive`` refuses 0 and below (memory ids start at 1)."""
         value = self._raw.get(name)
         if value is None:
             if required:
@@ -131,7 +178,14 @@ class Args:
                 f"{name} has {len(value)} items; at most {max_items} are allowed per call.",
                 {"field": name, "limit": max_items},
             )
-        return [as_integer(v, name) for v in value]
+        ids = [as_integer(v, name) for v in value]
+        if positive:
+            for number in ids:
+                if number < 1:
+                    raise invalid(
+                        f"{name} must hold positive memory ids; got {number}.", field=name
+                    )
+        return ids
 
 
 def as_integer(value: object, name: str) -> int:

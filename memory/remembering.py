@@ -24,7 +24,7 @@ from storage.rows import MemoryRow, Neighbour, NewMemory
 from . import ranking
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, invalid
-from .inputs import Args
+from .inputs import Args, reject_unknown
 from .relations import text_stored
 from .text import check_secret, clean_text, normalize_tags, normalize_text
 from .timestamps import format_timestamp, parse_timestamp
@@ -39,6 +39,23 @@ CAPTURE_MODES = ("explicit", "inferred")
 #: A client clock this far ahead of ours is still "now".
 _CLOCK_SKEW = timedelta(minutes=5)
 _SHORT_FIELD = 200
+#: Every field of a remember call or remember_batch item (the tools' item schema lists the same).
+ITEM_FIELDS = frozenset(
+    {
+        "text",
+        "tags",
+        "importance",
+        "source_provider",
+        "capture_mode",
+        "session_id",
+        "dedup_policy",
+        "expires_at",
+        "last_confirmed_at",
+        "supersedes",
+        "downweights",
+        "keep",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -67,9 +84,14 @@ def parse_item(
     default_policy: str = "ask",
     now: datetime | None = None,
 ) -> RememberItem:
-    """Validate one ``remember`` argument object (or one batch item)."""
+    """Validate one ``remember`` argument object (or one batch item).
+
+    An unknown field fails the item before anything else is looked at, so in
+    a batch it fails that item alone, wherever the use case runs.
+    """
     now = now or datetime.now(timezone.utc)
     args = Args(raw)
+    reject_unknown(raw, ITEM_FIELDS)
     text = clean_text(args.raw("text"), field="text", max_chars=max_chars)
     check_secret(text)
     expires_at = (
@@ -97,8 +119,15 @@ def parse_item(
         dedup_policy=args.choice("dedup_policy", DEDUP_POLICIES, default_policy) or default_policy,
         expires_at=expires_at,
         last_confirmed_at=confirmed,
-        supersedes=tuple(dict.fromkeys(args.id_list("supersedes", max_items=max_ids, over_limit_code=INVALID_INPUT))),
-        downweights=tuple(dict.fromkeys(args.id_list("downweights", max_items=max_ids, over_limit_code=INVALID_INPUT))),
+        supersedes=_ids(args, "supersedes", max_ids),
+        downweights=_ids(args, "downweights", max_ids),
+    )
+
+
+def _ids(args: Args, name: str, max_ids: int) -> tuple[int, ...]:
+    # 0 or a negative number can name no memory: a mistake, refused rather than "skipped".
+    return tuple(
+        dict.fromkeys(args.id_list(name, max_items=max_ids, over_limit_code=INVALID_INPUT, positive=True))
     )
 
 

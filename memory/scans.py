@@ -60,7 +60,10 @@ async def _scan(
 ) -> dict[str, Any]:
     args = Args(raw)
     threshold = args.number("threshold", default=default_threshold, minimum=MIN_THRESHOLD, maximum=1.0)
-    max_groups = args.integer("max_groups", default=DEFAULT_MAX_GROUPS, minimum=1, cap=MAX_GROUPS_CAP)
+    max_groups = args.integer(
+        # The chapter: "hard cap 500" with INVALID_INPUT for an out-of-range max_groups.
+        "max_groups", default=DEFAULT_MAX_GROUPS, minimum=1, maximum=MAX_GROUPS_CAP
+    )
     assert threshold is not None and max_groups is not None
     pairs = await qualifying_pairs(deps, user_id, threshold=threshold, shared_tag=shared_tag)
     clusters = (await asyncio.to_thread(cluster_pairs, pairs))[:max_groups]

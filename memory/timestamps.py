@@ -29,13 +29,14 @@ def parse_timestamp(value: object, *, field: str) -> datetime:
     """Parse an RFC 3339 date-time with an offset into an aware UTC datetime.
 
     Accepts "2026-05-17T14:00:00Z", "2026-05-17t14:00:00.5+02:00" and
-    "2026-05-17 14:00:00-05:00"; surrounding whitespace is ignored. Fractions
+    "2026-05-17 14:00:00-05:00". Surrounding whitespace is malformed like any
+    other stray character (" 2026-05-17T14:00:00Z" is refused). Fractions
     beyond microseconds are truncated. A date alone, a missing offset, a
     leap second (":60", which datetime cannot hold), an impossible date or an
     instant outside years 1..9999 in UTC is ``INVALID_INPUT`` naming the field.
     """
     if isinstance(value, str):
-        match = _DATE_TIME.fullmatch(value.strip())
+        match = _DATE_TIME.fullmatch(value)
         if match is not None:
             try:
                 return _to_utc(match)

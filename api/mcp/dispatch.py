@@ -24,6 +24,7 @@ from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Mess
 from api.mcp.tools import ToolSpec
 from api.runtime import Runtime
 from auth.scopes import required_scope
+from memory.inputs import reject_unknown
 from memory.service import UseCase
 
 logger = logging.getLogger("ownsona.api.mcp")
@@ -168,6 +169,10 @@ class McpDispatcher:
     ) -> dict[str, Any]:
         runtime = self._runtime()
         try:
+            # additionalProperties: false, enforced here for every tool, before a
+            # queued one costs a round trip through the queue. Nested items are
+            # checked by the use case's item parser, so a bad item fails alone.
+            reject_unknown(args, spec.argument_names)
             if spec.queued:
                 key = idempotency_key(
                     ctx.user_id,

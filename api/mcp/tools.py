@@ -55,6 +55,17 @@ class ToolSpec:
     #: True: runs on a worker through ``Runtime.write_queue``; False: inline.
     queued: bool
 
+    @property
+    def argument_names(self) -> frozenset[str]:
+        """The top-level argument names the input schema declares; any other is refused."""
+        return frozenset(self.input_schema.get("properties", {}))
+
+    def item_schema(self, field: str) -> dict[str, Any] | None:
+        """The schema of one element of the array argument ``field``, if it declares one."""
+        prop = self.input_schema.get("properties", {}).get(field, {})
+        items = prop.get("items") if prop.get("type") == "array" else None
+        return items if isinstance(items, dict) else None
+
     def listing(self) -> dict[str, Any]:
         """The ``Tool`` object of a ``tools/list`` result."""
         return {

@@ -267,6 +267,25 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("list_tags", {"include_deleted": "yes"}, INVALID),
     # export_memories (LIMIT_EXCEEDED: see test_listing.test_export_limit_exceeded)
     ("export_memories", {"include_deleted": "no"}, INVALID),
+    # issue 12: unknown fields, ids below 1, timestamps with surrounding whitespace
+    ("remember", {"text": "A fact about kites.", "tagz": ["kites"]}, INVALID),
+    ("remember", {"text": "A fact about kites.", "supersedes": [0]}, INVALID),
+    ("remember", {"text": "A fact about kites.", "supersedes": [-3]}, INVALID),
+    ("remember", {"text": "A fact about kites.", "supersedes": [1, 0]}, INVALID),
+    ("remember", {"text": "A fact about kites.", "downweights": [0]}, INVALID),
+    ("remember", {"text": "A fact about kites.", "expires_at": " 2099-01-01T00:00:00Z"}, INVALID),
+    ("remember", {"text": "A fact about kites.", "expires_at": "2099-01-01T00:00:00Z "}, INVALID),
+    ("remember", {"text": "A fact about kites.", "last_confirmed_at": " 2026-01-01T00:00:00Z"}, INVALID),
+    ("remember", {"text": "A fact about kites.", "last_confirmed_at": "2026-01-01T00:00:00Z "}, INVALID),
+    ("update_memory", {"id": 1, "importance": 0.9, "dryRun": True}, INVALID),
+    ("update_memory", {"id": 1, "expires_at": " 2099-01-01T00:00:00Z"}, INVALID),
+    ("update_memory", {"id": 1, "expires_at": "2099-01-01T00:00:00Z "}, INVALID),
+    ("update_memory", {"id": 1, "last_confirmed_at": " 2026-01-01T00:00:00Z"}, INVALID),
+    ("update_memory", {"id": 1, "last_confirmed_at": "2026-01-01T00:00:00Z "}, INVALID),
+    ("list_memories", {"not_confirmed_since": " 2026-01-01T00:00:00Z"}, INVALID),
+    ("list_memories", {"not_confirmed_since": "2026-01-01T00:00:00Z "}, INVALID),
+    ("count_memories", {"not_confirmed_since": " 2026-01-01T00:00:00Z"}, INVALID),
+    ("count_memories", {"not_confirmed_since": "2026-01-01T00:00:00Z "}, INVALID),
 ]
 
 
@@ -558,3 +577,63 @@ async def test_arbitrary_arguments_succeed_or_fail_with_a_documented_code(deps, 
     if tool in ("list_memories", "text_search"):
         assert len(result["memories"]) <= 50
     assert (datetime.now(timezone.utc) - started).total_seconds() < 30
+
+
+# --- issue 12: a bad item fails alone --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "field", "suggestion"),
+    [
+        ({"text": "Kites fly best in spring.", "tagz": ["kites"]}, "tagz", "tags"),
+        ({"text": "Kites fly best in spring.", "dedupPolicy": "insert"}, "dedupPolicy", "dedup_policy"),
+        ({"text": "Kites fly best in spring.", "supersedes": [0]}, "supersedes", None),
+        ({"text": "Kites fly best in spring.", "downweights": [-3]}, "downweights", None),
+        ({"text": "Kites fly best in spring.", "expires_at": "2099-01-01T00:00:00Z "}, "expires_at", None),
+    ],
+)
+async def test_a_bad_remember_batch_item_fails_alone(deps, alice, seeded, bad, field, suggestion):
+    items = [{"text": "Tea is best at 80 degrees."}, bad, {"text": "The bus leaves at seven."}]
+    before = await fingerprint(deps, alice)
+    kind, out = await _outcome(deps, alice, "remember_batch", {"items": items})
+    assert kind == "ok", out
+    assert [r["ok"] for r in out["results"]] == [True, False, True]
+    error = out["results"][1]["error"]
+    assert error["code"] == INVALID
+    assert error["detail"]["field"] == field
+    if suggestion is not None:
+        assert error["detail"]["suggestion"] == suggestion
+        assert f"did you mean {suggestion}?" in error["message"]
+    assert "Kites" not in error["message"]  # never memory text
+    count, _ = await fingerprint(deps, alice)
+    assert count == before[0] + 2
+    listed = await USE_CASES["text_search"](deps, alice, {"text": "Kites"})
+    assert listed["memories"] == []
+
+
+async def test_a_bad_update_memory_batch_item_fails_alone(deps, alice, seeded):
+    items = [
+        {"id": 1, "importance": 0.9},
+        {"id": 2, "importance": 0.9, "improtance": 0.1},
+        {"id": 2, "tags": ["family", "la"], "dry_run": True},  # dry_run is the call's, not an item's
+        {"id": 1, "tags": ["cats"]},
+    ]
+    out = await USE_CASES["update_memory_batch"](deps, alice, {"items": items})
+    assert [r["ok"] for r in out["results"]] == [True, False, False, True]
+    bad = out["results"][1]
+    assert bad["input_index"] == 1 and bad["id"] == 2
+    assert bad["error"]["code"] == INVALID
+    assert bad["error"]["detail"] == {"field": "improtance", "suggestion": "importance"}
+    assert out["results"][2]["error"]["detail"]["field"] == "dry_run"
+    rows = {m["id"]: m for m in (await USE_CASES["export_memories"](deps, alice, {}))["memories"]}
+    assert rows[1]["importance"] == 0.9 and rows[1]["tags"] == ["cats"]
+    assert rows[2]["importance"] == 0.5 and rows[2]["tags"] == ["family"]
+
+
+async def test_update_memory_refuses_a_misspelt_dry_run(deps, alice, seeded):
+    before = await fingerprint(deps, alice)
+    kind, err = await _outcome(deps, alice, "update_memory", {"id": 1, "text": "I have a dog.", "dryRun": True})
+    assert kind == "error" and err.code == INVALID
+    assert err.detail == {"field": "dryRun", "suggestion": "dry_run"}
+    assert err.message == "Unknown field 'dryRun'; did you mean dry_run?"
+    assert await fingerprint(deps, alice) == before

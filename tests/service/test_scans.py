@@ -64,8 +64,9 @@ async def test_max_groups_keeps_the_strongest(deps, alice):
     out = await call(deps, alice, "find_near_duplicates", max_groups=1)
     assert [g["ids"] for g in out["groups"]] == [sorted(allergy)]
     assert out["summary"] == {"groups": 1, "pairs": 1}
-    capped = await call(deps, alice, "find_near_duplicates", max_groups=100_000)
-    assert len(capped["groups"]) == 2
+    # 500 is the chapter's hard cap; above it is INVALID_INPUT (test_bad_input), not a clamp.
+    widest = await call(deps, alice, "find_near_duplicates", max_groups=500)
+    assert len(widest["groups"]) == 2
 
 
 async def test_deleted_expired_and_other_users_rows_are_left_out(deps, alice, bob):
@@ -128,6 +129,8 @@ async def test_empty_and_tiny_stores(deps, alice):
         {"threshold": "high"},
         {"threshold": True},
         {"max_groups": 0},
+        {"max_groups": 501},
+        {"max_groups": 100_000},
         {"max_groups": -3},
         {"max_groups": 2.5},
         {"max_groups": "10"},

@@ -27,7 +27,6 @@ UTC = timezone.utc
         ("2026-05-17T14:00:00.1234567891Z", datetime(2026, 5, 17, 14, 0, 0, 123456, tzinfo=UTC)),
         ("2026-01-01T00:30:00+01:00", datetime(2025, 12, 31, 23, 30, tzinfo=UTC)),
         ("2024-02-29T00:00:00Z", datetime(2024, 2, 29, tzinfo=UTC)),
-        ("  2026-05-17T14:00:00Z\n", datetime(2026, 5, 17, 14, tzinfo=UTC)),
     ],
 )
 def test_parse_timestamp(text: str, expected: datetime) -> None:
@@ -56,6 +55,12 @@ def test_parse_timestamp(text: str, expected: datetime) -> None:
         "２０２６-05-17T14:00:00Z",  # non-ASCII digits
         "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
         "9999-12-31T23:59:59-01:00",  # after year 9999 in UTC
+        # Surrounding whitespace is a stray character like any other (issue 12).
+        " 2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00Z ",
+        "  2026-05-17T14:00:00Z\n",
+        "2026-05-17T14:00:00Z\n",
+        "\t2026-05-17T14:00:00Z",
         "",
         "now",
         "yesterday at noon",
