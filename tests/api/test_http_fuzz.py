@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from api.mcp.tools import tool_specs
 from memory.settings import Settings
 from tests.api.conftest import PUBLIC_URL, Mcp
-
-import pytest
 
 TOOLS = {name: spec.listing()["inputSchema"] for name, spec in tool_specs(Settings()).items()}
 METHODS = ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"]
