@@ -4,6 +4,10 @@
   ``{"ok": false, "error": {...}}``, sent as a tool result with ``isError``
   (MCP, Tools, "Error Handling": tool failures are results, not protocol
   errors, so the model can see and act on them).
+- A database failure (``psycopg.Error``, the pool's timeout included) a
+  tool raises, or one that stops the bearer check of a ``tools/call`` →
+  a DATABASE_ERROR tool payload ("nothing was changed, try again"): an
+  outage is a tool error the model can act on, not a protocol error.
 - Anything else a tool raises → an INTERNAL_ERROR tool payload with a
   generic message; the traceback is logged here, the arguments never are
   (they hold memory text).
@@ -23,11 +27,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from api.mcp import jsonrpc
 from auth.bearer import www_authenticate
 from auth.errors import BearerError
 from auth.oauth_errors import OAuthError
-from memory.errors import AUTH_FAILED, AUTH_REQUIRED, INTERNAL_ERROR, MemoryServiceError
+from memory.errors import (
+    AUTH_FAILED,
+    AUTH_REQUIRED,
+    DATABASE_ERROR,
+    INTERNAL_ERROR,
+    INVALID_INPUT,
+    MemoryServiceError,
+)
 from memory.settings import Settings
 
 logger = logging.getLogger("ownsona.api")
@@ -40,6 +53,13 @@ INTERNAL_MESSAGE = (
 TIMEOUT_MESSAGE = (
     "The operation did not finish in time and may still complete. Check (for example with "
     "get_memory, recall or list_memories) before repeating it."
+)
+#: The message of a tool call the database could not serve (the same as memory.service's).
+DATABASE_MESSAGE = "The database failed to complete the request; nothing was changed. Try again."
+#: A tool argument holding a lone surrogate (JSON's "\\ud800"), which is not text.
+SURROGATE_MESSAGE = (
+    "Arguments contain a lone UTF-16 surrogate (such as \\ud800), which is not valid "
+    "Unicode text; nothing was done."
 )
 
 
@@ -56,12 +76,31 @@ def tool_failure_payload(ex: Exception, *, tool: str, user_id: int) -> dict[str,
     """The tool payload for an exception a tool raised."""
     if isinstance(ex, MemoryServiceError):
         return ex.to_payload()
+    if is_database_failure(ex):
+        # The type only: a driver message may quote the statement's parameters.
+        logger.error("tool %s for user %s: database failure %s", tool, user_id, type(ex).__name__)
+        return database_payload()
     if isinstance(ex, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
         logger.warning("tool %s timed out for user %s", tool, user_id)
         return MemoryServiceError(INTERNAL_ERROR, TIMEOUT_MESSAGE).to_payload()
     # Only the tool name and user id: arguments carry memory text and must not be logged.
     logger.error("tool %s failed for user %s", tool, user_id, exc_info=ex)
     return internal_payload()
+
+
+def is_database_failure(ex: BaseException) -> bool:
+    """Whether ``ex`` is PostgreSQL (or the pool in front of it) failing, not our code."""
+    return isinstance(ex, psycopg.Error)
+
+
+def database_payload() -> dict[str, Any]:
+    """The DATABASE_ERROR tool payload for a call the database could not serve."""
+    return MemoryServiceError(DATABASE_ERROR, DATABASE_MESSAGE).to_payload()
+
+
+def surrogate_payload() -> dict[str, Any]:
+    """The INVALID_INPUT tool payload for arguments with a lone surrogate."""
+    return MemoryServiceError(INVALID_INPUT, SURROGATE_MESSAGE).to_payload()
 
 
 def internal_payload() -> dict[str, Any]:

@@ -12,6 +12,7 @@ string or an integer and never null, and ``params`` is an object.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,6 +31,9 @@ INTERNAL_ERROR = -32603
 #: unknown ``MCP-Protocol-Version`` header, and their clients fall back to
 #: ``initialize`` when ``supported`` lists a handshake-era version.
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+#: The Mcp-Session-Id names no open session (sent with HTTP 404); the code
+#: the official TypeScript and Python SDK servers use for it.
+SESSION_NOT_FOUND = -32001
 
 RequestId = str | int
 Kind = Literal["request", "notification", "response"]
@@ -123,8 +127,43 @@ def error(request_id: RequestId | None, err: JsonRpcError) -> dict[str, Any]:
 
 
 def encode(reply: dict[str, Any] | list[dict[str, Any]]) -> bytes:
-    """Serialise a reply as strict JSON (no NaN/Infinity, which JSON lacks)."""
-    return json.dumps(reply, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    """Serialise a reply as strict JSON (no NaN/Infinity, which JSON lacks).
+
+    UTF-8 as a rule. A lone surrogate a client sent (JSON allows ``"\\ud800"``,
+    UTF-8 cannot carry it) and that the reply echoes, say in "Method not
+    found", is kept as the same ``\\u`` escape: the reply is all ASCII then.
+    Raises ValueError for a non-finite float.
+    """
+    text = json.dumps(reply, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(reply, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether any string in a decoded JSON value (keys included) holds a lone surrogate.
+
+    ``json.loads`` joins escaped surrogate pairs into one character, so any
+    code point left in U+D800..U+DFFF is unpaired: not Unicode text, and
+    neither UTF-8 nor PostgreSQL can store it. Iterative, since the value may
+    nest as deep as the parser allowed.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _classify_element(item: Any) -> Message | Invalid:
@@ -136,14 +175,20 @@ def _classify_element(item: Any) -> Message | Invalid:
 
 
 def _valid_id(value: Any) -> bool:
-    # bool is an int subclass in Python, but true/false are not ids.
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    # bool is an int subclass in Python, but true/false are not ids. A string
+    # with a lone surrogate is not Unicode text: it could not be echoed as sent
+    # nor used in a write's idempotency key, so it is no id either.
+    if isinstance(value, str):
+        return not _SURROGATE.search(value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _request_id(value: Any) -> RequestId:
     if not _valid_id(value):
         # MCP, Basic "Requests": the id MUST be a string or integer, not null.
-        raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer.')
+        raise JsonRpcError(
+            INVALID_REQUEST, 'Invalid Request: "id" must be a string (valid Unicode) or an integer.'
+        )
     return value  # type: ignore[no-any-return]
 
 

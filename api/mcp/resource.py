@@ -13,9 +13,24 @@ narrows it:
   (400), the token's scope for each tool called (403 ``insufficient_scope``
   with the missing scope in ``WWW-Authenticate``, so a client can step up;
   a batch is refused whole), then the method.
-- Stateless: ``initialize`` hands out a random ``Mcp-Session-Id`` that is
-  never stored; any session id is accepted later, and only feeds the
-  idempotency key of queued writes. DELETE with a session id answers 204.
+- Sessions without session state: ``initialize`` hands out an
+  ``Mcp-Session-Id`` signed for its user (``kid.nonce.mac``, the MAC keyed by
+  the shared signing key, so every web process recognises it). A request
+  (other than ``initialize``) whose session id is not one we issued to its
+  user, or that was ended with DELETE, answers 404 (Streamable HTTP,
+  "Session Management": the client then starts over with ``initialize``).
+  DELETE ends a session (204; 404 when unknown or already ended). Ended
+  sessions are remembered by the process that ended them (the newest
+  ``_ENDED_SESSIONS``). A request without a session id is served as before
+  (older and sessionless clients). The session id also feeds the
+  idempotency key of queued writes.
+- A database failure during the bearer check (PostgreSQL down) answers a
+  ``tools/call`` with a DATABASE_ERROR tool result (HTTP 200); other
+  requests get a JSON-RPC internal error with 503 and ``Retry-After``.
+- A string with a lone surrogate (JSON's ``"\\ud800"``, not Unicode text)
+  is no request id (-32600, id null); in a tool's arguments it is an
+  INVALID_INPUT tool result; echoed elsewhere (a method name) it is sent
+  back escaped.
 - GET answers 405: we offer no server-to-client stream.
 - Batches (JSON arrays) exist only in 2025-03-26 (2025-06-18 removed them):
   served when the request names no version or 2025-03-26, refused with
@@ -26,18 +41,32 @@ narrows it:
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import falcon
 import falcon.asgi
 
-from api.errors import HttpReply, bearer_reply, internal_jsonrpc_error, jsonrpc_error_reply
+from api.errors import (
+    HttpReply,
+    bearer_reply,
+    database_payload,
+    internal_jsonrpc_error,
+    is_database_failure,
+    jsonrpc_error_reply,
+    logger,
+    surrogate_payload,
+)
 from api.mcp import jsonrpc
-from api.mcp.dispatch import SUPPORTED_VERSIONS, CallContext, McpDispatcher
+from api.mcp.dispatch import SUPPORTED_VERSIONS, CallContext, McpDispatcher, tool_result
 from api.mcp.jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
+    SESSION_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
     Invalid,
     JsonRpcError,
@@ -46,12 +75,66 @@ from api.mcp.jsonrpc import (
 from api.origins import OriginPolicy, preflight_headers
 from api.runtime import Runtime
 from auth.errors import BearerError
+from auth.keys import KeyStore
 from auth.tokens import Principal
 
 #: The methods /mcp implements (RFC 9110 §10.2.1 Allow).
 ALLOW = "POST, DELETE, OPTIONS"
 #: Protocol revisions that still allow JSON-RPC batches.
 _BATCH_VERSIONS = frozenset({None, "2025-03-26"})
+#: How many ended session ids one process remembers (about 100 bytes each).
+_ENDED_SESSIONS = 100_000
+#: The bearer check could not reach the database: answered per message, see _database_down.
+_DATABASE_DOWN = object()
+_DATABASE_DOWN_MESSAGE = "The database is unavailable; nothing was changed. Try again shortly."
+
+
+class SessionBook:
+    """Issues and recognises ``Mcp-Session-Id`` values without storing open sessions.
+
+    An id is ``kid.nonce.mac``: the MAC covers the user and the nonce and is
+    keyed by a hash of the signing key ``kid`` (shared by all web processes
+    through PostgreSQL, kept in memory by the key store), so any process can
+    tell our ids from made-up ones and one user's id from another's. Ids
+    signed by a key that has left the key ring are unknown: their clients
+    start a new session, as the spec has them do after a 404.
+    """
+
+    def __init__(self) -> None:
+        self._macs: dict[str, bytes] = {}
+        self._ended: OrderedDict[str, None] = OrderedDict()
+
+    def open(self, keystore: KeyStore, user_id: int) -> str:
+        key = keystore.signing_key()
+        kid = key.kid or ""
+        nonce = secrets.token_urlsafe(18)
+        return f"{kid}.{nonce}.{self._mac(kid, key, user_id, nonce)}"
+
+    def is_open(self, keystore: KeyStore, user_id: int, session_id: str) -> bool:
+        parts = session_id.split(".")
+        if len(parts) != 3 or session_id in self._ended:
+            return False
+        kid, nonce, mac = parts
+        key = keystore.get(kid)
+        if key is None:
+            return False
+        return hmac.compare_digest(mac, self._mac(kid, key, user_id, nonce))
+
+    def end(self, session_id: str) -> None:
+        self._ended[session_id] = None
+        while len(self._ended) > _ENDED_SESSIONS:
+            self._ended.popitem(last=False)
+
+    def _mac(self, kid: str, key: Any, user_id: int, nonce: str) -> str:
+        secret = self._macs.get(kid)
+        if secret is None:
+            # A key of its own, derived from the private key's exponent with a
+            # purpose label: no JWT verifier can be fooled by a session MAC.
+            private = key.as_dict(private=True)["d"]
+            secret = hashlib.sha256(b"ownsona mcp session id\0" + private.encode()).digest()
+            self._macs[kid] = secret
+        message = f"{user_id}.{nonce}".encode()
+        return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
 
 
 class McpResource:
@@ -71,6 +154,7 @@ class McpResource:
         self._origins = origins
         self._max_body = max_body_bytes
         self._max_batch = max_batch
+        self._sessions = SessionBook()
 
     async def on_options(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         """CORS preflight: never needs a token (browsers send none with it)."""
@@ -96,13 +180,19 @@ class McpResource:
     on_head = on_put = on_patch = on_get
 
     async def on_delete(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        """Session termination: nothing is stored, so there is nothing to end."""
+        """Session termination: later requests with this session id answer 404."""
         guarded = await self._guard(req)
+        session_id = req.get_header("Mcp-Session-Id")
         if isinstance(guarded, HttpReply):
             _send(resp, guarded)
-        elif not req.get_header("Mcp-Session-Id"):
+        elif not isinstance(guarded, Principal):
+            _send(resp, _database_unavailable())
+        elif not session_id:
             _send(resp, _refuse(400, "Bad Request: DELETE needs an Mcp-Session-Id header."))
+        elif not self._session_open(guarded, session_id):
+            _send(resp, _session_not_found(None))
         else:
+            self._sessions.end(session_id)
             _send(resp, HttpReply(204))
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -143,6 +233,13 @@ class McpResource:
                 request_id = parsed.id
             return jsonrpc_error_reply(400, err, request_id)
 
+        if not isinstance(guarded, Principal):
+            return _database_down(parsed, self._dispatcher)
+        session_id = req.get_header("Mcp-Session-Id")
+        if session_id is not None and not _is_initialize(parsed):
+            if not self._session_open(guarded, session_id):
+                return _session_not_found(_request_id(parsed))
+
         refused = self._scope_refusal(guarded, parsed if isinstance(parsed, list) else [parsed])
         if refused is not None:
             return refused
@@ -157,9 +254,21 @@ class McpResource:
         if parsed.kind != "request":
             # Notifications and client responses: accepted, nothing to answer.
             return HttpReply(202)
+        refusal = _surrogate_refusal(parsed, self._dispatcher)
+        if refusal is not None:
+            return HttpReply(200, refusal)
         outcome = await self._dispatcher.handle(parsed, ctx)
-        headers = {"Mcp-Session-Id": _new_session_id()} if outcome.opens_session else {}
+        headers: dict[str, str] = {}
+        if outcome.opens_session:
+            runtime = self._runtime()
+            assert runtime is not None  # _guard answered 503 otherwise
+            headers["Mcp-Session-Id"] = self._sessions.open(runtime.keystore, guarded.user_id)
         return HttpReply(200, outcome.response, headers)
+
+    def _session_open(self, principal: Principal, session_id: str) -> bool:
+        runtime = self._runtime()
+        assert runtime is not None  # _guard answered 503 otherwise
+        return self._sessions.is_open(runtime.keystore, principal.user_id, session_id)
 
     async def _batch(
         self, items: list[Message | Invalid], ctx: CallContext, version: str | None
@@ -178,6 +287,8 @@ class McpResource:
                 # 2025-03-26, Lifecycle: initialize MUST NOT be part of a batch.
                 message = "Invalid Request: initialize cannot be batched."
                 responses.append(jsonrpc.error(item.id, JsonRpcError(INVALID_REQUEST, message)))
+            elif (refusal := _surrogate_refusal(item, self._dispatcher)) is not None:
+                responses.append(refusal)
             else:
                 responses.append((await self._dispatcher.handle(item, ctx)).response)
         return HttpReply(200, responses) if responses else HttpReply(202)
@@ -200,8 +311,12 @@ class McpResource:
                 return bearer_reply(runtime.settings, ex)
         return None
 
-    async def _guard(self, req: falcon.asgi.Request) -> Principal | HttpReply:
-        """Origin, then the bearer token: the principal, or the refusal to send."""
+    async def _guard(self, req: falcon.asgi.Request) -> Principal | HttpReply | object:
+        """Origin, then the bearer token: the principal, or the refusal to send.
+
+        ``_DATABASE_DOWN`` when the database failed the check: the caller
+        answers each message (a tool call gets a DATABASE_ERROR result).
+        """
         if not self._origins.allows(req.get_header("Origin")):
             return _forbidden_origin()
         runtime = self._runtime()
@@ -213,7 +328,11 @@ class McpResource:
         except BearerError as ex:
             return bearer_reply(runtime.settings, ex)
         except Exception as ex:
-            # The check itself failed (say, the key store's database): not the client's fault.
+            if is_database_failure(ex):
+                # The type only: a driver message may quote a statement's parameters.
+                logger.error("bearer check: database failure %s", type(ex).__name__)
+                return _DATABASE_DOWN
+            # The check itself failed in another way: not the client's fault.
             err = internal_jsonrpc_error(ex)
             return jsonrpc_error_reply(503, err, headers={"Retry-After": "5"})
         return principal
@@ -254,10 +373,73 @@ def _forbidden_origin() -> HttpReply:
     return _refuse(403, "Forbidden: this Origin is not allowed.")
 
 
-def _new_session_id() -> str:
-    # Streamable HTTP, "Session Management": globally unique, cryptographically
-    # secure, visible ASCII only (token_urlsafe uses [A-Za-z0-9_-]).
-    return secrets.token_urlsafe(24)
+def _is_initialize(parsed: Message | Invalid | list[Message | Invalid]) -> bool:
+    # Streamable HTTP, "Session Management": a client whose session is gone
+    # starts a new one with initialize, which may still carry the old id.
+    return isinstance(parsed, Message) and parsed.method == "initialize"
+
+
+def _request_id(parsed: Message | Invalid | list[Message | Invalid]) -> jsonrpc.RequestId | None:
+    if isinstance(parsed, Message) and parsed.kind == "request":
+        return parsed.id
+    return None
+
+
+def _session_not_found(request_id: jsonrpc.RequestId | None) -> HttpReply:
+    message = "Session not found: it ended or was never opened here; send initialize again."
+    return jsonrpc_error_reply(404, JsonRpcError(SESSION_NOT_FOUND, message), request_id)
+
+
+def _database_unavailable(request_id: jsonrpc.RequestId | None = None) -> HttpReply:
+    err = JsonRpcError(INTERNAL_ERROR, _DATABASE_DOWN_MESSAGE)
+    return jsonrpc_error_reply(503, err, request_id, headers={"Retry-After": "5"})
+
+
+def _database_down(
+    parsed: Message | Invalid | list[Message | Invalid], dispatcher: McpDispatcher
+) -> HttpReply:
+    """The answer when the database failed the bearer check.
+
+    A ``tools/call`` of a known tool is a tool error (DATABASE_ERROR, nothing
+    was done), which the model can act on; any other message has nothing
+    useful to say but "unavailable" (503). In a batch, each element gets its
+    own answer.
+    """
+
+    def answer(item: Message | Invalid) -> dict[str, Any] | None:
+        if isinstance(item, Invalid):
+            return jsonrpc.error(item.id, item.error)
+        if item.kind != "request":
+            return None
+        if dispatcher.required_scope(item) is not None:  # a tools/call of a known tool
+            return jsonrpc.result(item.id, _tool_refusal(item, database_payload()))
+        return jsonrpc.error(item.id, JsonRpcError(INTERNAL_ERROR, _DATABASE_DOWN_MESSAGE))
+
+    if isinstance(parsed, Message):
+        if dispatcher.required_scope(parsed) is None:
+            return _database_unavailable(_request_id(parsed))
+        return HttpReply(200, answer(parsed))
+    responses = [r for r in (answer(item) for item in parsed) if r is not None]
+    return HttpReply(200, responses) if responses else _database_unavailable()
+
+
+def _surrogate_refusal(message: Message, dispatcher: McpDispatcher) -> dict[str, Any] | None:
+    """An INVALID_INPUT tool result when a tool's arguments hold a lone surrogate.
+
+    Such a string is not text: PostgreSQL, the embedder and UTF-8 all refuse
+    it, so the call is refused before any tool sees it.
+    """
+    if message.kind != "request" or dispatcher.required_scope(message) is None:
+        return None
+    assert isinstance(message.params, dict)  # required_scope found a tool name in it
+    if not jsonrpc.has_lone_surrogate(message.params.get("arguments")):
+        return None
+    return jsonrpc.result(message.id, _tool_refusal(message, surrogate_payload()))
+
+
+def _tool_refusal(message: Message, payload: dict[str, Any]) -> dict[str, Any]:
+    assert isinstance(message.params, dict)
+    return tool_result(payload, tool=str(message.params.get("name")), user_id=0)
 
 
 def _send(resp: falcon.asgi.Response, reply: HttpReply) -> None:
@@ -267,6 +449,11 @@ def _send(resp: falcon.asgi.Response, reply: HttpReply) -> None:
     if reply.body is None:
         resp.data = b""
         resp.content_type = None
-    else:
+        return
+    try:
         resp.data = jsonrpc.encode(reply.body)
-        resp.content_type = "application/json"
+    except Exception as ex:
+        # Say, a non-finite float in a result: still a JSON-RPC answer, never a 500.
+        resp.status = 200
+        resp.data = jsonrpc.encode(jsonrpc.error(None, internal_jsonrpc_error(ex)))
+    resp.content_type = "application/json"

@@ -169,3 +169,15 @@ class Mcp:
 @pytest.fixture
 def mcp(client: falcon.testing.ASGIConductor, token: str) -> Mcp:
     return Mcp(client, token)
+
+
+async def open_session(mcp: Mcp, version: str = "2025-11-25") -> str:
+    """``initialize`` like a client and return the ``Mcp-Session-Id`` handed out."""
+    params = {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "pytest", "version": "0"},
+    }
+    result = await mcp.request("initialize", params)
+    assert result.status_code == 200, result.text
+    return result.headers["mcp-session-id"]  # type: ignore[no-any-return]

@@ -16,7 +16,7 @@ from api.runtime import Runtime
 from memory.deps import Deps
 from memory.service import USE_CASES
 from memory.settings import Settings
-from tests.api.conftest import Mcp
+from tests.api.conftest import Mcp, open_session
 
 
 class InlineWriteQueue:
@@ -42,7 +42,7 @@ async def real_mcp(api_settings: Settings, pool: Any, embedder: Any, runtime: Ru
 
 async def test_remember_recall_forget(real_mcp: Mcp) -> None:
     fact = {"text": "My son Colby lives in Los Angeles.", "tags": ["family"]}
-    stored = await real_mcp.call_tool("remember", fact, mcp_session_id="s")
+    stored = await real_mcp.call_tool("remember", fact, mcp_session_id=await open_session(real_mcp))
     assert stored["isError"] is False, stored
     memory_id = stored["structuredContent"]["memory_id"]
 
@@ -68,11 +68,12 @@ async def test_a_retried_write_is_done_once(real_mcp: Mcp) -> None:
     memory_id = stored["structuredContent"]["memory_id"]
     # Same session, same JSON-RPC id, same arguments: a client retry. The worker
     # finds the first run's receipt under the same key and answers it again.
-    first = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id="retry-session")
-    again = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id="retry-session")
+    session, other = await open_session(real_mcp), await open_session(real_mcp)
+    first = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id=session)
+    again = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id=session)
     assert first["structuredContent"] == again["structuredContent"]
     # A new request (another session here) is a new confirmation.
-    later = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id="other-session")
+    later = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id=other)
     confirmed_at = later["structuredContent"]["last_confirmed_at"]
     assert confirmed_at > first["structuredContent"]["last_confirmed_at"]
     fetched = await real_mcp.call_tool("get_memory", {"id": memory_id})

@@ -13,7 +13,7 @@ from api.mcp.tools import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, tool_specs
 from memory.errors import NOT_FOUND, MemoryServiceError
 from memory.service import USE_CASES
 from memory.settings import Settings
-from tests.api.conftest import FakeUseCases, FakeWriteQueue, Mcp
+from tests.api.conftest import FakeUseCases, FakeWriteQueue, Mcp, open_session
 
 TOOLS = {
     "remember", "remember_batch", "recall", "search_memory", "build_context_prompt",
@@ -235,11 +235,12 @@ async def test_queue_service_error_is_a_tool_error(mcp: Mcp, write_queue: FakeWr
 async def test_a_retry_in_the_same_session_reuses_the_key(
     mcp: Mcp, write_queue: FakeWriteQueue
 ) -> None:
+    s1, s2 = await open_session(mcp), await open_session(mcp)
     for _ in range(2):
-        await mcp.call_tool("remember", {"text": SECRET, "tags": ["a"]}, mcp_session_id="s1")
+        await mcp.call_tool("remember", {"text": SECRET, "tags": ["a"]}, mcp_session_id=s1)
     # Same arguments in another key order: still the same request.
-    await mcp.call_tool("remember", {"tags": ["a"], "text": SECRET}, mcp_session_id="s1")
-    await mcp.call_tool("remember", {"text": SECRET, "tags": ["a"]}, mcp_session_id="s2")
+    await mcp.call_tool("remember", {"tags": ["a"], "text": SECRET}, mcp_session_id=s1)
+    await mcp.call_tool("remember", {"text": SECRET, "tags": ["a"]}, mcp_session_id=s2)
     keys = [call[3] for call in write_queue.calls]
     assert keys[0] == keys[1] == keys[2] and keys[3] != keys[0]
 
@@ -253,9 +254,10 @@ async def test_without_session_each_call_gets_a_fresh_key(
 
 
 async def test_idempotency_key_header_wins(mcp: Mcp, write_queue: FakeWriteQueue) -> None:
-    await mcp.call_tool("forget", {"id": 1}, idempotency_key="op-1", mcp_session_id="a")
+    a, b = await open_session(mcp), await open_session(mcp)
+    await mcp.call_tool("forget", {"id": 1}, idempotency_key="op-1", mcp_session_id=a)
     await mcp.call_tool(
-        "forget", {"id": 1, "reason": "x"}, idempotency_key="op-1", mcp_session_id="b"
+        "forget", {"id": 1, "reason": "x"}, idempotency_key="op-1", mcp_session_id=b
     )
     await mcp.call_tool("forget", {"id": 1}, idempotency_key="op-2")
     keys = [call[3] for call in write_queue.calls]

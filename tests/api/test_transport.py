@@ -7,7 +7,11 @@ import json
 import pytest
 
 from api.mcp.dispatch import INSTRUCTIONS, LATEST_VERSION, SUPPORTED_VERSIONS
-from tests.api.conftest import PUBLIC_URL, Mcp
+from auth.keys import KeyStore
+from auth.tokens import issue_access_token
+from memory.settings import Settings
+from tests.api.conftest import PUBLIC_URL, FakeUseCases, Mcp, open_session
+from tests.conftest import make_user
 
 INIT_PARAMS = {
     "capabilities": {},
@@ -53,10 +57,76 @@ async def test_each_initialize_gets_a_fresh_session_id(mcp: Mcp) -> None:
     assert first.headers["mcp-session-id"] != second.headers["mcp-session-id"]
 
 
-async def test_any_session_id_is_accepted_later(mcp: Mcp) -> None:
-    result = await mcp.request("ping", mcp_session_id="made-up-by-the-client")
+async def test_a_session_id_we_issued_is_accepted_later(mcp: Mcp) -> None:
+    session = await open_session(mcp)
+    result = await mcp.request("ping", mcp_session_id=session)
     assert result.status_code == 200 and result.json["result"] == {}
     assert "mcp-session-id" not in result.headers
+
+
+async def test_requests_without_a_session_id_are_served(mcp: Mcp) -> None:
+    await open_session(mcp)
+    result = await mcp.request("tools/list")
+    assert result.status_code == 200 and result.json["result"]["tools"]
+
+
+@pytest.mark.parametrize(
+    "session",
+    ["made-up-by-the-client", "a.b.c", "..", "x" * 300],
+)
+async def test_an_unknown_session_id_is_404(mcp: Mcp, session: str) -> None:
+    # Streamable HTTP, "Session Management": a session id the server does not know gets 404.
+    result = await mcp.request("ping", id=9, mcp_session_id=session)
+    assert result.status_code == 404
+    assert result.json["id"] == 9 and result.json["error"]["code"] == -32001
+
+
+async def test_a_tampered_session_id_is_404(mcp: Mcp) -> None:
+    session = await open_session(mcp)
+    kid, nonce, mac = session.split(".")
+    forged = f"{kid}.{nonce[:-1]}{'A' if nonce[-1] != 'A' else 'B'}.{mac}"
+    result = await mcp.request("ping", mcp_session_id=forged)
+    assert result.status_code == 404
+
+
+async def test_another_users_session_id_is_404(
+    mcp: Mcp, keystore: KeyStore, api_settings: Settings, clean_db: str
+) -> None:
+    session = await open_session(mcp)
+    bob = issue_access_token(
+        keystore, api_settings, user_id=make_user(clean_db, "bob"), client_id="c", scope="memory:read"
+    )
+    result = await Mcp(mcp.conductor, bob).request("ping", mcp_session_id=session)
+    assert result.status_code == 404
+
+
+async def test_a_deleted_session_is_404_afterwards(mcp: Mcp) -> None:
+    # The conformance scenario server-session-lifecycle: initialize, use, DELETE, use again.
+    session = await open_session(mcp)
+    assert (await mcp.request("tools/list", mcp_session_id=session)).status_code == 200
+    ended = await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers(mcp_session_id=session))
+    assert ended.status_code == 204
+    again = await mcp.request("tools/list", id=4, mcp_session_id=session)
+    assert again.status_code == 404 and again.json["id"] == 4
+    call = await mcp.request(
+        "tools/call", {"name": "recall", "arguments": {"query": "x"}}, mcp_session_id=session
+    )
+    assert call.status_code == 404
+    deleted_twice = await mcp.conductor.simulate_delete(
+        "/mcp", headers=mcp.headers(mcp_session_id=session)
+    )
+    assert deleted_twice.status_code == 404
+
+
+async def test_initialize_with_an_ended_session_id_opens_a_new_session(mcp: Mcp) -> None:
+    session = await open_session(mcp)
+    await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers(mcp_session_id=session))
+    params = {**INIT_PARAMS, "protocolVersion": LATEST_VERSION}
+    result = await mcp.request("initialize", params, mcp_session_id=session)
+    assert result.status_code == 200
+    fresh = result.headers["mcp-session-id"]
+    assert fresh != session
+    assert (await mcp.request("ping", mcp_session_id=fresh)).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -81,8 +151,14 @@ async def test_ping(mcp: Mcp) -> None:
 
 
 async def test_delete_with_session_id_is_204(mcp: Mcp) -> None:
-    result = await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers(mcp_session_id="s1"))
+    session = await open_session(mcp)
+    result = await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers(mcp_session_id=session))
     assert result.status_code == 204
+
+
+async def test_delete_of_an_unknown_session_is_404(mcp: Mcp) -> None:
+    result = await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers(mcp_session_id="s1"))
+    assert result.status_code == 404
 
 
 async def test_delete_without_session_id_is_400(mcp: Mcp) -> None:
@@ -196,6 +272,102 @@ async def test_invalid_requests_are_32600(mcp: Mcp, message: dict) -> None:
 async def test_array_params_are_32602(mcp: Mcp) -> None:
     result = await mcp.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []})
     assert result.json["error"]["code"] == -32602
+
+
+# --- bytes a client may send: never a 500 ----------------------------------------
+
+LONE = "\\ud800"  # the JSON escape of a lone surrogate, as raw body text
+
+
+def _raw(text: str) -> bytes:
+    return text.encode()
+
+
+async def test_a_lone_surrogate_id_is_32600_with_a_null_id(mcp: Mcp) -> None:
+    result = await mcp.post(_raw('{"jsonrpc":"2.0","id":"%s","method":"ping"}' % LONE))
+    assert result.status_code == 400
+    assert result.json == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": result.json["error"]["message"]},
+    }
+
+
+async def test_a_lone_surrogate_method_is_echoed_escaped(mcp: Mcp) -> None:
+    result = await mcp.post(_raw('{"jsonrpc":"2.0","id":3,"method":"x%s"}' % LONE))
+    assert result.status_code == 200
+    assert result.content.isascii()
+    body = json.loads(result.content)
+    assert body["id"] == 3 and body["error"]["code"] == -32601
+    assert "x\ud800" in body["error"]["message"]
+
+
+async def test_a_lone_surrogate_tool_name_is_an_unknown_tool(mcp: Mcp) -> None:
+    body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"%s"}}' % LONE
+    result = await mcp.post(_raw(body))
+    assert result.status_code == 200 and result.json["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"query":"a%s"}' % LONE,
+        '{"query":"x","tags":["%s"]}' % LONE,
+        '{"%s":"x","query":"y"}' % LONE,
+        '{"query":"x","filter":{"deep":[[{"k":"\\udfff"}]]}}',
+    ],
+)
+async def test_a_lone_surrogate_in_arguments_is_invalid_input(
+    mcp: Mcp, use_cases: FakeUseCases, arguments: str
+) -> None:
+    body = (
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+        '"params":{"name":"recall","arguments":%s}}' % arguments
+    )
+    result = await mcp.post(_raw(body))
+    assert result.status_code == 200
+    tool = result.json["result"]
+    assert tool["isError"] is True
+    assert tool["structuredContent"]["error"]["code"] == "INVALID_INPUT"
+    assert use_cases.calls == []
+
+
+async def test_a_surrogate_pair_is_text(mcp: Mcp, use_cases: FakeUseCases) -> None:
+    # An escaped pair is one character (U+1F600), not a lone surrogate.
+    body = (
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+        '"params":{"name":"recall","arguments":{"query":"\\ud83d\\ude00"}}}'
+    )
+    result = await mcp.post(_raw(body))
+    assert result.json["result"]["isError"] is False
+    assert use_cases.calls[0][2] == {"query": "\U0001f600"}
+
+
+async def test_a_lone_surrogate_id_in_a_batch_is_answered_in_place(mcp: Mcp) -> None:
+    body = '[{"jsonrpc":"2.0","id":"%s","method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]'
+    result = await mcp.post(_raw(body % LONE))
+    assert result.status_code == 200
+    first, second = result.json
+    assert first["id"] is None and first["error"]["code"] == -32600
+    assert second == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 2000 + b"]" * 2000,  # deeper than the parser recurses: RecursionError
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":Infinity}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":-Infinity}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping"',
+        b"\xc3\x28",
+        b"   ",
+    ],
+)
+async def test_bodies_json_lacks_are_32700(mcp: Mcp, body: bytes) -> None:
+    result = await mcp.post(body)
+    assert result.status_code == 400
+    assert result.json["error"]["code"] == -32700 and result.json["id"] is None
 
 
 # --- batches (2025-03-26 only) --------------------------------------------------
