@@ -19,7 +19,7 @@ from api.runtime import Runtime
 from memory.deps import Deps
 from memory.service import USE_CASES
 from memory.settings import Settings
-from tests.api.conftest import Mcp
+from tests.api.conftest import Mcp, open_session
 from tests.service.helpers import fingerprint
 
 
@@ -108,7 +108,8 @@ async def test_an_unknown_argument_is_refused_and_changes_nothing(
 ) -> None:
     args, field, suggestion = _cases(seeded)[tool]
     before = await fingerprint(deps, user_id)
-    result = await real_mcp.call_tool(tool, args, mcp_session_id="s")
+    session = await open_session(real_mcp)
+    result = await real_mcp.call_tool(tool, args, mcp_session_id=session)
     assert result["isError"] is True, result
     error = result["structuredContent"]["error"]
     assert error["code"] == "INVALID_INPUT"
