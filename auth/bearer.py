@@ -4,10 +4,14 @@
 header and, on :class:`~auth.errors.BearerError`, answers ``error.status``
 with ``WWW-Authenticate: www_authenticate(settings, error)``.
 
-A token that verifies is also looked up in the revocation list
-(``oauth_revoked_tokens``, by ``jti``): one indexed read per request, so a
-revocation (RFC 7009, a replayed code, a reused refresh token) takes effect
-at once in every process. :meth:`BearerValidator.require_scope` gives the
+A token that verifies is then checked against its account in one indexed
+statement per request (:func:`storage.tokens.token_standing`): the user must
+exist and be enabled, the ``jti`` must not be in the revocation list
+(``oauth_revoked_tokens``), and ``iat`` must not precede the account's
+``tokens_valid_after`` (set by a password change or ``ownsona token revoke
+--all``). So a revocation, a disabled or deleted account takes effect at once
+in every process. The same statement refreshes the token's "last used" when
+it is over a minute old, so the hot path writes about once a minute per token. :meth:`BearerValidator.require_scope` gives the
 403 ``insufficient_scope`` refusal (RFC 6750 §3.1).
 """
 
@@ -20,7 +24,7 @@ from auth.keys import KeyStore
 from auth.scopes import DEFAULT_SCOPE
 from auth.tokens import Principal, verify_access_token
 from memory.settings import Settings
-from storage import oauth
+from storage import tokens
 
 __all__ = ["BearerValidator", "Principal", "resource_metadata_url", "www_authenticate"]
 
@@ -46,8 +50,12 @@ class BearerValidator:
             raise BearerError(401, "invalid_token", "expected 'Authorization: Bearer <token>'")
         principal = await verify_access_token(self._keystore, self._settings, match.group(2))
         async with self._keystore.pool.connection() as conn:
-            if await oauth.is_jti_revoked(conn, principal.jti):
-                raise BearerError(401, "invalid_token", "token revoked")
+            standing = await tokens.token_standing(
+                conn, jti=principal.jti, user_id=principal.user_id, client_id=principal.client_id
+            )
+        refusal = _refusal(principal, standing)
+        if refusal is not None:
+            raise BearerError(401, "invalid_token", refusal)
         return principal
 
     @staticmethod
@@ -61,6 +69,22 @@ class BearerValidator:
     def challenge(self, error: BearerError) -> str:
         """The ``WWW-Authenticate`` value for ``error``."""
         return www_authenticate(self._settings, error)
+
+
+def _refusal(principal: Principal, standing: tokens.TokenStanding | None) -> str | None:
+    """Why a correctly signed token no longer speaks for anyone, or None."""
+    if standing is None:
+        return "unknown account"  # deleted, or never existed
+    if standing.disabled:
+        return "account disabled"
+    if standing.revoked:
+        return "token revoked"
+    cut_off = standing.tokens_valid_after
+    # iat has whole seconds: a token of the same second as the cut-off is refused too
+    # (its holder gets a new one), never one issued before the cut-off accepted.
+    if cut_off is not None and principal.issued_at < cut_off:
+        return "token ended by the account's owner"
+    return None
 
 
 def resource_metadata_url(settings: Settings) -> str:

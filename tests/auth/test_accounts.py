@@ -69,7 +69,11 @@ async def test_disabled_accounts_cannot_sign_in(pool, clean_db):
     user_id = await add_user(pool, "alice", "correct horse")
     async with pool.connection() as conn:
         await conn.execute("UPDATE users SET disabled = true WHERE id = %s", (user_id,))
-    assert await authenticate_password(pool, "alice", "correct horse") is None
+    # The right password learns why; a wrong one learns nothing more than for anyone.
+    with pytest.raises(AccountError) as refused:
+        await authenticate_password(pool, "alice", "correct horse")
+    assert refused.value.problem == "account_disabled"
+    assert await authenticate_password(pool, "alice", "wrong horse") is None
 
 
 async def test_outdated_hash_is_upgraded_on_sign_in(pool, clean_db):
