@@ -84,16 +84,19 @@ WITH touched AS (
 
 
 async def token_standing(
-    conn: AsyncConnection, *, jti: str, user_id: int, client_id: str
+    conn: AsyncConnection, *, jti: str, user_id: int, client_id: str, touch: bool = True
 ) -> TokenStanding | None:
     """The account's standing for a verified token; None when the user does not exist.
 
-    One statement: the account row, the deny-list lookup and, when stale,
-    the token's (or its grant's) "last used".
+    One statement: the account row, the deny-list lookup and, with ``touch``
+    and when over a minute old, the token's (or its grant's) "last used".
     """
-    touch = _TOUCH_CLI if client_id == CLI_CLIENT_ID else _TOUCH_GRANT
+    if not touch:
+        touch_sql = ""
+    else:
+        touch_sql = _TOUCH_CLI if client_id == CLI_CLIENT_ID else _TOUCH_GRANT
     cur = await conn.execute(
-        touch + _STANDING, {"jti": jti, "user_id": user_id, "every": float(LAST_USED_EVERY_S)}
+        touch_sql + _STANDING, {"jti": jti, "user_id": user_id, "every": float(LAST_USED_EVERY_S)}
     )
     row = await cur.fetchone()
     if row is None:
