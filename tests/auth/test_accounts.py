@@ -76,6 +76,18 @@ async def test_disabled_accounts_cannot_sign_in(pool, clean_db):
     assert await authenticate_password(pool, "alice", "wrong horse") is None
 
 
+async def test_a_sign_in_is_recorded_for_user_list(pool, clean_db):
+    await add_user(pool, "alice", "correct horse")
+    assert await authenticate_password(pool, "alice", "wrong horse") is None
+    async with pool.connection() as conn:
+        (before,) = await users.list_accounts(conn)
+    assert before.last_sign_in_at is None
+    await authenticate_password(pool, "alice", "correct horse")
+    async with pool.connection() as conn:
+        (after,) = await users.list_accounts(conn)
+    assert after.last_sign_in_at is not None and after.memory_count == 0
+
+
 async def test_outdated_hash_is_upgraded_on_sign_in(pool, clean_db):
     weak = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1).hash("correct horse")
     async with pool.connection() as conn:
