@@ -16,7 +16,9 @@ renders pages and writes responses. Endpoints (SUPPLEMENT §8):
   (``auth.csrf``) and an ``Origin`` check.
 - ``POST /oauth/token``: ``authorization_code`` and ``refresh_token``
   grants (``auth.grants``); JSON with ``Cache-Control: no-store``.
-- ``POST /oauth/revoke`` (RFC 7009): always 200 for an authenticated client.
+- ``POST /oauth/revoke`` (RFC 7009): always 200 for an authenticated client;
+  also 200, without client authentication, for a valid ``ownsona token``
+  access token presented as the token (it has no client; it proves itself).
 
 Registration, token and revocation answer CORS with ``*`` (browser-based
 clients such as the MCP Inspector call them; no cookies are involved).
@@ -43,6 +45,7 @@ from api.runtime import Runtime
 from auth import csrf
 from auth.authorize import AuthorizationRequest, echoed_fields, single, trusted_redirect, validate
 from auth.clients import authenticate_client, client_credentials, register_client
+from auth.errors import AccountError
 from auth.grants import Grants, parse_token_request
 from auth.oauth_errors import AuthorizePageError, OAuthError
 from auth.opaque import presentable
@@ -51,6 +54,7 @@ from auth.sessions import SESSION_TTL_S, Sessions, cookie_names
 from auth.throttle import LoginGuard, ThrottlePolicy
 from memory.settings import Settings
 from storage import oauth, users
+from storage.tokens import CLI_CLIENT_ID
 
 logger = logging.getLogger("ownsona.api.oauth")
 
@@ -181,9 +185,17 @@ class Revocation:
         services = self._services.get()
         form = await _read_form(req)
         creds = client_credentials(form, req.get_header("Authorization"))
+        token = form.get("token")
+        if creds.client_id in (None, CLI_CLIENT_ID) and creds.client_secret is None and token:
+            # An `ownsona token` token belongs to no registered client, so it
+            # cannot be authenticated as RFC 7009 §2.1 asks; the token proves
+            # itself instead (a valid signature), and revoking only takes
+            # away what its holder could do anyway.
+            if await services.grants.revoke_cli_token(token):
+                _send(resp, HttpReply(200, None, dict(NO_STORE)))
+                return
         async with services.runtime.deps.pool.connection() as conn:
             client = await authenticate_client(conn, creds)
-        token = form.get("token")
         if not token:
             raise OAuthError("invalid_request", "token is required.")
         await services.grants.revoke(token, form.get("token_type_hint"), client)
@@ -282,9 +294,18 @@ class Authorize:
         action = form.get("action")
         if action == "login":
             username = form.get("username", "")
-            outcome = await services.guard.sign_in(
-                username, form.get("password", ""), req.remote_addr or "unknown"
-            )
+            try:
+                outcome = await services.guard.sign_in(
+                    username, form.get("password", ""), req.remote_addr or "unknown"
+                )
+            except AccountError as ex:
+                # Raised only for the right password of a disabled account.
+                if ex.problem != "account_disabled":
+                    raise
+                self._login(
+                    resp, request, fields, cookie_csrf, 403, username=username, error=ex.message
+                )
+                return
             if outcome.retry_after_s is not None:
                 resp.set_header("Retry-After", str(outcome.retry_after_s))
                 self._login(

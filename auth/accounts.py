@@ -26,6 +26,7 @@ from auth.errors import AccountError
 from auth.passwords import dummy_verify, hash_password, needs_rehash, verify_password
 from memory.settings import Settings
 from storage import oauth as oauth_store
+from storage import tokens as token_store
 from storage import users
 
 #: The account created on first start when no username is configured.
@@ -100,9 +101,10 @@ async def add_user(
 async def change_password(pool: AsyncConnectionPool, username: str, password: str) -> int:
     """Give an existing account a new password; return its id.
 
-    Browser sign-ins (the OAuth login session cookie) end with it, so a
-    browser that knew the old password must sign in again. Tokens already
-    issued stay valid until they expire or are revoked. Raises
+    Everything the old password opened ends with it: browser sign-ins (the
+    OAuth login session cookie), every refresh-token family (refreshing gets
+    ``invalid_grant``) and every access token issued before now (refused at
+    /mcp by their ``iat``, see :func:`end_access`). Raises
     :class:`AccountError` for a bad password or an unknown username.
     """
     name = normalize_username(username)
@@ -116,8 +118,59 @@ async def change_password(pool: AsyncConnectionPool, username: str, password: st
                     "unknown_user", f"There is no account {name!r}; create it with `ownsona user add`."
                 )
             await users.set_password(conn, row.id, password_hash)
+            await end_access(conn, row.id, "password changed")
+    return row.id
+
+
+async def end_access(conn: AsyncConnection, user_id: int, reason: str) -> int:
+    """End every way in the account has: sign-ins, refresh families, access tokens.
+
+    Access tokens are not listed one by one: the account's ``tokens_valid_after``
+    becomes now, and the bearer check refuses any token with an earlier ``iat``.
+    Returns how many OAuth grants were revoked. Runs in the caller's transaction.
+    """
+    await oauth_store.delete_user_sessions(conn, user_id)
+    await users.end_tokens(conn, user_id)
+    await token_store.revoke_all_cli_tokens(conn, user_id)
+    grant_ids = await token_store.user_grant_ids(conn, user_id)
+    for grant_id in grant_ids:
+        await oauth_store.revoke_grant(conn, grant_id, reason)
+        await oauth_store.deny_grant_access_tokens(conn, grant_id)
+    return len(grant_ids)
+
+
+async def find_account(conn: AsyncConnection, username: str) -> users.UserRow:
+    """The account named ``username``; :class:`AccountError` ``unknown_user`` otherwise."""
+    name = normalize_username(username)
+    row = await users.get_user_by_username(conn, name)
+    if row is None:
+        raise AccountError("unknown_user", f"There is no account {name!r}; see `ownsona user list`.")
+    return row
+
+
+async def set_disabled(pool: AsyncConnectionPool, username: str, disabled: bool) -> int:
+    """Disable or enable an account; return its id.
+
+    A disabled account's tokens are refused at /mcp on their next request, it
+    cannot sign in or refresh, and its browser sign-ins end. Enabling gives
+    back the tokens that have not expired meanwhile (disabling revokes nothing).
+    """
+    async with pool.connection() as conn, conn.transaction():
+        row = await find_account(conn, username)
+        await users.set_disabled(conn, row.id, disabled)
+        if disabled:
             await oauth_store.delete_user_sessions(conn, row.id)
     return row.id
+
+
+async def delete_account(pool: AsyncConnectionPool, username: str) -> users.DeletedRows:
+    """Delete an account with its memories, relations, grants, sessions and tokens."""
+    async with pool.connection() as conn, conn.transaction():
+        row = await find_account(conn, username)
+        deleted = await users.delete_account(conn, row.id)
+    if deleted is None:  # deleted by someone else between the two statements
+        raise AccountError("unknown_user", f"There is no account {row.username!r}.")
+    return deleted
 
 
 async def ensure_login_user(pool: AsyncConnectionPool, settings: Settings) -> LoginAccount | None:
@@ -176,9 +229,12 @@ async def authenticate_password(
 ) -> int | None:
     """The user id when the username and password match an enabled account, else None.
 
-    Unknown, malformed and disabled usernames still pay for one argon2
-    verification, so timing does not tell which accounts exist. A hash made
-    with outdated parameters is upgraded on success.
+    Unknown and malformed usernames still pay for one argon2 verification, so
+    timing does not tell which accounts exist. A disabled account with the
+    right password raises :class:`AccountError` ``account_disabled``: whoever
+    knows the password may learn that the account is disabled, nobody else
+    can. A hash made with outdated parameters is upgraded on success; the
+    sign-in is recorded (``ownsona user list`` shows it).
     """
     try:
         name = normalize_username(username)
@@ -190,15 +246,22 @@ async def authenticate_password(
     # The connection goes back to the pool before hashing: argon2 is slow.
     async with pool.connection() as conn:
         row = await users.get_user_by_username(conn, name)
-    if row is None or row.disabled:
+    if row is None:
         await asyncio.to_thread(dummy_verify, password)
         return None
     if not await asyncio.to_thread(verify_password, row.password_hash, password):
         return None
+    if row.disabled:
+        raise AccountError(
+            "account_disabled", "This account is disabled. Ask the server's owner to enable it."
+        )
+    new_hash = None
     if needs_rehash(row.password_hash):
         new_hash = await asyncio.to_thread(hash_password, password)
-        async with pool.connection() as conn:
+    async with pool.connection() as conn:
+        if new_hash is not None:
             await users.set_password(conn, row.id, new_hash)
+        await users.record_sign_in(conn, row.id)
     return row.id
 
 

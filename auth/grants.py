@@ -31,8 +31,9 @@ from auth.pkce import verifier_matches
 from auth.scopes import canonical, parse_scope
 from auth.tokens import LEEWAY_S, MAX_TOKEN_CHARS, mint_access_token, verify_access_token
 from memory.settings import Settings
-from storage import oauth
+from storage import oauth, tokens
 from storage.oauth import ClientRow
+from storage.tokens import CLI_CLIENT_ID
 
 logger = logging.getLogger("ownsona.auth")
 
@@ -307,6 +308,26 @@ class Grants:
             return
         async with self._pool.connection() as conn:
             await oauth.revoke_jti(conn, principal.jti, _epoch(principal.expires_at + LEEWAY_S))
+
+
+    async def revoke_cli_token(self, token: str) -> bool:
+        """Revoke an ``ownsona token`` access token on its own say-so; False if it is not one.
+
+        Such a token has no client to authenticate (see ``api.oauth``); a valid
+        signature is its proof. Anything else is left to :meth:`revoke`.
+        """
+        if not isinstance(token, str) or token.count(".") != 2 or len(token) > MAX_TOKEN_CHARS:
+            return False
+        try:
+            principal = await verify_access_token(self._keystore, self._settings, token)
+        except BearerError:
+            return False
+        if principal.client_id != CLI_CLIENT_ID:
+            return False
+        async with self._pool.connection() as conn, conn.transaction():
+            await oauth.revoke_jti(conn, principal.jti, _epoch(principal.expires_at + LEEWAY_S))
+            await tokens.revoke_cli_jti(conn, principal.jti)
+        return True
 
 
 def _same_resource(requested: str, resource: str) -> bool:

@@ -54,6 +54,13 @@ class Principal:
     jti: str
     #: Expiry, in seconds since the epoch.
     expires_at: int
+    #: ``iat``, in seconds since the epoch.
+    issued_at: int = 0
+
+
+def max_lifetime_s(settings: Settings) -> int:
+    """The longest ``exp - iat`` accepted: ACCESS_TOKEN_MAX_LIFETIME, never below ACCESS_TOKEN_TTL."""
+    return max(settings.access_token_max_lifetime_s, settings.access_token_ttl_s)
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,8 @@ class IssuedToken:
     expires_at: int
     #: Seconds the token is valid for: the token response's ``expires_in``.
     expires_in: int
+    #: ``iat``, in seconds since the epoch.
+    issued_at: int = 0
 
 
 def issue_access_token(
@@ -120,7 +129,7 @@ def mint_access_token(
         "jti": jti,
     }
     token = jwt.encode(header, claims, key, registry=_REGISTRY)
-    return IssuedToken(token, jti, issued_at + lifetime, lifetime)
+    return IssuedToken(token, jti, issued_at + lifetime, lifetime, issued_at)
 
 
 async def verify_access_token(
@@ -184,6 +193,10 @@ def _principal(claims: dict[str, Any], settings: Settings, now: float) -> Princi
         _refuse("missing issue time")
     if issued > now + LEEWAY_S:
         _refuse("token issued in the future")
+    # A stolen signing key aside, only an old or misconfigured issuer makes such a
+    # token; refusing it bounds how long a leaked token can serve.
+    if expires - issued > max_lifetime_s(settings):
+        _refuse("token lifetime exceeds the maximum")
     not_before = claims.get("nbf")
     if not_before is not None and (not _is_time(not_before) or not_before > now + LEEWAY_S):
         _refuse("token not yet valid")
@@ -205,6 +218,7 @@ def _principal(claims: dict[str, Any], settings: Settings, now: float) -> Princi
         scopes=frozenset(scope.split()),
         jti=jti,
         expires_at=int(expires),
+        issued_at=int(issued),
     )
 
 

@@ -59,6 +59,9 @@ class Settings:
 
     access_token_ttl_s: int = 3600
     refresh_token_ttl_s: int = 30 * 24 * 3600
+    #: A signed access token whose exp - iat exceeds this is refused (and
+    #: `ownsona token --ttl` may not ask for more). Never below access_token_ttl_s.
+    access_token_max_lifetime_s: int = 30 * 24 * 3600
     oauth_allow_dynamic_registration: bool = True
     #: Extra browser origins allowed on /mcp (OWNSONA_ALLOWED_ORIGINS, comma-separated).
     allowed_origins: tuple[str, ...] = ()
@@ -148,6 +151,9 @@ class Settings:
             access_token_ttl_s=env.integer("ACCESS_TOKEN_TTL", 3600, minimum=10, maximum=86400 * 7),
             refresh_token_ttl_s=env.integer(
                 "REFRESH_TOKEN_TTL", 30 * 86400, minimum=60, maximum=86400 * 365
+            ),
+            access_token_max_lifetime_s=env.integer(
+                "ACCESS_TOKEN_MAX_LIFETIME", 30 * 86400, minimum=60, maximum=86400 * 365
             ),
             oauth_allow_dynamic_registration=env.boolean("OAUTH_ALLOW_DYNAMIC_REGISTRATION", True),
             allowed_origins=env.origins("OWNSONA_ALLOWED_ORIGINS"),

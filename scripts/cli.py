@@ -1,4 +1,4 @@
-"""The ``ownsona`` command: serve, worker, migrate, user add/passwd, token, keys rotate, reembed, export, import."""
+"""The ``ownsona`` command: serve, worker, migrate, user, token, keys rotate, reembed, export, import."""
 
 from __future__ import annotations
 
@@ -86,6 +86,9 @@ async def _serve(settings: Settings) -> None:
         # uvicorn re-raises the signal that stopped it once it has drained; with
         # SIGTERM's default action that would kill us before close_runtime runs.
         signal.signal(signal.SIGTERM, lambda *_: None)
+        from scripts.account_commands import record_public_url
+
+        record_public_url(settings)  # so `ownsona token` signs for this URL
         print(f"OwnSona is serving MCP at {settings.resource_url}", flush=True)
         print(f"  listening on http://{settings.host}:{settings.port}", flush=True)
         print(
@@ -217,23 +220,6 @@ async def _user_passwd(settings: Settings, name: str, password: str) -> int:
     return await _with_pool(settings, lambda pool: change_password(pool, name, password))
 
 
-async def _token(settings: Settings, username: str, ttl: int | None, scope: str) -> str:
-    from auth.keys import KeyStore
-    from auth.tokens import issue_access_token
-    from storage.users import get_user_by_username
-
-    async def run(pool):  # type: ignore[no-untyped-def]
-        async with pool.connection() as conn:
-            user = await get_user_by_username(conn, username.strip().lower())
-        if user is None or user.disabled:
-            raise SystemExit(f"No enabled account named {username!r}; create it with `ownsona user add`.")
-        keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
-        await keystore.load()
-        return issue_access_token(keystore, settings, user_id=user.id, client_id="ownsona-cli", scope=scope, ttl_s=ttl)
-
-    return await _with_pool(settings, run)
-
-
 async def _rotate_keys(settings: Settings) -> str:
     from auth.keys import KeyStore
 
@@ -260,13 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     add = user_sub.add_parser("add", help="create an account (password from prompt or stdin)")
     add.add_argument("name")
     passwd = user_sub.add_parser(
-        "passwd", help="set a new password (prompt or stdin); ends the account's browser sign-ins"
+        "passwd", help="set a new password (prompt or stdin); ends the account's sign-ins and tokens"
     )
     passwd.add_argument("name")
-    token = sub.add_parser("token", help="print a fresh access token for scripts and curl")
-    token.add_argument("--user", required=True)
-    token.add_argument("--ttl", type=int, help="lifetime in seconds (default ACCESS_TOKEN_TTL)")
-    token.add_argument("--scope", default="memory:read memory:write")
+    from scripts import account_commands
+
+    account_commands.add_user_parsers(user_sub)  # list, disable, enable, delete
+    account_commands.add_token_parser(sub)  # token [list | revoke]
     keys = sub.add_parser("keys", help="signing keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     keys_sub.add_parser("rotate", help="add a new signing key; old tokens stay valid until they expire")
@@ -308,6 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "migrate":
             applied = asyncio.run(_migrate(settings))
             print(f"applied migrations: {applied}" if applied else "database is up to date")
+        elif args.command == "user" and args.user_command not in ("add", "passwd"):
+            from scripts import account_commands
+
+            return account_commands.run_user(settings, args)
         elif args.command == "user":
             password = _read_password(prompt_twice=True)
             if args.user_command == "passwd":
@@ -317,7 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 user_id = asyncio.run(_user_add(settings, args.name, password))
                 print(f"created account {args.name!r} (id {user_id})")
         elif args.command == "token":
-            print(asyncio.run(_token(settings, args.user, args.ttl, args.scope)))
+            from scripts import account_commands
+
+            return account_commands.run_token(settings, args)
         elif args.command == "keys":
             print(f"new signing key: {asyncio.run(_rotate_keys(settings))}")
         elif args.command == "reembed":

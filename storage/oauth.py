@@ -354,6 +354,7 @@ async def prune_expired(conn: AsyncConnection, login_window_s: float) -> None:
     await conn.execute("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour'")
     await conn.execute("DELETE FROM oauth_revoked_tokens WHERE expires_at < now()")
     await conn.execute("DELETE FROM oauth_sessions WHERE expires_at < now()")
+    await conn.execute("DELETE FROM cli_tokens WHERE expires_at < now() - interval '1 day'")
     await conn.execute(
         "DELETE FROM oauth_refresh_tokens WHERE expires_at < now() - interval '1 day'"
     )

@@ -80,3 +80,80 @@ async def lock_account_bootstrap(conn: AsyncConnection) -> None:
     Released at commit or rollback; the caller must be inside a transaction.
     """
     await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", ACCOUNT_BOOTSTRAP_LOCK)
+
+
+# -- the owner's account commands (issue 12) -----------------------------------
+
+
+@dataclass(frozen=True)
+class AccountSummary:
+    """A line of ``ownsona user list``."""
+
+    id: int
+    username: str
+    created_at: datetime
+    disabled: bool
+    last_sign_in_at: datetime | None
+    memory_count: int
+
+
+@dataclass(frozen=True)
+class DeletedRows:
+    """What deleting an account removed with it, for the operator."""
+
+    memories: int
+    relations: int
+    grants: int
+    tokens: int
+
+
+async def list_accounts(conn: AsyncConnection) -> list[AccountSummary]:
+    """Every account with its count of active (not forgotten) memories, by name."""
+    async with conn.cursor(row_factory=class_row(AccountSummary)) as cur:
+        await cur.execute(
+            """
+            SELECT u.id, u.username, u.created_at, u.disabled, u.last_sign_in_at,
+                (SELECT count(*) FROM memories m
+                 WHERE m.user_id = u.id AND m.deleted_at IS NULL) AS memory_count
+            FROM users u ORDER BY u.username
+            """
+        )
+        return await cur.fetchall()
+
+
+async def set_disabled(conn: AsyncConnection, user_id: int, disabled: bool) -> bool:
+    """Disable or enable the account; False when there is no such user."""
+    cur = await conn.execute("UPDATE users SET disabled = %s WHERE id = %s", (disabled, user_id))
+    return cur.rowcount == 1
+
+
+async def end_tokens(conn: AsyncConnection, user_id: int) -> None:
+    """Refuse every access token of the account issued before now (by its iat)."""
+    await conn.execute("UPDATE users SET tokens_valid_after = now() WHERE id = %s", (user_id,))
+
+
+async def record_sign_in(conn: AsyncConnection, user_id: int) -> None:
+    await conn.execute("UPDATE users SET last_sign_in_at = now() WHERE id = %s", (user_id,))
+
+
+async def delete_account(conn: AsyncConnection, user_id: int) -> DeletedRows | None:
+    """Delete the account and, by its foreign keys' cascades, everything it owns.
+
+    The counts are taken first in the same transaction; None when there is no
+    such user. Call inside a transaction.
+    """
+    cur = await conn.execute(
+        """
+        SELECT (SELECT count(*) FROM memories WHERE user_id = %(id)s),
+               (SELECT count(*) FROM memory_relations WHERE user_id = %(id)s),
+               (SELECT count(*) FROM oauth_grants WHERE user_id = %(id)s),
+               (SELECT count(*) FROM cli_tokens WHERE user_id = %(id)s)
+        FROM users WHERE id = %(id)s FOR UPDATE
+        """,
+        {"id": user_id},
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    await conn.execute("DELETE FROM users WHERE id = %s", (user_id,))
+    return DeletedRows(*(int(v) for v in row))

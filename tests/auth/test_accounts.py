@@ -69,7 +69,23 @@ async def test_disabled_accounts_cannot_sign_in(pool, clean_db):
     user_id = await add_user(pool, "alice", "correct horse")
     async with pool.connection() as conn:
         await conn.execute("UPDATE users SET disabled = true WHERE id = %s", (user_id,))
-    assert await authenticate_password(pool, "alice", "correct horse") is None
+    # The right password learns why; a wrong one learns nothing more than for anyone.
+    with pytest.raises(AccountError) as refused:
+        await authenticate_password(pool, "alice", "correct horse")
+    assert refused.value.problem == "account_disabled"
+    assert await authenticate_password(pool, "alice", "wrong horse") is None
+
+
+async def test_a_sign_in_is_recorded_for_user_list(pool, clean_db):
+    await add_user(pool, "alice", "correct horse")
+    assert await authenticate_password(pool, "alice", "wrong horse") is None
+    async with pool.connection() as conn:
+        (before,) = await users.list_accounts(conn)
+    assert before.last_sign_in_at is None
+    await authenticate_password(pool, "alice", "correct horse")
+    async with pool.connection() as conn:
+        (after,) = await users.list_accounts(conn)
+    assert after.last_sign_in_at is not None and after.memory_count == 0
 
 
 async def test_outdated_hash_is_upgraded_on_sign_in(pool, clean_db):

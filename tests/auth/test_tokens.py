@@ -69,6 +69,7 @@ async def test_round_trip(keystore, settings):
         scopes=frozenset({"memory", "offline_access"}),
         jti=principal.jti,
         expires_at=NOW + settings.access_token_ttl_s,
+        issued_at=NOW,
     )
     assert len(principal.jti) >= 16
 
@@ -240,11 +241,11 @@ async def test_garbage_payload_is_refused(keystore, settings):
         await _refused(keystore, settings, token, "malformed claims")
 
 
-async def test_bearer_validator_end_to_end(keystore, settings):
+async def test_bearer_validator_end_to_end(keystore, settings, alice):
     validator = BearerValidator(keystore, settings)
-    token = issue_access_token(keystore, settings, user_id=9, client_id="c", scope="memory")
-    assert (await validator.validate(f"Bearer {token}")).user_id == 9
-    assert (await validator.validate(f"bearer   {token} ")).user_id == 9
+    token = issue_access_token(keystore, settings, user_id=alice, client_id="c", scope="memory")
+    assert (await validator.validate(f"Bearer {token}")).user_id == alice
+    assert (await validator.validate(f"bearer   {token} ")).user_id == alice
     with pytest.raises(BearerError) as caught:
         await validator.validate(f"Bearer {token}x")
     assert caught.value.error == "invalid_token"
