@@ -179,3 +179,75 @@ async def test_a_stopped_worker_finishes_or_hands_back_its_batch(
         assert gated.gated_calls == 1 and "requeued" not in first_log
     else:
         assert gated.gated_calls == 2 and "requeued for another worker" in first_log
+
+
+#: Seconds a SIGINT'ed server may take beyond its drain (SHUTDOWN_TIMEOUT) and close allowance.
+EXIT_MARGIN_S = 5
+
+
+def _metrics_server_env(clean_db: str, base_url: str) -> dict[str, str]:
+    # The in-process worker (no REDIS_URL) with metrics on: the configuration that hung.
+    return {"DATABASE_URL": clean_db, "METRICS_ENABLED": "true", "SHUTDOWN_TIMEOUT": "5", **provider_env(base_url)}
+
+
+def test_ctrl_c_during_a_batch_answers_it_and_exits_within_the_grace_period(clean_db, provider, tmp_path):
+    from api.lifecycle import CLOSE_GRACE_S
+
+    gated, base_url = provider
+    with run_processes(tmp_path, _metrics_server_env(clean_db, base_url)) as server:
+        token = server.token()
+        items = _items("Interrupted")
+        answer: dict[str, Any] = {}
+        caller = threading.Thread(
+            target=lambda: answer.update(call_tool(server.url, token, "remember_batch", {"items": items}))
+        )
+        caller.start()
+        assert gated.held.wait(30), server.log()
+        server.process.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        gated.release()
+        caller.join(PLATFORM_GRACE_S)
+        assert answer.get("summary") == {"total": BATCH, "succeeded": BATCH, "failed": 0}, server.log()
+        try:
+            code = server.process.wait(5 + CLOSE_GRACE_S + EXIT_MARGIN_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("still running after Ctrl-C:\n" + server.log()) from None
+        assert code == 0, server.log()
+        assert time.monotonic() - signalled < 5 + CLOSE_GRACE_S + EXIT_MARGIN_S
+        assert "Traceback" not in server.log()
+    assert sorted(_user_rows(clean_db, "e2e")) == sorted(item["text"] for item in items)
+
+
+def test_a_second_ctrl_c_exits_at_once_without_a_traceback(clean_db, provider, tmp_path):
+    gated, base_url = provider
+    with run_processes(tmp_path, _metrics_server_env(clean_db, base_url)) as server:
+        token = server.token()
+        outcome: list[BaseException | dict[str, Any]] = []
+
+        def call() -> None:
+            try:
+                outcome.append(call_tool(server.url, token, "remember_batch", {"items": _items("Twice")}))
+            except BaseException as ex:  # the connection drops: the batch is not acknowledged
+                outcome.append(ex)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        assert gated.held.wait(30), server.log()
+        server.process.send_signal(signal.SIGINT)
+        port = int(server.url.rsplit(":", 1)[1])
+        deadline = time.monotonic() + 10
+        while not _refuses_connections(port):  # the first Ctrl-C has been handled
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.05)
+        server.process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        try:
+            code = server.process.wait(5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("a second Ctrl-C did not stop the server:\n" + server.log()) from None
+        assert time.monotonic() - interrupted < 5
+        assert code == 130, server.log()
+        assert "Traceback" not in server.log() and "interrupted again" in server.log()
+        caller.join(PLATFORM_GRACE_S)
+    assert outcome and not isinstance(outcome[0], dict), outcome  # never answered ...
+    assert _user_rows(clean_db, "e2e") == []  # ... and nothing stored behind the caller's back
