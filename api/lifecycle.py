@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -69,7 +70,8 @@ async def resolve_database(settings: Settings) -> str:
         except DatabaseUnreachable as ex:
             raise StorageError(f"DATABASE_URL: cannot connect: {ex}") from ex
         return settings.database_url
-    return await asyncio.to_thread(start_embedded, settings.data_dir)
+    # This process counts as a user of the cluster; the last one to exit stops it.
+    return await asyncio.to_thread(functools.partial(start_embedded, settings.data_dir, hold=True))
 
 
 def require_broker(settings: Settings, bundle: BrokerBundle) -> None:

@@ -277,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     from scripts import backup_commands
 
     backup_commands.add_parsers(sub)  # export, import
+    from scripts import db_commands
+
+    db_commands.add_parsers(sub)  # db status, db stop
     return parser
 
 
@@ -325,6 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scripts import backup_commands
 
             return backup_commands.run(args.command, settings, args)
+        elif args.command == "db":
+            from scripts import db_commands
+
+            return db_commands.run(settings, args)
     except SettingsError as ex:
         print(f"configuration error: {ex}", file=sys.stderr)
         return 2
