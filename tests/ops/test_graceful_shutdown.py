@@ -251,3 +251,52 @@ def test_a_second_ctrl_c_exits_at_once_without_a_traceback(clean_db, provider, t
         caller.join(PLATFORM_GRACE_S)
     assert outcome and not isinstance(outcome[0], dict), outcome  # never answered ...
     assert _user_rows(clean_db, "e2e") == []  # ... and nothing stored behind the caller's back
+
+
+async def test_a_second_ctrl_c_stops_a_worker_at_once_and_its_batch_goes_to_another(
+    clean_db, redis_url, alice, provider, tmp_path
+):
+    gated, base_url = provider
+    env = {
+        **base_env(),
+        **provider_env(base_url),
+        "DATABASE_URL": clean_db,
+        "REDIS_URL": redis_url,
+        "QUEUE_NAMESPACE": QUEUE_NAMESPACE,
+        "QUEUE_HEARTBEAT_TIMEOUT": "2000",
+        "SHUTDOWN_TIMEOUT": "20",
+    }
+    bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE)
+    queue = DramatiqWriteQueue(bundle, declare_actors(bundle.broker), timeout_s=90)
+    items = _items("Worker twice")
+    first = second = None
+    try:
+        first = _start_worker(env, tmp_path / "first.log")
+        call = asyncio.create_task(queue.submit("remember_batch", alice, {"items": items}, "sigint-twice"))
+        await _wait_until_taken(redis_url)
+        assert await asyncio.to_thread(gated.held.wait, 30)  # the first worker is embedding
+        first.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 10
+        while "Shutting down" not in (tmp_path / "first.log").read_text():  # the first Ctrl-C is being handled
+            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()
+            await asyncio.sleep(0.05)
+        assert first.poll() is None  # ... and waits for the running batch
+        first.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        assert await asyncio.to_thread(first.wait, 5) == 130
+        assert time.monotonic() - interrupted < 5
+        log = (tmp_path / "first.log").read_text()
+        assert "Traceback" not in log and "interrupted again" in log
+        assert not call.done() and _rows(clean_db, alice) == []  # nothing acknowledged, nothing stored
+        gated.release()
+        # The abandoned message is redelivered after the heartbeat timeout: stored once.
+        second = _start_worker(env, tmp_path / "second.log")
+        payload = await asyncio.wait_for(call, 60)
+    finally:
+        gated.release()
+        _stop(first)
+        _stop(second)
+        await queue.aclose()
+        bundle.broker.close()
+    assert payload["summary"] == {"total": BATCH, "succeeded": BATCH, "failed": 0}
+    assert sorted(text for _, text in _rows(clean_db, alice)) == sorted(item["text"] for item in items)
