@@ -10,15 +10,19 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from storage.embedded import cluster_status, stop_embedded
+from api.lifecycle import CLOSE_GRACE_S
+from storage.embedded import cluster_status, start_embedded, stop_embedded
 from tests.e2e.server import run_processes
 
-from .lifecycle_helpers import base_env
+from .lifecycle_helpers import GatedProvider, base_env, call_tool, provider_env, provider_server
 
 #: Seconds a stopping server may take (SHUTDOWN_TIMEOUT is 20; nothing is in flight).
 STOP_S = 30
@@ -86,3 +90,32 @@ def test_a_killed_server_leaves_a_stale_reference_that_db_stop_and_the_next_serv
         _stop_gracefully(server.process)
     assert not cluster_status(data).running
     assert _cli(data, "db", "stop").stdout.strip().endswith("is not running")
+
+
+def test_ctrl_c_during_a_batch_in_the_embedded_default_answers_it_exits_and_stops_the_cluster(tmp_path):
+    data = tmp_path / "data"
+    gated = GatedProvider(gate_at=200)
+    items = [{"text": f"Embedded fact {i}: box {i} holds the fuses.", "dedup_policy": "insert"} for i in range(200)]
+    with provider_server(gated) as base_url:
+        env = {"METRICS_ENABLED": "true", "SHUTDOWN_TIMEOUT": "5", **provider_env(base_url)}
+        with run_processes(tmp_path, env) as server:
+            token = server.token()
+            answer: dict[str, object] = {}
+            caller = threading.Thread(
+                target=lambda: answer.update(call_tool(server.url, token, "remember_batch", {"items": items}))
+            )
+            caller.start()
+            assert gated.held.wait(30), server.log()
+            server.process.send_signal(signal.SIGINT)
+            signalled = time.monotonic()
+            gated.release()
+            caller.join(STOP_S)
+            assert answer.get("summary") == {"total": 200, "succeeded": 200, "failed": 0}, server.log()
+            assert server.process.wait(5 + CLOSE_GRACE_S + 5) == 0, server.log()
+            assert time.monotonic() - signalled < 5 + CLOSE_GRACE_S + 5
+            assert "Traceback" not in server.log()
+    assert not cluster_status(data).running
+    dsn = start_embedded(data)  # this test's own look at what was stored
+    with psycopg.connect(dsn) as conn:
+        stored = [r[0] for r in conn.execute("SELECT text FROM memories")]
+    assert sorted(stored) == sorted(item["text"] for item in items)
