@@ -9,6 +9,7 @@ write is certainly in flight on a worker.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
@@ -300,3 +301,31 @@ async def test_a_second_ctrl_c_stops_a_worker_at_once_and_its_batch_goes_to_anot
         bundle.broker.close()
     assert payload["summary"] == {"total": BATCH, "succeeded": BATCH, "failed": 0}
     assert sorted(text for _, text in _rows(clean_db, alice)) == sorted(item["text"] for item in items)
+
+
+def test_one_ctrl_c_in_a_terminal_stops_worker_processes_gracefully(clean_db, redis_url, tmp_path):
+    """A terminal signals the whole process group; each child must see that Ctrl-C once, not twice."""
+    env = {
+        **base_env(),
+        "DATABASE_URL": clean_db,
+        "REDIS_URL": redis_url,
+        "QUEUE_NAMESPACE": QUEUE_NAMESPACE,
+        "WORKER_PROCESSES": "2",
+        "WORKER_THREADS": "1",
+    }
+    log = tmp_path / "workers.log"
+    with open(log, "w") as out:
+        parent = subprocess.Popen(
+            [sys.executable, "-m", "scripts.cli", "worker"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while log.read_text().count("worker running") < 2:
+            assert parent.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        os.killpg(parent.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
+        assert parent.wait(PLATFORM_GRACE_S) == 0, log.read_text()
+        assert "interrupted again" not in log.read_text()
+    finally:
+        _stop(parent)
