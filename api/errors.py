@@ -124,7 +124,7 @@ def internal_jsonrpc_error(ex: BaseException) -> jsonrpc.JsonRpcError:
     return jsonrpc.JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error")
 
 
-def bearer_reply(settings: Settings, ex: BearerError) -> HttpReply:
+def bearer_reply(settings: Settings, ex: BearerError, host: str | None = None) -> HttpReply:
     """401 (or the error's status) with the RFC 6750 challenge.
 
     The body follows RFC 6750's error vocabulary, plus the tools chapter's
@@ -136,7 +136,7 @@ def bearer_reply(settings: Settings, ex: BearerError) -> HttpReply:
         "error_description": ex.description,
         "code": AUTH_REQUIRED if ex.error is None else AUTH_FAILED,
     }
-    return HttpReply(ex.status, body, {"WWW-Authenticate": www_authenticate(settings, ex)})
+    return HttpReply(ex.status, body, {"WWW-Authenticate": www_authenticate(settings, ex, host)})
 
 
 #: RFC 6749 §5.1: token endpoint answers must not be cached.

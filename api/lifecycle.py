@@ -3,14 +3,28 @@
 Order matters: the database (embedded when DATABASE_URL is unset) and its
 migrations, the pool, the embedder, the login account and signing keys, then
 the broker: Redis with separate workers, or an in-process worker here.
+
+Stopping is bounded (:class:`GracefulServer`): the first SIGINT or SIGTERM
+lets uvicorn drain the requests for SHUTDOWN_TIMEOUT, then the runtime is
+closed; whatever still runs SHUTDOWN_TIMEOUT + ``CLOSE_GRACE_S`` after the
+signal is abandoned by exiting the process. A second Ctrl-C exits at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
+
+import uvicorn
 
 from auth.accounts import ensure_login_user
 from auth.bearer import BearerValidator
@@ -37,6 +51,12 @@ IN_PROCESS_WORKER_THREADS = 4
 #: Seconds the in-process worker gets at shutdown, after uvicorn has drained
 #: the requests (which wait for their writes): only background jobs remain.
 IN_PROCESS_WORKER_STOP_S = 3
+#: Seconds closing the runtime may take after the drain (the worker's stop and the pools).
+CLOSE_GRACE_S = IN_PROCESS_WORKER_STOP_S + 5
+#: Exit code of a process stopped by a second Ctrl-C (the shell's code for SIGINT).
+INTERRUPTED_EXIT_CODE = 130
+#: Exit code when the shutdown deadline passed with something still running.
+DEADLINE_EXIT_CODE = 1
 
 
 async def resolve_database(settings: Settings) -> str:
@@ -51,7 +71,8 @@ async def resolve_database(settings: Settings) -> str:
         except DatabaseUnreachable as ex:
             raise StorageError(f"DATABASE_URL: cannot connect: {ex}") from ex
         return settings.database_url
-    return await asyncio.to_thread(start_embedded, settings.data_dir)
+    # This process counts as a user of the cluster; the last one to exit stops it.
+    return await asyncio.to_thread(functools.partial(start_embedded, settings.data_dir, hold=True))
 
 
 def require_broker(settings: Settings, bundle: BrokerBundle) -> None:
@@ -174,3 +195,63 @@ async def _run_hooks(hooks: list[Any]) -> None:
             await hook()
         except Exception:  # closing must go on
             _log.exception("error while shutting down")
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server with a shutdown that always ends, for ``ownsona serve``.
+
+    uvicorn alone re-raises the stopping signal once it has drained: with
+    SIGINT that cancelled ``close_runtime`` at its first await, so the
+    in-process worker was never stopped and its (non-daemon) event loop
+    thread kept the interpreter alive for good. Here:
+
+    - the signal is not re-raised, and our handlers stay installed until
+      the process ends, so the runtime is always closed;
+    - the first signal arms a watchdog that exits the process (code 1)
+      ``shutdown_timeout_s + CLOSE_GRACE_S`` later, whatever still runs;
+    - a second SIGINT (Ctrl-C twice) exits at once with code 130, without
+      a traceback. A second SIGTERM changes nothing: platforms may signal
+      every process of a group, and one stop is enough.
+
+    Exiting early never loses an acknowledged write: a request is answered
+    only once its write has committed, and an unanswered request's write
+    either committed (a retry with its idempotency key returns that answer)
+    or rolls back with the connection.
+    """
+
+    def __init__(self, config: uvicorn.Config, *, shutdown_timeout_s: float) -> None:
+        super().__init__(config)
+        self._deadline_s = shutdown_timeout_s + CLOSE_GRACE_S
+        self._stopping = False
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self.handle_exit)
+        yield  # not restored: the process ends after closing, and a signal must not cancel that
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if not self._stopping:
+            self._stopping = True
+            self.should_exit = True
+            watchdog = threading.Timer(self._deadline_s, _exit_after_deadline, args=(self._deadline_s,))
+            watchdog.daemon = True
+            watchdog.start()
+        elif sig == signal.SIGINT:
+            _exit_now("interrupted again; exiting without waiting", INTERRUPTED_EXIT_CODE)
+
+
+def _exit_after_deadline(deadline_s: float) -> None:
+    _exit_now(f"shutdown did not finish within {deadline_s:g} s; exiting", DEADLINE_EXIT_CODE)
+
+
+def _exit_now(message: str, code: int) -> None:
+    # os._exit: no interpreter shutdown, which would wait for the worker's threads.
+    try:
+        sys.stderr.write(f"ownsona: {message}\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(code)

@@ -23,6 +23,7 @@ import falcon.asgi
 
 from api.runtime import Runtime
 from auth.clients import AUTH_METHODS, GRANT_TYPES
+from auth.loopback import resource_for_host
 from auth.pkce import S256
 from auth.scopes import SUPPORTED_SCOPES
 from memory.settings import Settings
@@ -33,10 +34,14 @@ SCOPES = SUPPORTED_SCOPES
 _CACHE = "public, max-age=300"
 
 
-def protected_resource_metadata(settings: Settings) -> dict[str, Any]:
-    """The RFC 9728 §2 document for ``/mcp``."""
+def protected_resource_metadata(settings: Settings, host: str | None = None) -> dict[str, Any]:
+    """The RFC 9728 §2 document for ``/mcp``, as seen from ``Host: host``.
+
+    ``localhost`` and ``127.0.0.1`` are one loopback server (``auth.loopback``):
+    the resource is named as the client named it; the issuer stays the same.
+    """
     return {
-        "resource": settings.resource_url,
+        "resource": resource_for_host(settings.resource_url, host),
         "authorization_servers": [settings.issuer],
         "bearer_methods_supported": ["header"],
         "scopes_supported": list(SCOPES),
@@ -82,10 +87,10 @@ class AuthorizationServerMetadata:
 
 class ProtectedResourceMetadata:
     def __init__(self, settings: Settings) -> None:
-        self._document = protected_resource_metadata(settings)
+        self._settings = settings
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        _public_json(resp, self._document)
+        _public_json(resp, protected_resource_metadata(self._settings, req.get_header("Host")))
 
 
 class Jwks:

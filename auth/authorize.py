@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from auth.loopback import same_resource
 from auth.oauth_errors import AuthorizePageError, OAuthError
 from auth.pkce import challenge_problem
 from auth.redirects import is_registered
@@ -128,7 +129,7 @@ def validate(
 
     # RFC 8707 §2: resource may repeat; we serve exactly one resource.
     resources = [v for k, v in params if k == "resource"]
-    if len(resources) > 1 or (resources and resources[0].rstrip("/") != resource_url):
+    if len(resources) > 1 or (resources and not same_resource(resources[0], resource_url)):
         raise OAuthError("invalid_target", f"This server grants access to {resource_url} only.")
 
     requested = single(params, "scope")

@@ -23,6 +23,7 @@ import time
 
 from auth.errors import BearerError
 from auth.keys import KeyStore
+from auth.loopback import resource_for_host
 from auth.scopes import DEFAULT_SCOPE
 from auth.tokens import Principal, verify_access_token
 from memory.settings import Settings
@@ -106,12 +107,13 @@ def _refusal(principal: Principal, standing: tokens.TokenStanding | None) -> str
     return None
 
 
-def resource_metadata_url(settings: Settings) -> str:
-    """Where the protected-resource metadata lives (RFC 9728)."""
-    return f"{settings.public_url}/.well-known/oauth-protected-resource"
+def resource_metadata_url(settings: Settings, host: str | None = None) -> str:
+    """Where the protected-resource metadata lives (RFC 9728), on the loopback name in ``host``."""
+    base = resource_for_host(settings.resource_url, host).removesuffix("/mcp")
+    return f"{base}/.well-known/oauth-protected-resource"
 
 
-def www_authenticate(settings: Settings, error: BearerError) -> str:
+def www_authenticate(settings: Settings, error: BearerError, host: str | None = None) -> str:
     """``Bearer resource_metadata="…"`` plus the error parameters when a token was sent.
 
     Every challenge names a scope: the one missing for ``insufficient_scope``,
@@ -122,7 +124,7 @@ def www_authenticate(settings: Settings, error: BearerError) -> str:
     ``"`` becomes ``'``, anything else outside the set becomes ``?``), so the
     header can neither break out of its quotes nor carry a line break.
     """
-    params = [f"resource_metadata={_quoted(resource_metadata_url(settings))}"]
+    params = [f"resource_metadata={_quoted(resource_metadata_url(settings, host))}"]
     if error.error is not None:
         params.append(f'error="{_safe(error.error)}"')
         if error.description:

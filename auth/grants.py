@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from auth.errors import BearerError
 from auth.keys import KeyStore
+from auth.loopback import same_resource
 from auth.oauth_errors import OAuthError
 from auth.opaque import digest, new_secret, presentable
 from auth.pkce import verifier_matches
@@ -331,7 +332,7 @@ class Grants:
 
 
 def _same_resource(requested: str, resource: str) -> bool:
-    return requested.rstrip("/") == resource.rstrip("/")
+    return same_resource(requested, resource)  # localhost and 127.0.0.1 name one resource
 
 
 def _invalid_grant(description: str) -> OAuthError:

@@ -7,7 +7,6 @@ import asyncio
 import dataclasses
 import getpass
 import logging
-import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -57,7 +56,7 @@ async def _serve(settings: Settings) -> None:
     import uvicorn
 
     from api.app import create_app
-    from api.lifecycle import build_runtime, close_runtime
+    from api.lifecycle import GracefulServer, build_runtime, close_runtime
 
     problem = public_listen_problem(settings)
     if problem is not None:
@@ -82,10 +81,8 @@ async def _serve(settings: Settings) -> None:
             # await) finish for up to SHUTDOWN_TIMEOUT, then close the runtime below.
             timeout_graceful_shutdown=settings.shutdown_timeout_s,
         )
-        server = uvicorn.Server(config)
-        # uvicorn re-raises the signal that stopped it once it has drained; with
-        # SIGTERM's default action that would kill us before close_runtime runs.
-        signal.signal(signal.SIGTERM, lambda *_: None)
+        # Bounded shutdown; a second Ctrl-C exits at once (api.lifecycle.GracefulServer).
+        server = GracefulServer(config, shutdown_timeout_s=settings.shutdown_timeout_s)
         from scripts.account_commands import record_public_url
 
         record_public_url(settings)  # so `ownsona token` signs for this URL
@@ -117,7 +114,7 @@ def _worker(settings: Settings, threads: int) -> int:
     from memory.extractors import make_extractor
     from tasks.actors import WorkerResources, declare_actors, extraction_hook, reembed_queue, resources_ready
     from tasks.broker import make_broker
-    from tasks.shutdown import RunningMessages, stop_worker
+    from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker
 
     if not settings.redis_url:
         print("ownsona worker needs REDIS_URL; without it `ownsona serve` runs its own worker.", file=sys.stderr)
@@ -150,8 +147,7 @@ def _worker(settings: Settings, threads: int) -> int:
     actors = declare_actors(bundle.broker, reembed_queue_name=reembed_queue(embedder.provider, embedder.model))
     worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=1000)
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)
     worker.start()
     if not resources_ready():
         # Dramatiq logs a failing boot hook and carries on; a worker without a
@@ -270,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     from scripts import relations_commands
 
     relations_commands.add_parsers(sub)  # relations rebuild
+    from scripts import db_commands
+
+    db_commands.add_parsers(sub)  # db status, db stop
     return parser
 
 
@@ -328,6 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scripts import relations_commands
 
             return relations_commands.run(settings, args)
+        elif args.command == "db":
+            from scripts import db_commands
+
+            return db_commands.run(settings, args)
     except SettingsError as ex:
         print(f"configuration error: {ex}", file=sys.stderr)
         return 2

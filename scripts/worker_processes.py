@@ -8,7 +8,9 @@ gracefully on SIGTERM by itself.
 
 The parent forwards SIGTERM and SIGINT, because a container runtime signals
 only PID 1 (a Procfile platform signals every process; a child that gets
-the signal twice stops once). When one child fails, the parent stops the
+the signal twice stops once; for SIGINT the children run in their own
+process groups, so that a terminal's Ctrl-C arrives once, and a second
+Ctrl-C stops them at once). When one child fails, the parent stops the
 rest and exits with the child's code, so the platform restarts the whole
 set instead of running on quietly with fewer workers.
 """
@@ -36,7 +38,10 @@ def run_worker_processes(count: int, threads: int) -> int:
         "--threads",
         str(threads),
     ]
-    children = [subprocess.Popen(command) for _ in range(count)]
+    # Each child in a process group of its own: a terminal's Ctrl-C reaches only this parent,
+    # which forwards it once; reaching a child twice, it would count as the second Ctrl-C
+    # that exits at once (tasks.shutdown.stop_on_signals).
+    children = [subprocess.Popen(command, process_group=0) for _ in range(count)]
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:

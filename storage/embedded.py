@@ -10,14 +10,26 @@ of a 100k-memory store (~200 MB each), and with the graph out of the cache
 every insert and near-duplicate probe evicts and re-reads its pages.
 Measured on 100k memories (``scripts/bench/cache.py``, BENCHMARKS.md), a
 200-item batch's database time: 469-652 ms -> 281-321 ms with 1 GB.
+
+Its lifetime follows the OwnSona processes using it (``hold=True``): each
+one leaves a file named after its pid in ``<data_dir>/.pg-users``, and the
+last to exit stops the cluster. The files are read and changed under the
+same lock as the start; one left by a killed process (its pid gone, a
+zombie, or reused by another program) counts for nothing.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
+import json
 import logging
 import os
+import sys
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -51,21 +63,23 @@ def shared_buffers_bytes(total_memory: int | None = None) -> int:
 
 
 def start_embedded(
-    data_dir: Path, *, database: str = DATABASE_NAME, shared_buffers: int | None = None
+    data_dir: Path, *, database: str = DATABASE_NAME, shared_buffers: int | None = None, hold: bool = False
 ) -> str:
     """Start (or attach to) the embedded cluster and return a DSN for ``database``.
 
-    The server keeps running after this process exits (the next start attaches
-    in milliseconds); ``stop_embedded`` stops it. The first start of a data
-    directory (or the first after its cache size changes) restarts the cluster
-    once to apply :func:`shared_buffers_bytes` (``shared_buffers``, in bytes, to
-    choose another size: benchmarks compare them).
+    With ``hold`` (OwnSona's processes: ``api.lifecycle.resolve_database``)
+    this process counts as a user of the cluster until it exits, and the last
+    user to exit stops it (:func:`release_embedded`). Without it the server
+    keeps running after this process exits (the next start attaches in
+    milliseconds) until ``stop_embedded``. The first start of a data
+    directory (or the first after its cache size changes) restarts the
+    cluster once to apply :func:`shared_buffers_bytes` (``shared_buffers``, in
+    bytes, to choose another size: benchmarks compare them).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     # One process at a time starts and tunes a cluster: a second one waits
-    # here instead of connecting to a cluster that is about to restart.
-    with open(data_dir / ".pg-start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # here instead of connecting to a cluster that is about to restart (or stop).
+    with _start_lock(data_dir):
         server = _get_server(data_dir)
         admin_dsn = server.get_uri()
         conn = psycopg.connect(admin_dsn, autocommit=True)
@@ -78,7 +92,128 @@ def start_embedded(
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
         finally:
             conn.close()
+        if hold and _register(data_dir):
+            atexit.register(release_embedded, data_dir)
     return server.get_uri(database=database)
+
+
+@contextlib.contextmanager
+def _start_lock(data_dir: Path) -> Iterator[None]:
+    with open(data_dir / ".pg-start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+# --- who uses the cluster ------------------------------------------------------
+
+#: Directory (in the data dir) of one file per OwnSona process using the cluster.
+USERS_DIR = ".pg-users"
+
+
+@dataclass(frozen=True)
+class ClusterUser:
+    pid: int
+    command: str
+
+
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (Linux), which tells a reused pid apart; None elsewhere."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None  # field 22 of stat: starttime
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: alive
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): the pid exists
+    if stat[stat.rindex(")") + 2 :].startswith("Z"):
+        return False  # killed, not yet reaped by its parent
+    return started is None or _process_start(pid) == started
+
+
+def _register(data_dir: Path) -> bool:
+    """Record this process as a user; False if it already was."""
+    users = data_dir / USERS_DIR
+    users.mkdir(exist_ok=True)
+    mine = users / str(os.getpid())
+    if mine.exists():
+        return False
+    record = {"pid": os.getpid(), "started": _process_start(os.getpid()), "command": _command()}
+    mine.write_text(json.dumps(record))
+    return True
+
+
+def _command() -> str:
+    args = sys.argv[1:] if sys.argv and sys.argv[0].endswith(("cli.py", "ownsona", "__main__.py")) else sys.argv
+    return "ownsona " + " ".join(a for a in args[:2] if not a.startswith("-")) if args else "ownsona"
+
+
+def cluster_users(data_dir: Path, *, prune: bool = False) -> list[ClusterUser]:
+    """The live OwnSona processes using the cluster; ``prune`` removes the files of dead ones."""
+    users: list[ClusterUser] = []
+    directory = data_dir / USERS_DIR
+    if not directory.is_dir():
+        return users
+    for path in sorted(directory.iterdir()):
+        try:
+            record = json.loads(path.read_text())
+            pid = int(record["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            record, pid = None, 0
+        if record is not None and _alive(pid, record.get("started")):
+            users.append(ClusterUser(pid=pid, command=str(record.get("command", ""))))
+        elif prune:
+            path.unlink(missing_ok=True)
+    return users
+
+
+def release_embedded(data_dir: Path) -> bool:
+    """This process stops using the cluster; stop it if no other OwnSona process does. True if stopped."""
+    with _start_lock(data_dir):
+        (data_dir / USERS_DIR / str(os.getpid())).unlink(missing_ok=True)
+        others = cluster_users(data_dir, prune=True)
+        if others or not cluster_status(data_dir).running:
+            return False
+        _log.info("stopping the embedded cluster: no other OwnSona process uses it")
+        try:
+            stop_embedded(data_dir)
+        except Exception as ex:  # at exit: say so, do not raise
+            _log.warning("could not stop the embedded cluster in %s: %s", data_dir / "pg", ex)
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    running: bool
+    port: int | None
+    socket_dir: str | None
+    users: list[ClusterUser]
+
+
+def cluster_status(data_dir: Path) -> ClusterStatus:
+    """Whether the cluster runs (from its ``postmaster.pid``), where it listens, and who uses it."""
+    users = cluster_users(data_dir)
+    try:
+        lines = (data_dir / "pg" / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, ValueError, IndexError):
+        return ClusterStatus(running=False, port=None, socket_dir=None, users=users)
+    running = _alive(pid, None)
+    port = int(lines[3]) if len(lines) > 3 and lines[3].strip().isdigit() else None
+    socket_dir = lines[4].strip() if len(lines) > 4 and lines[4].strip() else None
+    return ClusterStatus(running=running, port=port, socket_dir=socket_dir, users=users)
 
 
 def _get_server(data_dir: Path):  # type: ignore[no-untyped-def]
@@ -120,7 +255,13 @@ def _pg_ctl(pgdata: Path, args: list[str]) -> None:
 
 
 def stop_embedded(data_dir: Path) -> None:
-    """Stop the embedded cluster in ``data_dir`` if it runs."""
+    """Stop the embedded cluster in ``data_dir`` if it runs (sessions are ended: ``-m fast``)."""
     pgdata = data_dir / "pg"
     if (pgdata / "postmaster.pid").exists():
         _pg_ctl(pgdata, ["-w", "-m", "fast", "stop"])
+
+
+def stop_embedded_now(data_dir: Path) -> None:
+    """``ownsona db stop``: stop the cluster under the start lock, so no start races it."""
+    with _start_lock(data_dir):
+        stop_embedded(data_dir)

@@ -12,6 +12,9 @@ the first answer (``tasks.actors``).
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import sys
 import threading
 from typing import Any
 
@@ -20,6 +23,27 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import Middleware
 
 _log = logging.getLogger(__name__)
+
+#: Exit code of a worker stopped by a second Ctrl-C (the shell's code for SIGINT).
+INTERRUPTED_EXIT_CODE = 130
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """SIGINT and SIGTERM set ``stop``; a second SIGINT (Ctrl-C twice) exits at once, quietly.
+
+    A second SIGTERM changes nothing: a platform may signal every process
+    of a group, and one graceful stop is enough.
+    """
+
+    def handle(sig: int, _frame: object) -> None:
+        if stop.is_set() and sig == signal.SIGINT:
+            sys.stderr.write("ownsona worker: interrupted again; exiting without waiting\n")
+            sys.stderr.flush()
+            os._exit(INTERRUPTED_EXIT_CODE)  # no interpreter shutdown waiting for the worker's threads
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handle)
 
 
 class RunningMessages(Middleware):

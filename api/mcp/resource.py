@@ -326,7 +326,7 @@ class McpResource:
         try:
             principal: Principal = await runtime.bearer.validate(req.get_header("Authorization"))
         except BearerError as ex:
-            return bearer_reply(runtime.settings, ex)
+            return bearer_reply(runtime.settings, ex, req.get_header("Host"))
         except Exception as ex:
             if is_database_failure(ex):
                 # The type only: a driver message may quote a statement's parameters.

@@ -9,6 +9,7 @@ write is certainly in flight on a worker.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
@@ -179,3 +180,152 @@ async def test_a_stopped_worker_finishes_or_hands_back_its_batch(
         assert gated.gated_calls == 1 and "requeued" not in first_log
     else:
         assert gated.gated_calls == 2 and "requeued for another worker" in first_log
+
+
+#: Seconds a SIGINT'ed server may take beyond its drain (SHUTDOWN_TIMEOUT) and close allowance.
+EXIT_MARGIN_S = 5
+
+
+def _metrics_server_env(clean_db: str, base_url: str) -> dict[str, str]:
+    # The in-process worker (no REDIS_URL) with metrics on: the configuration that hung.
+    return {"DATABASE_URL": clean_db, "METRICS_ENABLED": "true", "SHUTDOWN_TIMEOUT": "5", **provider_env(base_url)}
+
+
+def test_ctrl_c_during_a_batch_answers_it_and_exits_within_the_grace_period(clean_db, provider, tmp_path):
+    from api.lifecycle import CLOSE_GRACE_S
+
+    gated, base_url = provider
+    with run_processes(tmp_path, _metrics_server_env(clean_db, base_url)) as server:
+        token = server.token()
+        items = _items("Interrupted")
+        answer: dict[str, Any] = {}
+        caller = threading.Thread(
+            target=lambda: answer.update(call_tool(server.url, token, "remember_batch", {"items": items}))
+        )
+        caller.start()
+        assert gated.held.wait(30), server.log()
+        server.process.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        gated.release()
+        caller.join(PLATFORM_GRACE_S)
+        assert answer.get("summary") == {"total": BATCH, "succeeded": BATCH, "failed": 0}, server.log()
+        try:
+            code = server.process.wait(5 + CLOSE_GRACE_S + EXIT_MARGIN_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("still running after Ctrl-C:\n" + server.log()) from None
+        assert code == 0, server.log()
+        assert time.monotonic() - signalled < 5 + CLOSE_GRACE_S + EXIT_MARGIN_S
+        assert "Traceback" not in server.log()
+    assert sorted(_user_rows(clean_db, "e2e")) == sorted(item["text"] for item in items)
+
+
+def test_a_second_ctrl_c_exits_at_once_without_a_traceback(clean_db, provider, tmp_path):
+    gated, base_url = provider
+    with run_processes(tmp_path, _metrics_server_env(clean_db, base_url)) as server:
+        token = server.token()
+        outcome: list[BaseException | dict[str, Any]] = []
+
+        def call() -> None:
+            try:
+                outcome.append(call_tool(server.url, token, "remember_batch", {"items": _items("Twice")}))
+            except BaseException as ex:  # the connection drops: the batch is not acknowledged
+                outcome.append(ex)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        assert gated.held.wait(30), server.log()
+        server.process.send_signal(signal.SIGINT)
+        port = int(server.url.rsplit(":", 1)[1])
+        deadline = time.monotonic() + 10
+        while not _refuses_connections(port):  # the first Ctrl-C has been handled
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.05)
+        server.process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        try:
+            code = server.process.wait(5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("a second Ctrl-C did not stop the server:\n" + server.log()) from None
+        assert time.monotonic() - interrupted < 5
+        assert code == 130, server.log()
+        assert "Traceback" not in server.log() and "interrupted again" in server.log()
+        caller.join(PLATFORM_GRACE_S)
+    assert outcome and not isinstance(outcome[0], dict), outcome  # never answered ...
+    assert _user_rows(clean_db, "e2e") == []  # ... and nothing stored behind the caller's back
+
+
+async def test_a_second_ctrl_c_stops_a_worker_at_once_and_its_batch_goes_to_another(
+    clean_db, redis_url, alice, provider, tmp_path
+):
+    gated, base_url = provider
+    env = {
+        **base_env(),
+        **provider_env(base_url),
+        "DATABASE_URL": clean_db,
+        "REDIS_URL": redis_url,
+        "QUEUE_NAMESPACE": QUEUE_NAMESPACE,
+        "QUEUE_HEARTBEAT_TIMEOUT": "2000",
+        "SHUTDOWN_TIMEOUT": "20",
+    }
+    bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE)
+    queue = DramatiqWriteQueue(bundle, declare_actors(bundle.broker), timeout_s=90)
+    items = _items("Worker twice")
+    first = second = None
+    try:
+        first = _start_worker(env, tmp_path / "first.log")
+        call = asyncio.create_task(queue.submit("remember_batch", alice, {"items": items}, "sigint-twice"))
+        await _wait_until_taken(redis_url)
+        assert await asyncio.to_thread(gated.held.wait, 30)  # the first worker is embedding
+        first.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 10
+        while "Shutting down" not in (tmp_path / "first.log").read_text():  # the first Ctrl-C is being handled
+            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()
+            await asyncio.sleep(0.05)
+        assert first.poll() is None  # ... and waits for the running batch
+        first.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        assert await asyncio.to_thread(first.wait, 5) == 130
+        assert time.monotonic() - interrupted < 5
+        log = (tmp_path / "first.log").read_text()
+        assert "Traceback" not in log and "interrupted again" in log
+        assert not call.done() and _rows(clean_db, alice) == []  # nothing acknowledged, nothing stored
+        gated.release()
+        # The abandoned message is redelivered after the heartbeat timeout: stored once.
+        second = _start_worker(env, tmp_path / "second.log")
+        payload = await asyncio.wait_for(call, 60)
+    finally:
+        gated.release()
+        _stop(first)
+        _stop(second)
+        await queue.aclose()
+        bundle.broker.close()
+    assert payload["summary"] == {"total": BATCH, "succeeded": BATCH, "failed": 0}
+    assert sorted(text for _, text in _rows(clean_db, alice)) == sorted(item["text"] for item in items)
+
+
+def test_one_ctrl_c_in_a_terminal_stops_worker_processes_gracefully(clean_db, redis_url, tmp_path):
+    """A terminal signals the whole process group; each child must see that Ctrl-C once, not twice."""
+    env = {
+        **base_env(),
+        "DATABASE_URL": clean_db,
+        "REDIS_URL": redis_url,
+        "QUEUE_NAMESPACE": QUEUE_NAMESPACE,
+        "WORKER_PROCESSES": "2",
+        "WORKER_THREADS": "1",
+    }
+    log = tmp_path / "workers.log"
+    with open(log, "w") as out:
+        parent = subprocess.Popen(
+            [sys.executable, "-m", "scripts.cli", "worker"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while log.read_text().count("worker running") < 2:
+            assert parent.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        os.killpg(parent.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
+        assert parent.wait(PLATFORM_GRACE_S) == 0, log.read_text()
+        assert "interrupted again" not in log.read_text()
+    finally:
+        _stop(parent)
