@@ -144,7 +144,7 @@ _QUOTED = re.compile(
 _DIGITS = re.compile(r"^[#*]?\d+(?:[ .-]\d+)*[#*]?(?![\w]|-[A-Za-z])")
 # A year right after the noun names an edition or a model ("a pin 2019
 # edition"); after a connector it is a value ("my PIN is 2019").
-_BARE_YEAR = re.compile(r"^(?:19|20)\d\d(?![\w.-])")
+_BARE_YEAR = re.compile(r"^(?:19|20)\d\d(?!\w|-|\.\d)")
 _TOKEN = re.compile(r"^\S+")
 _WORD = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
 # What a number measures, when it is a length or a count rather than a PIN.

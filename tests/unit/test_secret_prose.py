@@ -211,6 +211,7 @@ ABOUT: list[str] = [
     "My password is ********.",
     # Years, counts and parts after "pin" (review of issue 12).
     "I bought a pin 2019 edition",
+    "He got his first pin 1998.",
     "Our team uses pin 2024 badges",
     "My enamel pin count is 340",
     "The pin count is 144 on that chip",
