@@ -7,19 +7,27 @@ code or combination) AND gives a value for it. Talk about credentials ("I
 forgot my password yesterday", "my PIN is four digits long", "I use a
 password manager") states no value and is stored.
 
-A value is read after a connector ("is", "was", ":", "=", "to") or, when
-it looks unmistakably like a secret, right after the noun ("PIN 4821").
-What counts as a value depends on the kind:
+A value is read after a connector ("is", "was", ":", "=", "->", "→", "to") or,
+when it looks unmistakably like a secret, right after the noun ("PIN 4821",
+but not "a pin 2019 edition": a bare year there names an edition). A word
+right after the noun may make it part of another thing ("password manager",
+"pin count"). What counts as a value depends on the kind:
 
 - passwords, passcodes, passphrases: a quoted string, or a token with digits,
   symbols or inner capitals ("hunter2", "BlueCanary77", "p@ss"), or a plain
   word that ends the clause and is not a description ("is sunflower.", but
-  not "is expired." or "is on a sticky note");
+  not "is expired.", "is Bitwarden-generated." or "is on a sticky note");
+  never an algorithm's name ("argon2id", "sha256");
 - PINs and access codes: three digits or more ("1234", "12-34-56",
   "4821#"), or a token mixing letters and digits; never a word, so "the pin
-  on my map is Rome" stays a fact;
-- security answers: any content word, since the answer to "first pet?" is
-  a plain word by design ("Fluffy").
+  on my map is Rome" stays a fact, nor a number naming something ("to 2024
+  standards", "144-ball");
+- security answers: any content word but a pronoun, since the answer to
+  "first pet?" is a plain word by design ("Fluffy"), while "Security answer:
+  I always lie" talks about answering.
+
+Only the first credential nouns of a text are examined (a bound on CPU for
+texts that name credentials thousands of times).
 
 Standard library only, no I/O. Only the kind is returned, never the value.
 """
@@ -49,22 +57,33 @@ _OWNER = r"(?:the|my|our|his|her|their|your|mom's|dad's|grandma's|grandpa's)"
 _CODE_WORDS = r"(?:codes?|combinations?|combos?)"
 _OPENS = r"(?:unlock|unlocks|open|opens|disarm|disarms|get into)"
 
-# (kind, pattern of the credential noun). Case-insensitive; word-bounded.
-_NOUNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(rf"(?<![\w\\-])(?:{pattern})(?![\w\\-])", re.IGNORECASE))
-    for kind, pattern in (
-        (SECURITY_ANSWER, r"(?:security|secret)(?: question)? answers?"),
-        (SECURITY_ANSWER, rf"answers? (?:to|for|of) {_OWNER} (?:\w+ )?security questions?"),
-        (PASSPHRASE, r"pass[ -]?phrases?"),
-        (PASSCODE, r"pass[ -]?codes?"),
-        (PASSWORD, r"pass[ -]?words?|passwd|pswd|pwd|pw|wi-?fi key|network key|wpa key"),
-        (PIN, r"pins?(?: numbers?| codes?)?"),
-        (ACCESS_CODE, rf"{_LOCKED_THINGS} (?:codes?|combinations?|combos?|pins?)"),
-        (ACCESS_CODE, r"(?:access|entry|security|unlock|recovery|backup|entrance|lock) codes?"),
-        (ACCESS_CODE, rf"{_CODE_WORDS} (?:for|to|of|on) {_OWNER} {_LOCKED_THINGS}"),
-        (ACCESS_CODE, rf"{_CODE_WORDS} (?:to|for|that) {_OPENS}"),
-    )
+# (kind, pattern of the credential noun), tried in this order at each position.
+_NOUN_PATTERNS: tuple[tuple[str, str], ...] = (
+    (SECURITY_ANSWER, r"(?:security|secret)(?: question)? answers?"),
+    (SECURITY_ANSWER, rf"answers? (?:to|for|of) {_OWNER} (?:\w+ )?security questions?"),
+    (PASSPHRASE, r"pass[ -]?phrases?"),
+    (PASSCODE, r"pass[ -]?codes?"),
+    (PASSWORD, r"pass[ -]?words?|passwd|pswd|pwd|pw|wi-?fi key|network key|wpa key"),
+    (ACCESS_CODE, rf"{_LOCKED_THINGS} (?:codes?|combinations?|combos?|pins?)"),
+    (PIN, r"pins?(?: numbers?| codes?)?"),
+    (ACCESS_CODE, r"(?:access|entry|security|unlock|recovery|backup|entrance|lock) codes?"),
+    (ACCESS_CODE, rf"{_CODE_WORDS} (?:for|to|of|on) {_OWNER} {_LOCKED_THINGS}"),
+    (ACCESS_CODE, rf"{_CODE_WORDS} (?:to|for|that) {_OPENS}"),
 )
+# All nouns in one pattern, one group per entry: a text is scanned once, not
+# once per kind. Case-insensitive; word-bounded.
+_NOUNS = re.compile(
+    r"(?<![\w\\-])(?:"
+    + "|".join(f"(?P<n{i}>{pattern})" for i, (_, pattern) in enumerate(_NOUN_PATTERNS))
+    + r")(?![\w\\-])",
+    re.IGNORECASE,
+)
+_KIND_OF_GROUP = {f"n{i}": kind for i, (kind, _) in enumerate(_NOUN_PATTERNS)}
+#: Most credential nouns examined in one text. Each costs a few regex matches
+#: on a short window; without a bound a 16,000-character "pw pw pw ..." costs
+#: a worker a quarter of a second. A text naming credentials more often than
+#: this is a document about them, and its first mentions are still checked.
+_MAX_NOUNS_EXAMINED = 50
 
 # A word right after the noun that makes it part of another thing: a
 # "password manager" or a "PIN pad" is not a password or a PIN.
@@ -77,6 +96,8 @@ _COMPOUND_HEADS = frozenset(
     pad pads board boards cushion cushions drive drawer needle needles hole holes point
     protect protecting recovery reminder reminders security requests request prompt login
     generation storage analysis hygiene hash hashes hashing brush brushes strategy strategies
+    count counts header headers layout layouts out outs diagram diagrams ball balls
+    collection collections badge badges trading collector collectors
     """.split()
 )
 
@@ -84,7 +105,7 @@ _COMPOUND_HEADS = frozenset(
 # ("send my password to Bob") only introduces a value that looks like one.
 _CONNECTOR = re.compile(
     r"(?:(?<=\s)|^)(?P<word>is|was|are|were|'s|equals|to|reads|becomes|became)(?=\s)"
-    r"|(?P<sign>[:=\u2013\u2014]|->|(?<=\s)-(?=\s))",
+    r"|(?P<sign>[:=\u2013\u2014\u2192]|->|=>|(?<=\s)-(?=\s))",
     re.IGNORECASE,
 )
 _STRONG_ONLY_CONNECTORS = {"to"}
@@ -119,23 +140,33 @@ _FILLERS = re.compile(
 _QUOTED = re.compile(
     "^(?:" + "|".join(f"{o}([^{c}\\n]{{1,80}}){c}" for o, c in ('""', "“”", "''", "‘’", "``")) + ")"
 )
-_DIGITS = re.compile(r"^[#*]?\d+(?:[ .-]\d+)*[#*]?(?![\w])")
+# Not "144-ball" or "3-digit": a number joined to a word is part of a compound.
+_DIGITS = re.compile(r"^[#*]?\d+(?:[ .-]\d+)*[#*]?(?![\w]|-[A-Za-z])")
+# A year right after the noun names an edition or a model ("a pin 2019
+# edition"); after a connector it is a value ("my PIN is 2019").
+_BARE_YEAR = re.compile(r"^(?:19|20)\d\d(?!\w|-|\.\d)")
 _TOKEN = re.compile(r"^\S+")
 _WORD = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
 # What a number measures, when it is a length or a count rather than a PIN.
 _UNITS = re.compile(
     r"^\s*(?:-\s*)?(?:digits?|characters?|chars?|letters?|numbers?|words?|symbols?|times?"
     r"|days?|weeks?|months?|years?|hours?|minutes?|mins?|seconds?|secs?|attempts?|tries"
-    r"|long|old|ago|percent|%)\b",
+    r"|long|old|ago|percent|%"
+    # What a number names: "changed the door code to 2024 standards".
+    r"|standards?|rules?|regulations?|guidelines?|requirements?|specs?|specifications?"
+    r"|levels?|editions?|models?|versions?|series|badges?|style|compliance)\b",
     re.IGNORECASE,
 )
 # Tokens with digits that are not secrets: ordinals, times, sizes, "2FA".
 _NOT_A_SECRET_TOKEN = re.compile(
     r"^(?:\d+(?:st|nd|rd|th|am|pm|s|x|k|h|m|min|mins|yo|ish|fa|g|gb|mb|ghz)|v\d+(?:\.\d+)*"
     r"|\d+-(?:digit|character|char|letter|word|symbol|step|factor|year|day|month|week)s?"
-    r"|2fa|mfa|wi-?fi|wpa\d?|covid-?19|mp3|mp4|4k|a1)$",
+    r"|2fa|mfa|wi-?fi|wpa\d?|covid-?19|mp3|mp4|4k|a1"
+    r"|argon2(?:id|i|d)?|pbkdf2\w*|sha-?\d+|sha3-?\d+|md5|aes-?\d+|rsa-?\d+|hmac-?sha-?\d+"
+    r"|blake2\w*|ed25519|x25519|utf-?8|base64|ipv[46]|http/?2)$",
     re.IGNORECASE,
 )
+_NUMBERED_COMPOUND = re.compile(r"^\d+(?:-[A-Za-z]+)+$")
 _SYMBOLS = set("!@#$%^&*_+=~|<>?/\\")
 _TRAILING = ".,;:!?)]}\"'”’"
 
@@ -166,22 +197,42 @@ _NOT_VALUES = frozenset(
     hash field column
     """.split()
 )
+# Adjectives ending in "ary": that ending is also a noun's ("canary",
+# "library"), so only these read as descriptions.
+_ARY_ADJECTIVES = frozenset(
+    """
+    temporary necessary unnecessary arbitrary ordinary extraordinary primary secondary
+    contrary voluntary customary solitary sanitary legendary imaginary preliminary binary
+    elementary momentary honorary hereditary complementary supplementary stationary
+    visionary revolutionary unitary monetary literary exemplary sedentary proprietary
+    """.split()
+)
 # Endings of descriptive words: "expired", "annoying", "unbreakable", "useless".
 _DESCRIPTIVE_ENDINGS = (
     "ed", "ing", "ly", "able", "ible", "ful", "less", "ous", "ive",
-    "ic", "ical", "al", "ent", "ant", "ary", "ure",
+    "ic", "ical", "al", "ent", "ant", "ure",
+)
+# Last parts of hyphenated words that say how a password is made or kept.
+_HYPHENATED_DESCRIPTIONS = frozenset(
+    "based free only specific sensitive style like wide proof friendly length long".split()
+)
+# A security answer is never a pronoun: "Security answer: I always lie on those."
+_PRONOUNS = frozenset(
+    "i i'm i've i'd i'll me you you're he she we we're they they're him us them".split()
 )
 
 
 def detect_prose_secret(text: str) -> str | None:
-    """The kind of credential the text states a value for, or None."""
-    for kind, noun in _NOUNS:
-        for match in noun.finditer(text):
-            # Security answers come in lists ("are Fluffy and Maple Street").
-            plural = kind != SECURITY_ANSWER and match.group().lower().endswith("s")
-            window = text[match.end() : match.end() + _WINDOW_CHARS]
-            if _states_value(kind, window, plural=plural):
-                return kind
+    """The kind of the first credential the text states a value for, or None."""
+    for examined, match in enumerate(_NOUNS.finditer(text)):
+        if examined == _MAX_NOUNS_EXAMINED:
+            break
+        kind = _KIND_OF_GROUP[match.lastgroup or ""]
+        # Security answers come in lists ("are Fluffy and Maple Street").
+        plural = kind != SECURITY_ANSWER and match.group().lower().endswith("s")
+        window = text[match.end() : match.end() + _WINDOW_CHARS]
+        if _states_value(kind, window, plural=plural):
+            return kind
     return None
 
 
@@ -196,7 +247,9 @@ def _states_value(kind: str, after: str, *, plural: bool) -> bool:
         return False
     # Right after the noun, past a space: "PIN 4821", "password hunter2";
     # not `password`, whose closing backtick would read as a quote.
-    if after[:1].isspace() and _is_value(kind, after.lstrip(), strong_only=True, plural=plural):
+    if after[:1].isspace() and _is_value(
+        kind, after.lstrip(), strong_only=True, plural=plural, right_after_noun=True
+    ):
         return True
     for connector in _CONNECTOR.finditer(clause):
         gap = clause[: connector.start()].split()
@@ -216,7 +269,9 @@ def _states_value(kind: str, after: str, *, plural: bool) -> bool:
     return False
 
 
-def _is_value(kind: str, rest: str, *, strong_only: bool, plural: bool) -> bool:
+def _is_value(
+    kind: str, rest: str, *, strong_only: bool, plural: bool, right_after_noun: bool = False
+) -> bool:
     """Whether ``rest`` starts with something that is a credential's value.
 
     A plain word is read as a value only after a singular noun: "passwords
@@ -229,6 +284,8 @@ def _is_value(kind: str, rest: str, *, strong_only: bool, plural: bool) -> bool:
         if not inner or _is_placeholder(inner):
             return False
         return kind in _WORDY_KINDS or _has_digits(inner, 3)
+    if right_after_noun and _BARE_YEAR.match(rest):
+        return False
     digits = _DIGITS.match(rest)
     if digits and _has_digits(digits.group(), 3) and not _UNITS.match(rest[digits.end():]):
         return True
@@ -238,18 +295,23 @@ def _is_value(kind: str, rest: str, *, strong_only: bool, plural: bool) -> bool:
     token = token_match.group().strip(_MARKUP).rstrip(_TRAILING + _MARKUP)
     if not token or _NOT_A_SECRET_TOKEN.match(token) or _is_placeholder(token):
         return False
+    if right_after_noun and _NUMBERED_COMPOUND.match(token):
+        return False  # "PIN 144-ball package": the noun names a part, "144-ball" its kind
     if _mixes_letters_with_digits_or_symbols(token):
         return True
     # Weaker evidence from here on: only after "is"/":"-like connectors, and
     # only for the kinds whose value may be a word.
     if strong_only or kind not in _WORDY_KINDS:
         return False
+    if _is_hyphenated_description(token):
+        return False
     if _has_inner_capitals(token):
         return True
     if not _WORD.match(token) or plural or _is_description(token):
         return False
     if kind == SECURITY_ANSWER:
-        return True
+        # "Security answer: I always lie on those." talks about answering.
+        return token.lower() not in _PRONOUNS
     # A plain word is a password only when it ends the clause: "is sunflower."
     # but not "is sunflower yellow now" (a description of something else).
     following = rest[token_match.end():]
@@ -258,6 +320,15 @@ def _is_value(kind: str, rest: str, *, strong_only: bool, plural: bool) -> bool:
         or token_match.group()[-1] in _TRAILING
         or bool(re.match(r"\s+(?:and|but|so|which|because)\b", following))
     )
+
+
+def _is_hyphenated_description(token: str) -> bool:
+    """ "Bitwarden-generated", "LastPass-managed": how a password is made, not one."""
+    head, dash, last = token.rpartition("-")
+    if not dash or not head or not last.isalpha():
+        return False
+    last = last.lower()
+    return last in _HYPHENATED_DESCRIPTIONS or last.endswith(("ed", "ing"))
 
 
 def _mixes_letters_with_digits_or_symbols(token: str) -> bool:
@@ -297,4 +368,6 @@ def _is_description(word: str) -> bool:
         return True
     if word[0].isupper() and word[1:].islower():
         return False  # a capitalised word mid-sentence is a name, not a description
-    return len(lowered) > 4 and lowered.endswith(_DESCRIPTIVE_ENDINGS)
+    return lowered in _ARY_ADJECTIVES or (
+        len(lowered) > 4 and lowered.endswith(_DESCRIPTIVE_ENDINGS)
+    )

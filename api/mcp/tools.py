@@ -90,7 +90,8 @@ def tool_specs(settings: Settings) -> dict[str, ToolSpec]:
             "can recall it later. Use it when the user tells you something worth keeping or "
             "asks you to remember it; write the fact as a self-contained sentence "
             '("The user\'s son Colby lives in Los Angeles."), not as a reply. Never store '
-            "secrets (passwords, API keys, tokens): they are refused. Returns memory_id; "
+            "secrets (API keys, tokens, or passwords, PINs and codes stated in words): they "
+            "are refused with SECRET_REJECTED. Returns memory_id; "
             'an exact duplicate returns the existing id with "Already remembered". '
             "near_duplicates lists similar stored facts and previously_corrected lists "
             "similar facts that were deleted or replaced before: check them, and if the "
@@ -189,8 +190,9 @@ def tool_specs(settings: Settings) -> dict[str, ToolSpec]:
             "fact as still true, use confirm instead. A soft-deleted memory cannot be updated "
             "(NOT_FOUND): remember it again. A memory with keep=true is locked (INVALID_INPUT, "
             'detail.reason "locked"); the only change it accepts is keep=false on its own. '
-            "dry_run=true reports changed_fields without writing. For several memories use "
-            "update_memory_batch.",
+            "dry_run=true reports changed_fields without writing. A text holding a secret "
+            "(even a password or PIN stated in words) is refused with SECRET_REJECTED. For "
+            "several memories use update_memory_batch.",
             s.obj(
                 {"id": s.memory_id(), **s.update_fields(), "dry_run": s.dry_run()},
                 required=["id"],

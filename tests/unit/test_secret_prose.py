@@ -82,6 +82,18 @@ STATED: list[tuple[str, str]] = [
     ("The answer to the security question about my first car is Corolla", "security answer"),
     ("My password is Envy123", "password"),
     ("my pw is MyDogRex", "password"),
+    # A year after a connector is a value, unlike one right after "pin".
+    ("my PIN is 2019", "PIN"),
+    ("My PIN: 2019", "PIN"),
+    # A single plain word ending the clause: "ary" is a noun's ending too.
+    ("My password is bluecanary", "password"),
+    # A capitalised word in a password's place is one, even when it is also
+    # the name of something: nothing in the sentence says otherwise.
+    ("Her password is Python, she says", "password"),
+    ("login password \u2192 BlueCanary77", "password"),
+    ("login password -> BlueCanary77", "password"),
+    ("login password => hunter2", "password"),
+    ("passphrase: river-otter-maple", "passphrase"),
 ]
 
 # Talk about credentials, and ordinary facts that share their words.
@@ -197,6 +209,30 @@ ABOUT: list[str] = [
     "Require strong passwords: Require your employees to use passwords that are lengthy and mixed.",
     'Set password = "<password>" in the config file.',
     "My password is ********.",
+    # Years, counts and parts after "pin" (review of issue 12).
+    "I bought a pin 2019 edition",
+    "He got his first pin 1998.",
+    "Our team uses pin 2024 badges",
+    "My enamel pin count is 340",
+    "The pin count is 144 on that chip",
+    "PIN 144-ball BGA package",
+    "The pin header is 2x20",
+    "My pin collection is 200 strong",
+    # Talk about answering, and about how a password is made.
+    "Security answer: I always lie on those.",
+    "The security answer: they never check it.",
+    "My password is Bitwarden-generated.",
+    "My password is LastPass-managed.",
+    "My password is self-destructing",
+    "Password: argon2id with 64 MiB memory.",
+    "Password: bcrypt hashed",
+    "I changed the garage door code to 2024 standards.",
+    "I set the alarm code to 2024 rules.",
+    # Adjectives ending in "ary" still describe.
+    "my password is temporary",
+    "My password is necessary.",
+    "my password is compromised",
+    "wifi password \u2192 on the fridge",
 ]
 
 
@@ -235,6 +271,15 @@ def test_check_secret_names_the_kind_never_the_value(text: str, kind: str, secre
 
 
 def test_a_stated_credential_deep_in_a_long_text_is_found() -> None:
-    prose = "We talked about pins, passwords and codes for a while. " * 250  # ~14,000 characters
+    talk = "We talked about pins, passwords and codes for a while. " * 20  # 40 nouns
+    prose = talk + "Then we walked home along the river and had dinner. " * 250  # ~14,000 chars
     assert detect_secret(prose) is None
     assert detect_secret(prose + "My PIN is 4821.") == "PIN"
+
+
+def test_a_text_full_of_credential_nouns_is_decided() -> None:
+    # 5,334 nouns: only the first ones are examined, so this costs what a
+    # short text costs (a bound on worker CPU, measured, not asserted here).
+    noise = ("pw " * 5334)[:16_000]
+    assert detect_secret(noise) is None
+    assert detect_secret("My PIN is 4821. " + noise) == "PIN"
