@@ -15,7 +15,10 @@ Its lifetime follows the OwnSona processes using it (``hold=True``): each
 one leaves a file named after its pid in ``<data_dir>/.pg-users``, and the
 last to exit stops the cluster. The files are read and changed under the
 same lock as the start; one left by a killed process (its pid gone, a
-zombie, or reused by another program) counts for nothing.
+zombie, or reused by another program) counts for nothing. A cluster that
+was already running when the first holder attached (started by a test
+session, a benchmark or by hand) is left running: only a cluster an OwnSona
+process started is stopped by one.
 """
 
 from __future__ import annotations
@@ -80,6 +83,10 @@ def start_embedded(
     # One process at a time starts and tunes a cluster: a second one waits
     # here instead of connecting to a cluster that is about to restart (or stop).
     with _start_lock(data_dir):
+        if hold and not cluster_status(data_dir).running:
+            # OwnSona starts it, so its last process stops it. A cluster someone
+            # else started (a test session, a benchmark, `pg_ctl`) is left running.
+            (data_dir / OWNED_MARKER).touch()
         server = _get_server(data_dir)
         admin_dsn = server.get_uri()
         conn = psycopg.connect(admin_dsn, autocommit=True)
@@ -108,6 +115,9 @@ def _start_lock(data_dir: Path) -> Iterator[None]:
 
 #: Directory (in the data dir) of one file per OwnSona process using the cluster.
 USERS_DIR = ".pg-users"
+#: Present (in the data dir) while the running cluster was started by an OwnSona
+#: process that holds it: only then does the last holder to exit stop it.
+OWNED_MARKER = ".pg-owned"
 
 
 @dataclass(frozen=True)
@@ -183,11 +193,12 @@ def release_embedded(data_dir: Path) -> bool:
     with _start_lock(data_dir):
         (data_dir / USERS_DIR / str(os.getpid())).unlink(missing_ok=True)
         others = cluster_users(data_dir, prune=True)
-        if others or not cluster_status(data_dir).running:
+        if others or not cluster_status(data_dir).running or not (data_dir / OWNED_MARKER).exists():
             return False
         _log.info("stopping the embedded cluster: no other OwnSona process uses it")
         try:
             stop_embedded(data_dir)
+            (data_dir / OWNED_MARKER).unlink(missing_ok=True)
         except Exception as ex:  # at exit: say so, do not raise
             _log.warning("could not stop the embedded cluster in %s: %s", data_dir / "pg", ex)
             return False

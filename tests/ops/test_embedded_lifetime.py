@@ -59,6 +59,22 @@ def test_a_cli_command_alone_stops_the_cluster_it_started(tmp_path):
     assert "embedded PostgreSQL: not running" in status.stdout and "no OwnSona process" in status.stdout
 
 
+def test_a_cluster_someone_else_started_is_left_running(tmp_path):
+    """A test session, a benchmark or `pg_ctl` started it: an OwnSona command using it
+    does not stop it on exit (the test suite's own cluster is such a one)."""
+    data = tmp_path / "data"
+    started = subprocess.run(
+        [sys.executable, "-c", "import sys, pathlib; from storage.embedded import start_embedded;"
+         " start_embedded(pathlib.Path(sys.argv[1]))", str(data)],
+        env=base_env(), capture_output=True, text=True, timeout=120,
+    )
+    assert started.returncode == 0, started.stderr
+    assert cluster_status(data).running
+    done = _cli(data, "migrate")
+    assert done.returncode == 0, done.stderr
+    assert cluster_status(data).running
+
+
 def test_a_cli_command_leaves_serve_its_cluster_and_serve_stops_it_on_exit(tmp_path):
     data = tmp_path / "data"
     with run_processes(tmp_path) as server:
