@@ -15,6 +15,14 @@
   password is checked (``storage.login_attempts``). Concurrent attempts, in
   one process or several, therefore count each other, and at most the free
   number of them (then one per delay) ever reach argon2.
+- A refused attempt takes no lock: the counts are read once without it, and
+  only an attempt they would let through locks and reads them again. A
+  burst against a throttled username is then one plain read per attempt,
+  not a queue of transactions holding pool connections while they wait
+  (which also delayed unrelated queries). The unlocked read can only be
+  stale towards "refuse" by a concurrent success that just cleared the
+  username: that attempt is answered "wait" as it would have been a moment
+  earlier.
 - Unknown usernames are throttled exactly like real ones, so throttling
   does not reveal which accounts exist either.
 - Every failure is logged with the username (repr, so it cannot forge log
@@ -61,6 +69,16 @@ class ThrottlePolicy:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """The throttle's answer before the password is checked."""
+
+    #: The reserved attempt (recorded as a failure until it succeeds), or None when refused.
+    attempt_id: int | None
+    #: Seconds left to wait when refused; 0 when reserved.
+    wait_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class SignIn:
     """The outcome of a sign-in attempt: exactly one of the fields is set."""
 
@@ -90,17 +108,20 @@ class LoginGuard:
         key = _username_key(username)
         address = address[:_MAX_KEY_CHARS] or "unknown"
         reserved = await self._reserve(key, address)
-        if isinstance(reserved, float):
+        if reserved.attempt_id is None:
             logger.warning(
-                "sign-in throttled for username %r from %s (%.0fs left)", key, address, reserved
+                "sign-in throttled for username %r from %s (%.0fs left)",
+                key, address, reserved.wait_s,
             )
-            return SignIn(retry_after_s=max(1, math.ceil(reserved)))
+            return SignIn(retry_after_s=max(1, math.ceil(reserved.wait_s)))
         # An exception from here on (a dropped client, a lost database) leaves the
         # reservation standing as a failure: an attempt is never free for the attacker.
         user_id = await authenticate_password(self._pool, username, password)
         async with self._pool.connection() as conn:
             if user_id is None:
-                await login_attempts.confirm_failure(conn, reserved, key, address, self._clock())
+                await login_attempts.confirm_failure(
+                    conn, reserved.attempt_id, key, address, self._clock()
+                )
                 await oauth.prune_expired(conn, self.policy.window_s)
             else:
                 await login_attempts.clear_username(conn, key)
@@ -110,21 +131,27 @@ class LoginGuard:
         logger.info("sign-in succeeded for username %r from %s", key, address)
         return SignIn(user_id=user_id)
 
-    async def _reserve(self, key: str, address: str) -> int | float:
-        """The reserved attempt's id, or the seconds left to wait (nothing reserved).
+    async def _reserve(self, key: str, address: str) -> Reservation:
+        """Reserve the attempt, or say how long it must wait (nothing reserved).
 
         Reading the count and recording the attempt happen under one lock, so
-        two attempts can never both see the count from before the other.
+        two attempts can never both see the count from before the other. An
+        attempt the unlocked count already refuses does not wait for the lock.
         """
         now = self._clock()
         since = now - timedelta(seconds=self.policy.window_s)
-        async with self._pool.connection() as conn, conn.transaction():
-            await login_attempts.lock(conn, key, address)
-            counts = await login_attempts.recent_failures(conn, key, address, since)
-            wait = self._wait(counts, now)
+        async with self._pool.connection() as conn:
+            # Autocommit: one round trip, no transaction, no lock.
+            wait = self._wait(await login_attempts.recent_failures(conn, key, address, since), now)
             if wait > 0:
-                return wait
-            return await login_attempts.reserve(conn, key, address, now)
+                return Reservation(attempt_id=None, wait_s=wait)
+            async with conn.transaction():
+                await login_attempts.lock(conn, key, address)
+                counts = await login_attempts.recent_failures(conn, key, address, since)
+                wait = self._wait(counts, now)
+                if wait > 0:
+                    return Reservation(attempt_id=None, wait_s=wait)
+                return Reservation(await login_attempts.reserve(conn, key, address, now))
 
     def _wait(self, counts: login_attempts.FailureCounts, now: datetime) -> float:
         wait = 0.0

@@ -10,6 +10,10 @@ earlier reservation, so no more attempts are checked than the policy allows.
 The row then stays as the failure, or goes with the username's other rows
 on success.
 
+The counts can also be read without the locks (:func:`recent_failures`
+outside a transaction): an attempt that is already refused needs no lock,
+since nothing it does changes the count.
+
 Every function takes a connection so the caller owns the transaction.
 """
 
@@ -32,11 +36,32 @@ class FailureCounts:
     address_last: datetime | None
 
 
-def _lock_key(kind: str, value: str) -> int:
-    # A stable 64-bit key, the same in every process (Python's hash() is salted).
-    # The kind keeps a username and an address of the same spelling apart.
-    digest = hashlib.blake2b(f"ownsona-login-{kind}\0{value}".encode(), digest_size=8).digest()
+#: ``pg_advisory_xact_lock(class, object)`` classes of the throttle's locks;
+#: the object is :func:`_lock_object` of the username or the address. The
+#: two-int form keeps them out of the single-bigint key space that the
+#: idempotency locks (``storage.memories``) and the migration lock share, and
+#: classes of their own keep them off the named locks of class ``0x4F53_4F4E``
+#: (``ACCOUNT_BOOTSTRAP_LOCK``, ``IMPORT_LOCK``, ...), whose objects are small
+#: numbers that a hash could hit.
+USERNAME_LOCK_CLASS = 0x4F53_4C55  # "OSLU"
+ADDRESS_LOCK_CLASS = 0x4F53_4C41  # "OSLA"
+
+
+def _lock_object(value: str) -> int:
+    # A stable signed 32-bit hash, the same in every process (Python's hash()
+    # is salted). Two values that collide only share a lock: slower, never wrong.
+    digest = hashlib.blake2b(value.encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+def username_lock(username: str) -> tuple[int, int]:
+    """The ``(class, object)`` advisory-lock key of a username's throttle."""
+    return USERNAME_LOCK_CLASS, _lock_object(username)
+
+
+def address_lock(address: str) -> tuple[int, int]:
+    """The ``(class, object)`` advisory-lock key of a client address's throttle."""
+    return ADDRESS_LOCK_CLASS, _lock_object(address)
 
 
 async def lock(conn: AsyncConnection, username: str, address: str) -> None:
@@ -45,8 +70,8 @@ async def lock(conn: AsyncConnection, username: str, address: str) -> None:
     Must run inside ``conn.transaction()``. Every attempt takes the username
     first and the address second, so two attempts cannot deadlock.
     """
-    for key in (_lock_key("username", username), _lock_key("address", address)):
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+    for key in (username_lock(username), address_lock(address)):
+        await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
 
 
 async def recent_failures(

@@ -2,7 +2,8 @@
 
 The count of checked attempts is observed from outside: a checked wrong
 password answers the form again (400) and logs "sign-in failed"; a refused
-one answers 429 before argon2 runs. The last test runs the second web
+one answers 429 before argon2 runs, and without waiting for the username's
+lock. The last test runs the second web
 process as a real process over its own pool.
 """
 
@@ -19,6 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from api.app import create_app
@@ -28,6 +30,7 @@ from auth.bearer import BearerValidator
 from auth.keys import KeyStore
 from auth.throttle import ThrottlePolicy
 from memory.deps import Deps
+from storage import login_attempts
 from storage.pool import make_pool
 from tests.api.conftest import PUBLIC_URL
 from tests.auth.oauth_flow import (
@@ -221,6 +224,21 @@ async def test_right_password_waits_for_the_delay_then_clears_the_failures(
     again = await browser.sign_in("alice", "wrong password")
     assert again.status_code == 400
     assert _failures(oauth_clean, "alice") == 1
+
+
+async def test_a_throttled_username_refuses_a_burst_without_queueing_on_its_lock(
+    browser: Browser, alice_account: int, oauth_clean: str,
+) -> None:
+    first = await _burst([browser], "alice")
+    assert first[400] == FREE
+    # Another connection holds alice's throttle lock: a burst that queued on it,
+    # each attempt holding a pool connection, would not answer until released.
+    async with await psycopg.AsyncConnection.connect(oauth_clean, autocommit=True) as conn:
+        async with conn.transaction():
+            await login_attempts.lock(conn, "alice", ADDRESS)
+            second = await asyncio.wait_for(_burst([browser], "alice"), timeout=20)
+    assert second == {429: ATTEMPTS}
+    assert _failures(oauth_clean, "alice") == FREE
 
 
 # Another web process: the same guard and policy over its own pool, started

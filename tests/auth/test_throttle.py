@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import psycopg
 import pytest
 
 from auth.accounts import add_user
 from auth.throttle import LoginGuard, ThrottlePolicy
-from tests.auth.oauth_flow import PASSWORD, oauth_clean
+from storage import login_attempts
+from tests.auth.oauth_flow import PASSWORD, oauth_clean, rows
 
 __all__ = ["oauth_clean"]
 
@@ -99,3 +104,54 @@ async def test_concurrent_attempts_from_one_address_check_at_most_its_free_numbe
     assert sum(o.retry_after_s is None for o in outcomes) == 5
     assert {o.retry_after_s for o in outcomes} == {None, 10}
     assert sum("sign-in failed" in r.getMessage() for r in caplog.records) == 5
+
+
+@contextlib.asynccontextmanager
+async def holding_throttle_lock(dsn: str, username: str, address: str) -> AsyncIterator[None]:
+    """Another connection (not the guard's pool) holds the username's and address's lock."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        async with conn.transaction():
+            await login_attempts.lock(conn, username, address)
+            yield
+
+
+async def test_a_throttled_username_answers_without_waiting_for_its_lock(
+    guard: Any, oauth_clean: str
+) -> None:
+    login, _clock, _ = guard
+    for _ in range(3):
+        await login.sign_in("alice", "wrong password", "198.51.100.1")
+    # A burst larger than the pool: had each attempt queued on the lock, holding a
+    # pool connection, none would answer until the lock is released.
+    async with holding_throttle_lock(oauth_clean, "alice", "198.51.100.1"):
+        outcomes = await asyncio.wait_for(asyncio.gather(*(
+            login.sign_in("alice", PASSWORD, f"198.51.100.{10 + n}") for n in range(30)
+        )), timeout=10)
+    assert {o.retry_after_s for o in outcomes} == {10}
+    assert rows(oauth_clean, "SELECT count(*) FROM oauth_login_failures")[0][0] == 3
+
+
+async def test_an_attempt_below_the_limit_queues_on_the_username_lock(
+    guard: Any, oauth_clean: str
+) -> None:
+    login, _clock, _ = guard
+    lock_class, lock_object = login_attempts.username_lock("alice")
+    async with holding_throttle_lock(oauth_clean, "alice", "198.51.100.1"):
+        attempt = asyncio.create_task(login.sign_in("Alice", "wrong password", "198.51.100.2"))
+        # It waits on the username's lock in the two-int (class, object) space
+        # (objsubid 2), apart from the single-bigint idempotency and migration locks.
+        deadline = time.monotonic() + 10
+        while not rows(
+            oauth_clean,
+            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 2",
+            lock_class & 0xFFFF_FFFF, lock_object & 0xFFFF_FFFF,
+        ):
+            assert time.monotonic() < deadline, "the attempt did not wait for the username lock"
+            assert not attempt.done(), attempt
+            await asyncio.sleep(0.02)
+        assert not attempt.done()
+    outcome = await asyncio.wait_for(attempt, timeout=30)
+    assert outcome.user_id is None and outcome.retry_after_s is None
+    assert rows(oauth_clean, "SELECT count(*) FROM oauth_login_failures")[0][0] == 1
+
