@@ -22,7 +22,7 @@ VUKOVIC = "Shopping list for Saturday: apples, rye bread, basil and goat cheese;
 
 NUMBERS = [
     "My gym locker is number 4871.",
-    "The office door code is 4178.",
+    "The office room number is 4178.",
     "My old flat was number 1847.",
     "My bank card ends in 8147.",
     "The bus I take to work is the 481.",
