@@ -26,8 +26,22 @@ right after the noun may make it part of another thing ("password manager",
   "first pet?" is a plain word by design ("Fluffy"), while "Security answer:
   I always lie" talks about answering.
 
+Several plain lowercase words are a value only after a passphrase or a
+"Password:" label ("passphrase: correct horse battery staple"), and never a
+sentence ("Password: must be at least 12 characters"). Two statements name
+no credential noun of their own and are read as passwords: a login or
+credentials statement whose value is a user and a secret ("the router login
+is admin / BlueCanary77", "credentials: user rowan, pass Summer2024"), and a
+network with a colon and a key-looking token ("wifi: BlueCanary77", not
+"wifi: NETGEAR47", which reads as the network's name). The words for
+password and PIN in German, Spanish, French, Italian, Portuguese and Dutch
+take only secret-looking values, as does any noun after those languages'
+verbs ("La mia password è facile" describes it).
+
 Only the first credential nouns of a text are examined (a bound on CPU for
-texts that name credentials thousands of times).
+texts that name credentials thousands of times). The caller,
+:func:`memory.text.detect_secret`, passes the text with invisible format
+characters removed and NFKC-folded.
 
 Standard library only, no I/O. Only the kind is returned, never the value.
 """
