@@ -86,7 +86,10 @@ async def test_remember_batch_refuses_the_item_with_a_secret_tag_alone(deps, ali
         deps,
         alice,
         "remember_batch",
-        items=[{"text": OLD, "tags": ["wifi-password-BlueCanary77"]}, {"text": TALK, "tags": ["it"]}],
+        items=[
+            {"text": OLD, "tags": ["wifi-password-BlueCanary77"]},
+            {"text": TALK, "tags": ["it"]},
+        ],
     )
     refused, stored = out["results"]
     assert refused["ok"] is False and refused["error"]["code"] == "SECRET_REJECTED"
