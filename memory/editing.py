@@ -67,7 +67,7 @@ def parse_update(
         changes["text"] = text
         normalized = normalize_text(text)
     if args.has("tags"):  # null means "leave unchanged"; [] clears the tags
-        changes["tags"] = normalize_tags(args.raw("tags"))
+        changes["tags"] = normalize_tags(args.raw("tags"), refuse_secrets=True)
     if args.present("importance"):
         if args.raw("importance") is None:
             raise invalid("importance must be a number between 0 and 1.", field="importance")

@@ -110,7 +110,7 @@ def parse_item(
     return RememberItem(
         text=text,
         normalized=normalize_text(text),
-        tags=normalize_tags(args.raw("tags")),
+        tags=normalize_tags(args.raw("tags"), refuse_secrets=True),
         importance=args.number("importance", default=0.5, minimum=0.0, maximum=1.0) or 0.0,
         keep=args.boolean("keep"),
         source_provider=source if source is not None else default_source,

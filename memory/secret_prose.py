@@ -26,8 +26,22 @@ right after the noun may make it part of another thing ("password manager",
   "first pet?" is a plain word by design ("Fluffy"), while "Security answer:
   I always lie" talks about answering.
 
+Several plain lowercase words are a value only after a passphrase or a
+"Password:" label ("passphrase: correct horse battery staple"), and never a
+sentence ("Password: must be at least 12 characters"). Two statements name
+no credential noun of their own and are read as passwords: a login or
+credentials statement whose value is a user and a secret ("the router login
+is admin / BlueCanary77", "credentials: user rowan, pass Summer2024"), and a
+network with a colon and a key-looking token ("wifi: BlueCanary77", not
+"wifi: NETGEAR47", which reads as the network's name). The words for
+password and PIN in German, Spanish, French, Italian, Portuguese and Dutch
+take only secret-looking values, as does any noun after those languages'
+verbs ("La mia password è facile" describes it).
+
 Only the first credential nouns of a text are examined (a bound on CPU for
-texts that name credentials thousands of times).
+texts that name credentials thousands of times). The caller,
+:func:`memory.text.detect_secret`, passes the text with invisible format
+characters removed and NFKC-folded.
 
 Standard library only, no I/O. Only the kind is returned, never the value.
 """
@@ -70,15 +84,28 @@ _NOUN_PATTERNS: tuple[tuple[str, str], ...] = (
     (ACCESS_CODE, rf"{_CODE_WORDS} (?:for|to|of|on) {_OWNER} {_LOCKED_THINGS}"),
     (ACCESS_CODE, rf"{_CODE_WORDS} (?:to|for|that) {_OPENS}"),
 )
+# "Password" and "PIN" in German, Spanish, French, Italian, Portuguese and
+# Dutch (Italian says "password" and most say "PIN", matched above). Their
+# values are only the secret-looking ones (see _is_value's strong_only): a
+# plain word after "ist" or "es" is read as a description, which a reader
+# of English rules cannot tell from a password.
+_FOREIGN_NOUN_PATTERNS: tuple[tuple[str, str], ...] = (
+    (PASSWORD, r"passw(?:o|ö)rt(?:e?s)?|kennw(?:o|ö)rt(?:e?s)?|contraseñas?|contrasenas?"
+     r"|mots? de passe|parola d'ordine|senhas?|palavras?[- ]passe|wachtwoord(?:en)?"),
+    (PIN, r"pin-?codes?|pincodes?|geheimzahl|geheimnummer|code pin|c[oó]digo pin|codice pin"
+     r"|número pin|numero pin"),
+)
+_ALL_NOUN_PATTERNS = _NOUN_PATTERNS + _FOREIGN_NOUN_PATTERNS
 # All nouns in one pattern, one group per entry: a text is scanned once, not
 # once per kind. Case-insensitive; word-bounded.
 _NOUNS = re.compile(
     r"(?<![\w\\-])(?:"
-    + "|".join(f"(?P<n{i}>{pattern})" for i, (_, pattern) in enumerate(_NOUN_PATTERNS))
+    + "|".join(f"(?P<n{i}>{pattern})" for i, (_, pattern) in enumerate(_ALL_NOUN_PATTERNS))
     + r")(?![\w\\-])",
     re.IGNORECASE,
 )
-_KIND_OF_GROUP = {f"n{i}": kind for i, (kind, _) in enumerate(_NOUN_PATTERNS)}
+_KIND_OF_GROUP = {f"n{i}": kind for i, (kind, _) in enumerate(_ALL_NOUN_PATTERNS)}
+_FOREIGN_GROUPS = frozenset(f"n{i}" for i in range(len(_NOUN_PATTERNS), len(_ALL_NOUN_PATTERNS)))
 #: Most credential nouns examined in one text. Each costs a few regex matches
 #: on a short window; without a bound a 16,000-character "pw pw pw ..." costs
 #: a worker a quarter of a second. A text naming credentials more often than
@@ -104,16 +131,20 @@ _COMPOUND_HEADS = frozenset(
 # Connectors between the noun and its value, each with its own mode: "to"
 # ("send my password to Bob") only introduces a value that looks like one.
 _CONNECTOR = re.compile(
-    r"(?:(?<=\s)|^)(?P<word>is|was|are|were|'s|equals|to|reads|becomes|became)(?=\s)"
+    r"(?:(?<=\s)|^)(?P<word>is|was|are|were|'s|equals|to|reads|becomes|became"
+    r"|ist|lautet|war|es|era|est|était|è|é|luidt)(?=\s)"
     r"|(?P<sign>[:=\u2013\u2014\u2192]|->|=>|(?<=\s)-(?=\s))",
     re.IGNORECASE,
 )
 _STRONG_ONLY_CONNECTORS = {"to"}
+# The other languages' verbs: "La mia password è facile" is a description.
+_FOREIGN_CONNECTORS = {"ist", "lautet", "war", "es", "era", "est", "était", "è", "é", "luidt"}
 
 # Where a clause ends: the value must sit in the same clause as the noun.
 _CLAUSE_END = re.compile(
     r"[.!?](?=\s|$)|[;,\n()]"
-    r"|\s(?:and|but|because|while|although|though|since|when|if|or|so|whereas)\s",
+    r"|\s(?:and|but|because|while|although|though|since|when|if|or|so|whereas"
+    r"|und|aber|weil|oder|pero|porque|mais|parce|ma|perché|mas|maar|omdat)\s",
     re.IGNORECASE,
 )
 #: How far past a noun its value is looked for: a value is short, and a bound
@@ -124,6 +155,9 @@ _MAX_GAP_WORDS = 5
 #: Most words between the noun and a ":" or "=" ("password for gmail: ..."); more
 #: is a heading ("**Password Storage:** LastPass ...") or a label of something else.
 _MAX_SIGN_GAP_WORDS = 2
+# Unless the gap says whose or which credential it is ("The password to my
+# laptop: ..."), a heading or a label does not start with a preposition.
+_SIGN_GAP_PREPOSITIONS = frozenset("to for of on at".split())
 # Words that, between noun and connector, make the connector belong to
 # another clause: "passwords that are lengthy" describes passwords in general.
 _GAP_BREAKERS = frozenset("that which who whom where whose".split())
@@ -154,6 +188,9 @@ _UNITS = re.compile(
     r"|long|old|ago|percent|%"
     # What a number names: "changed the door code to 2024 standards".
     r"|standards?|rules?|regulations?|guidelines?|requirements?|specs?|specifications?"
+    # The same in the other languages: "Mein Passwort ist 12 Zeichen lang".
+    r"|zeichen|stellen|ziffern|jahre|caracteres|dígitos|digitos|años|caractères|chiffres|ans"
+    r"|caratteri|cifre|anni|anos|tekens|cijfers|jaar"
     r"|levels?|editions?|models?|versions?|series|badges?|style|compliance)\b",
     re.IGNORECASE,
 )
@@ -161,7 +198,7 @@ _UNITS = re.compile(
 _NOT_A_SECRET_TOKEN = re.compile(
     r"^(?:\d+(?:st|nd|rd|th|am|pm|s|x|k|h|m|min|mins|yo|ish|fa|g|gb|mb|ghz)|v\d+(?:\.\d+)*"
     r"|\d+-(?:digit|character|char|letter|word|symbol|step|factor|year|day|month|week)s?"
-    r"|2fa|mfa|wi-?fi|wpa\d?|covid-?19|mp3|mp4|4k|a1"
+    r"|2fa|mfa|wi-?fi|wpa\d?|covid-?19|mp3|mp4|4k|a1|oauth-?2|o?auth2|802\.11\w*"
     r"|argon2(?:id|i|d)?|pbkdf2\w*|sha-?\d+|sha3-?\d+|md5|aes-?\d+|rsa-?\d+|hmac-?sha-?\d+"
     r"|blake2\w*|ed25519|x25519|utf-?8|base64|ipv[46]|http/?2)$",
     re.IGNORECASE,
@@ -227,16 +264,19 @@ def detect_prose_secret(text: str) -> str | None:
     for examined, match in enumerate(_NOUNS.finditer(text)):
         if examined == _MAX_NOUNS_EXAMINED:
             break
-        kind = _KIND_OF_GROUP[match.lastgroup or ""]
+        group = match.lastgroup or ""
+        kind = _KIND_OF_GROUP[group]
         # Security answers come in lists ("are Fluffy and Maple Street").
         plural = kind != SECURITY_ANSWER and match.group().lower().endswith("s")
         window = text[match.end() : match.end() + _WINDOW_CHARS]
-        if _states_value(kind, window, plural=plural):
+        if _states_value(kind, window, plural=plural, foreign=group in _FOREIGN_GROUPS):
             return kind
+    if _states_login_pair(text) or _states_network_key(text):
+        return PASSWORD
     return None
 
 
-def _states_value(kind: str, after: str, *, plural: bool) -> bool:
+def _states_value(kind: str, after: str, *, plural: bool, foreign: bool = False) -> bool:
     """Whether the text right after a credential noun gives its value."""
     end = _CLAUSE_END.search(after)
     clause = after[: end.start()] if end else after
@@ -255,11 +295,17 @@ def _states_value(kind: str, after: str, *, plural: bool) -> bool:
         gap = clause[: connector.start()].split()
         if len(gap) > _MAX_GAP_WORDS or _GAP_BREAKERS.intersection(w.lower() for w in gap):
             break
-        if connector.group("sign") and len(gap) > _MAX_SIGN_GAP_WORDS:
+        sign = connector.group("sign")
+        if sign and len(gap) > _MAX_SIGN_GAP_WORDS and gap[0].lower() not in _SIGN_GAP_PREPOSITIONS:
             continue
         word = (connector.group("word") or "").lower()
         rest = after[connector.end():].lstrip().lstrip(_MARKUP).lstrip()
-        if _is_value(kind, rest, strong_only=word in _STRONG_ONLY_CONNECTORS, plural=plural):
+        strong_only = foreign or word in _STRONG_ONLY_CONNECTORS or word in _FOREIGN_CONNECTORS
+        # Several plain words are a value only where a passphrase is named or
+        # a password is labelled ("Password: correct horse battery staple"):
+        # after "the password is" they are mostly where it is or what it is like.
+        phrase = not strong_only and (kind == PASSPHRASE or (kind == PASSWORD and sign == ":"))
+        if _is_value(kind, rest, strong_only=strong_only, plural=plural, phrase=phrase):
             return True
         if word not in _STRONG_ONLY_CONNECTORS:
             # The clause's verb gave no value; a later "was" is another
@@ -270,7 +316,13 @@ def _states_value(kind: str, after: str, *, plural: bool) -> bool:
 
 
 def _is_value(
-    kind: str, rest: str, *, strong_only: bool, plural: bool, right_after_noun: bool = False
+    kind: str,
+    rest: str,
+    *,
+    strong_only: bool,
+    plural: bool,
+    right_after_noun: bool = False,
+    phrase: bool = False,
 ) -> bool:
     """Whether ``rest`` starts with something that is a credential's value.
 
@@ -288,6 +340,8 @@ def _is_value(
         return False
     digits = _DIGITS.match(rest)
     if digits and _has_digits(digits.group(), 3) and not _UNITS.match(rest[digits.end():]):
+        return True
+    if phrase and _is_lowercase_phrase(rest):
         return True
     token_match = _TOKEN.match(rest)
     if not token_match:
@@ -322,6 +376,77 @@ def _is_value(
     )
 
 
+def _is_lowercase_phrase(rest: str) -> bool:
+    """ "correct horse battery staple": a passphrase of plain lowercase words.
+
+    Three to eight lowercase words filling the clause, none a function word
+    (a sentence, "must be at least 12 characters", "on a sticky note", has
+    them), none a verb form or an adverb ("changed last week"), and at most
+    one description ("correct" is one, "long random words" has three).
+    """
+    end = _CLAUSE_END.search(rest)
+    words = (rest[: end.start()] if end else rest).split()
+    if not _MIN_PHRASE_WORDS <= len(words) <= _MAX_PHRASE_WORDS:
+        return False
+    if not all(_LOWERCASE_WORD.match(word) for word in words):
+        return False
+    if words[0] in _PHRASE_VERBS or any(word in _FUNCTION_WORDS for word in words):
+        return False
+    if any(word.endswith(("ed", "ing", "ly")) for word in words):
+        return False
+    return sum(_is_description(word) for word in words) <= 1
+
+
+def _states_login_pair(text: str) -> bool:
+    """ "The router login is admin / BlueCanary77", "credentials: user rowan, pass Summer2024"."""
+    for examined, match in enumerate(_LOGIN_STATEMENT.finditer(text)):
+        if examined == _MAX_NOUNS_EXAMINED:
+            break
+        gap = match.group("gap").split()
+        if gap and gap[0].lower().strip(_TRAILING + _MARKUP) in _LOGIN_COMPOUND_HEADS:
+            continue
+        rest = text[match.end() : match.end() + _WINDOW_CHARS]
+        end = _SENTENCE_END.search(rest)
+        rest = rest[: end.start()] if end else rest
+        pair = _SLASH_PAIR.match(rest) or _PASS_LABEL.search(rest)
+        if pair and _looks_generated(pair.group("secret")):
+            return True
+    return False
+
+
+def _states_network_key(text: str) -> bool:
+    """ "wifi: BlueCanary77": a network, a colon, and what only a key looks like.
+
+    Network names themselves mix letters and digits ("NETGEAR47",
+    "HomeNet5G"), so only a token with lowercase letters, two digits or more
+    and a capital or a symbol, ending the clause, is read as the key.
+    """
+    for examined, match in enumerate(_NETWORK_KEY.finditer(text)):
+        if examined == _MAX_NOUNS_EXAMINED:
+            break
+        token = match.group("token").rstrip(_TRAILING + _MARKUP)
+        if (
+            any(c.islower() for c in token)
+            and _has_digits(token, 2)
+            and (any(c.isupper() for c in token) or any(c in "!@#$%^&*?~+=" for c in token))
+            and not _NOT_A_SECRET_TOKEN.match(token)
+            and not _is_placeholder(token)
+        ):
+            return True
+    return False
+
+
+def _looks_generated(token: str) -> bool:
+    """A password's token in a pair: letters mixed with digits or symbols."""
+    token = token.strip(_MARKUP).rstrip(_TRAILING + _MARKUP)
+    return (
+        bool(token)
+        and not _NOT_A_SECRET_TOKEN.match(token)
+        and not _is_placeholder(token)
+        and _mixes_letters_with_digits_or_symbols(token)
+    )
+
+
 def _is_hyphenated_description(token: str) -> bool:
     """ "Bitwarden-generated", "LastPass-managed": how a password is made, not one."""
     head, dash, last = token.rpartition("-")
@@ -346,6 +471,53 @@ def _has_inner_capitals(token: str) -> bool:
     """ "BlueCanary": a capital after a lowercase letter, except "iPhone", "McKay"."""
     return bool(re.search(r"[a-z][A-Z]", token)) and not re.match(r"^(?:i|e|Mc|Mac)[A-Z]", token)
 
+
+#: A passphrase of plain words has at least this many ("two words" is talk).
+_MIN_PHRASE_WORDS = 3
+_MAX_PHRASE_WORDS = 8
+_LOWERCASE_WORD = re.compile(r"^[a-z]+$")
+# Words of sentences, never of a passphrase (which is a few nouns and adjectives).
+_FUNCTION_WORDS = frozenset(
+    """
+    a an the my your his her our their its this that these those it i me you he she we they us them
+    on in at under behind with without for from by of to into inside about over near as than like
+    is was be been being are were will would should can could must may might shall
+    has have had do does did not no never also too so very just only even still always then
+    what which who whom where how why when some any every each all both either neither same
+    one first last next before after again day days week weeks month months year years
+    today yesterday tomorrow ago now here there
+    """.split()
+)
+# Verbs an instruction starts with: "Password: ask dad first" says where to get it.
+_PHRASE_VERBS = frozenset(
+    """
+    ask see check use call text look find get try contact type enter refer read go pick choose
+    make keep write set change reset email message ping
+    """.split()
+)
+
+# A login or credentials statement whose value is a user and a secret: "The
+# router login is admin / BlueCanary77", "credentials: user rowan, pass Summer2024".
+_LOGIN_STATEMENT = re.compile(
+    r"(?<![\w-])(?:logins?|log-ins?|sign-ins?|credentials?|creds|user ?names?|account details)"
+    r"(?![\w-])(?P<gap>(?:\s+[^\s:=]+){0,4}?)\s*(?:(?<=\s)(?:is|are|was|were)(?=\s)|[:=])",
+    re.IGNORECASE,
+)
+# "login page", "login issues": the statement is about another thing.
+_LOGIN_COMPOUND_HEADS = _COMPOUND_HEADS | frozenset(
+    "page pages screen screens issue issues problem problems attempt attempts time times".split()
+)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[;\n]")
+_SLASH_PAIR = re.compile(r"^\s*[^\s/|]+\s*[/|]\s*(?P<secret>\S+)")
+_PASS_LABEL = re.compile(
+    r"(?<![\w-])(?:pass|passwd|pwd|pw|password)(?![\w-])\s*[:=]?\s*(?P<secret>\S+)", re.IGNORECASE
+)
+# A network and a colon: "wifi: BlueCanary77".
+_NETWORK_KEY = re.compile(
+    r"(?<![\w-])(?:wi-?fi|wlan|hotspot)(?:\s+(?:network|net))?\s*[:=]\s*(?P<token>[^\s,;()]+)"
+    r"\s*(?=$|[,;)\n]|[.!?](?:\s|$))",
+    re.IGNORECASE,
+)
 
 _PLACEHOLDER_STARTS = ("your", "<", "{", "$", "%", "[", "os.", "env.", "env[", "process.env")
 

@@ -166,11 +166,28 @@ def detect_secret(text: str) -> str | None:
     BlueCanary77", see :mod:`memory.secret_prose`). The name ("GitHub token",
     "password", "PIN", ...) is safe to show; the matched value never leaves
     this function.
+
+    Both checks read :func:`_as_read` of the text, so a zero-width space in
+    "pass\u200bword" or full-width letters do not hide a secret; what is
+    stored is the text as given.
     """
+    seen = _as_read(text)
     for kind, pattern in _SECRET_SHAPES:
-        if pattern.search(text):
+        if pattern.search(seen):
             return kind
-    return detect_prose_secret(text)
+    return detect_prose_secret(seen)
+
+
+def _as_read(text: str) -> str:
+    """The text as a reader sees it: invisible format characters dropped, NFKC.
+
+    Format characters (Unicode category Cf: zero-width space and joiners,
+    soft hyphen, BOM, bidi marks) render as nothing, so "pass\u200bword" reads
+    "password"; NFKC folds full-width and other compatibility letters
+    ("ｐａｓｓｗｏｒｄ") to the ones the detectors look for.
+    """
+    visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    return unicodedata.normalize("NFKC", visible)
 
 
 def check_secret(text: str, *, field: str = "text") -> None:
@@ -188,7 +205,7 @@ def check_secret(text: str, *, field: str = "text") -> None:
         )
 
 
-def normalize_tags(tags: object, *, field: str = "tags") -> list[str]:
+def normalize_tags(tags: object, *, field: str = "tags", refuse_secrets: bool = False) -> list[str]:
     """Validate a tag list and return its canonical tags (SUPPLEMENT §2).
 
     Each tag is normalised (see :func:`_normalize_tag`), then mapped through
@@ -196,6 +213,12 @@ def normalize_tags(tags: object, *, field: str = "tags") -> list[str]:
     duplicates (first one wins), and only the first :data:`MAX_TAGS` are
     kept. None means no tags. Used for tags written and tag filters alike,
     so the two always agree; the result is stable under a second pass.
+
+    With ``refuse_secrets`` (tags written, not tag filters) a tag holding a
+    secret ("password BlueCanary77") is ``SECRET_REJECTED`` like a text: the
+    tag is stored, so it must not carry what the text may not. It is read
+    as given and with its hyphens and underscores as spaces, before
+    normalisation would fold "BlueCanary77" into "bluecanary77".
     """
     if tags is None:
         return []
@@ -209,6 +232,9 @@ def normalize_tags(tags: object, *, field: str = "tags") -> list[str]:
                 field=field,
                 index=index,
             )
+        if refuse_secrets:
+            check_secret(tag, field=field)
+            check_secret(_TAG_SEPARATORS.sub(" ", tag.replace("-", " ")), field=field)
         canonical = _normalize_tag(tag)
         canonical = TAG_SYNONYMS.get(canonical, canonical)
         if MIN_TAG_CHARS <= len(canonical) <= MAX_TAG_CHARS and canonical not in result:

@@ -94,6 +94,41 @@ STATED: list[tuple[str, str]] = [
     ("login password -> BlueCanary77", "password"),
     ("login password => hunter2", "password"),
     ("passphrase: river-otter-maple", "passphrase"),
+    # Hidden characters do not hide a password (a new-user trial, issue 13):
+    # zero-width space, soft hyphen, BOM, a bidi mark, full-width letters.
+    ("pass\u200bword is BlueCanary77", "password"),
+    ("my pass\u00adword is BlueCanary77", "password"),
+    ("pass\ufeffword: hunter2", "password"),
+    ("PIN\u200e 4821", "PIN"),
+    ("My \uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44 is BlueCanary77", "password"),
+    ("My \uff30\uff29\uff2e: 4821", "PIN"),
+    # Passphrases of plain lowercase words, named or labelled.
+    ("passphrase: correct horse battery staple", "passphrase"),
+    ("My passphrase is correct horse battery staple", "passphrase"),
+    ("The password to my laptop: correct horse battery staple", "password"),
+    ("Password: purple elephant banana tree", "password"),
+    # A user and a secret after a login or credentials statement.
+    ("The router login is admin / BlueCanary77", "password"),
+    ("My Netflix login is ana@example.com / BlueCanary77", "password"),
+    ("credentials: user rowan, pass Summer2024", "password"),
+    ("Office VPN credentials are rowan | Winter2024!", "password"),
+    # A network, a colon and what only a key looks like.
+    ("wifi: BlueCanary77", "password"),
+    ("Guest WiFi: Welcome2023.", "password"),
+    # Other languages: password and PIN, secret-looking values only.
+    ("Mein Passwort ist BlueCanary77", "password"),
+    ("Das Kennwort lautet Sommer2024!", "password"),
+    ("Mi contraseña es BlueCanary77", "password"),
+    ("Mi contraseña del banco es 'girasol'", "password"),
+    ("Mon mot de passe est BlueCanary77", "password"),
+    ("La mia password è BlueCanary77", "password"),
+    ("A minha senha é BlueCanary77", "password"),
+    ("Mijn wachtwoord is BlueCanary77", "password"),
+    ("Mein PIN ist 4821", "PIN"),
+    ("Meine Geheimzahl ist 4821", "PIN"),
+    ("Mi PIN es 4821", "PIN"),
+    ("Mon code PIN est 1234", "PIN"),
+    ("Mijn pincode is 1234", "PIN"),
 ]
 
 # Talk about credentials, and ordinary facts that share their words.
@@ -233,6 +268,38 @@ ABOUT: list[str] = [
     "My password is necessary.",
     "my password is compromised",
     "wifi password \u2192 on the fridge",
+    # Several words after "the password is" say where or what it is like;
+    # after a label they may be a rule or an instruction.
+    "the password to my laptop is on a sticky note",
+    "Password: must be at least 12 characters",
+    "Password: ask dad first",
+    "Password: changed last week",
+    "Password: long random words",
+    "passphrase: four random words",
+    "My passphrase is stored in my vault",
+    # Hidden characters in talk about a password are still talk.
+    "I forgot my pass\u200bword yesterday",
+    # Logins and networks without a secret-looking value.
+    "My login is via SSO / OAuth2",
+    "The login page is at example.com/login",
+    "My Netflix login is my work email / the usual one",
+    "wifi: fast",
+    "wifi: NETGEAR47",
+    "wifi: HomeNet5G",
+    "Wi-Fi: 5GHz",
+    # Other languages: talk about a password, and descriptions.
+    "Ich habe mein Passwort vergessen",
+    "Mein Passwort ist sicher",
+    "Mein Passwort ist 12 Zeichen lang",
+    "Olvidé mi contraseña",
+    "Mi contraseña es muy larga",
+    "J'ai oublié mon mot de passe",
+    "Mon mot de passe est trop court",
+    "La mia password è facile",
+    "Esqueci minha senha",
+    "Mijn wachtwoord is verlopen",
+    # A family fact, not a security answer: no credential is named.
+    "My mother's maiden name is Smith",
 ]
 
 
