@@ -197,10 +197,16 @@ async def _mint(pool, settings: Settings, args: argparse.Namespace) -> str:  # t
     from auth.tokens import mint_access_token
     from storage import tokens, users
 
+    username = normalize_username(args.user)
     async with pool.connection() as conn:
-        user = await users.get_user_by_username(conn, normalize_username(args.user))
-    if user is None or user.disabled:
-        raise SystemExit(f"No enabled account named {args.user!r}; create it with `ownsona user add`.")
+        user = await users.get_user_by_username(conn, username)
+    if user is None:
+        raise SystemExit(f"No account named {args.user!r}; create it with `ownsona user add`.")
+    if user.disabled:
+        # A disabled account keeps its memories; it only needs enabling again.
+        raise SystemExit(
+            f"The account {username!r} is disabled; enable it with `ownsona user enable {username}`."
+        )
     keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
     await keystore.load()
     issued = mint_access_token(
