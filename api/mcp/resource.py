@@ -30,7 +30,7 @@ narrows it:
 - A string with a lone surrogate (JSON's ``"\\ud800"``, not Unicode text)
   is no request id (-32600, id null); in a tool's arguments it is an
   INVALID_INPUT tool result; echoed elsewhere (a method name) it is sent
-  back escaped.
+  back as U+FFFD, so every reply is UTF-8 a strict JSON parser reads.
 - GET answers 405: we offer no server-to-client stream.
 - Batches (JSON arrays) exist only in 2025-03-26 (2025-06-18 removed them):
   served when the request names no version or 2025-03-26, refused with
