@@ -83,8 +83,8 @@ async def test_an_unknown_session_id_is_404(mcp: Mcp, session: str) -> None:
 
 async def test_a_tampered_session_id_is_404(mcp: Mcp) -> None:
     session = await open_session(mcp)
-    kid, nonce, mac = session.split(".")
-    forged = f"{kid}.{nonce[:-1]}{'A' if nonce[-1] != 'A' else 'B'}.{mac}"
+    kid, issued, nonce, mac = session.split(".")
+    forged = f"{kid}.{issued}.{nonce[:-1]}{'A' if nonce[-1] != 'A' else 'B'}.{mac}"
     result = await mcp.request("ping", mcp_session_id=forged)
     assert result.status_code == 404
 
