@@ -27,6 +27,34 @@ from memory.settings import Settings
 PUBLIC_URL_FILE = "public_url"
 
 
+# -- the database is set up -------------------------------------------------------
+
+
+class DatabaseNotSetUp(Exception):
+    """The database has no schema yet: no server or ``ownsona migrate`` has run on it."""
+
+
+async def require_set_up(settings: Settings, dsn: str) -> None:
+    """Raise DatabaseNotSetUp unless migrations have run on ``dsn``.
+
+    Checked on a plain connection before any pool opens: the pool's
+    connections register the pgvector type, which an unmigrated database
+    lacks, and it would retry that for its whole open timeout. Every admin
+    command that needs the schema opens its pool after this.
+    """
+    from psycopg import AsyncConnection
+
+    from storage.migrate import current_version
+
+    async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
+        version = await current_version(conn)
+    if version == 0:
+        where = "at DATABASE_URL" if settings.database_url else f"in {settings.data_dir}"
+        raise DatabaseNotSetUp(
+            f"the database {where} is not set up: run `ownsona serve` or `ownsona migrate` first"
+        )
+
+
 # -- the recorded public URL -----------------------------------------------------
 
 
@@ -197,10 +225,16 @@ async def _mint(pool, settings: Settings, args: argparse.Namespace) -> str:  # t
     from auth.tokens import mint_access_token
     from storage import tokens, users
 
+    username = normalize_username(args.user)
     async with pool.connection() as conn:
-        user = await users.get_user_by_username(conn, normalize_username(args.user))
-    if user is None or user.disabled:
-        raise SystemExit(f"No enabled account named {args.user!r}; create it with `ownsona user add`.")
+        user = await users.get_user_by_username(conn, username)
+    if user is None:
+        raise SystemExit(f"No account named {args.user!r}; create it with `ownsona user add`.")
+    if user.disabled:
+        # A disabled account keeps its memories; it only needs enabling again.
+        raise SystemExit(
+            f"The account {username!r} is disabled; enable it with `ownsona user enable {username}`."
+        )
     keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
     await keystore.load()
     issued = mint_access_token(

@@ -129,16 +129,19 @@ def error(request_id: RequestId | None, err: JsonRpcError) -> dict[str, Any]:
 def encode(reply: dict[str, Any] | list[dict[str, Any]]) -> bytes:
     """Serialise a reply as strict JSON (no NaN/Infinity, which JSON lacks).
 
-    UTF-8 as a rule. A lone surrogate a client sent (JSON allows ``"\\ud800"``,
+    UTF-8 always. A lone surrogate a client sent (JSON allows ``"\\ud800"``,
     UTF-8 cannot carry it) and that the reply echoes, say in "Method not
-    found", is kept as the same ``\\u`` escape: the reply is all ASCII then.
-    Raises ValueError for a non-finite float.
+    found", becomes U+FFFD: sent back as the ``\\ud800`` escape, it would
+    make the whole reply unreadable to a strict JSON parser (RFC 8259 §8.2
+    leaves such strings' behaviour unpredictable). Raises ValueError for a
+    non-finite float.
     """
     text = json.dumps(reply, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return json.dumps(reply, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+        # Outside strings, JSON text is ASCII: every surrogate here is inside one.
+        return _SURROGATE.sub("\ufffd", text).encode()
 
 
 def has_lone_surrogate(value: Any) -> bool:

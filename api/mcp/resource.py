@@ -14,14 +14,18 @@ narrows it:
   with the missing scope in ``WWW-Authenticate``, so a client can step up;
   a batch is refused whole), then the method.
 - Sessions without session state: ``initialize`` hands out an
-  ``Mcp-Session-Id`` signed for its user (``kid.nonce.mac``, the MAC keyed by
-  the shared signing key, so every web process recognises it). A request
+  ``Mcp-Session-Id`` signed for its user (``kid.issued.nonce.mac``, the MAC
+  keyed by the shared signing key, so every web process recognises it). A request
   (other than ``initialize``) whose session id is not one we issued to its
   user, or that was ended with DELETE, answers 404 (Streamable HTTP,
   "Session Management": the client then starts over with ``initialize``).
   DELETE ends a session (204; 404 when unknown or already ended). Ended
-  sessions are remembered by the process that ended them (the newest
-  ``_ENDED_SESSIONS``). A request without a session id is served as before
+  sessions are recorded in PostgreSQL, so no web process accepts them again,
+  before or after a restart: one primary-key lookup per request that carries
+  a session id. An id is accepted for ``SESSION_LIFETIME_S`` (30 days) after
+  its ``initialize``, then answers 404 too; ended ones are kept that long.
+  A database failure in that lookup is answered as one in the bearer check
+  (below). A request without a session id is served as before
   (older and sessionless clients). The session id also feeds the
   idempotency key of queued writes.
 - A database failure during the bearer check (PostgreSQL down) answers a
@@ -30,7 +34,7 @@ narrows it:
 - A string with a lone surrogate (JSON's ``"\\ud800"``, not Unicode text)
   is no request id (-32600, id null); in a tool's arguments it is an
   INVALID_INPUT tool result; echoed elsewhere (a method name) it is sent
-  back escaped.
+  back as U+FFFD, so every reply is UTF-8 a strict JSON parser reads.
 - GET answers 405: we offer no server-to-client stream.
 - Batches (JSON arrays) exist only in 2025-03-26 (2025-06-18 removed them):
   served when the request names no version or 2025-03-26, refused with
@@ -44,12 +48,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import falcon
 import falcon.asgi
+from psycopg_pool import AsyncConnectionPool
 
 from api.errors import (
     HttpReply,
@@ -77,13 +83,18 @@ from api.runtime import Runtime
 from auth.errors import BearerError
 from auth.keys import KeyStore
 from auth.tokens import Principal
+from storage import sessions
 
 #: The methods /mcp implements (RFC 9110 §10.2.1 Allow).
 ALLOW = "POST, DELETE, OPTIONS"
 #: Protocol revisions that still allow JSON-RPC batches.
 _BATCH_VERSIONS = frozenset({None, "2025-03-26"})
-#: How many ended session ids one process remembers (about 100 bytes each).
-_ENDED_SESSIONS = 100_000
+#: How long a session id is accepted after ``initialize`` issued it (30 days).
+#: A client that used one for that long is told 404 and starts a new session.
+SESSION_LIFETIME_S = 30 * 86_400
+#: How many ended session ids one process keeps in memory to skip their
+#: lookup (about 100 bytes each); PostgreSQL holds them all.
+_ENDED_SESSIONS = 10_000
 #: The bearer check could not reach the database: answered per message, see _database_down.
 _DATABASE_DOWN = object()
 _DATABASE_DOWN_MESSAGE = "The database is unavailable; nothing was changed. Try again shortly."
@@ -92,40 +103,76 @@ _DATABASE_DOWN_MESSAGE = "The database is unavailable; nothing was changed. Try 
 class SessionBook:
     """Issues and recognises ``Mcp-Session-Id`` values without storing open sessions.
 
-    An id is ``kid.nonce.mac``: the MAC covers the user and the nonce and is
-    keyed by a hash of the signing key ``kid`` (shared by all web processes
-    through PostgreSQL, kept in memory by the key store), so any process can
-    tell our ids from made-up ones and one user's id from another's. Ids
-    signed by a key that has left the key ring are unknown: their clients
-    start a new session, as the spec has them do after a 404.
+    An id is ``kid.issued.nonce.mac``: the MAC covers the user, the issue time
+    (seconds since the epoch) and the nonce and is keyed by a hash of the
+    signing key ``kid`` (shared by all web processes through PostgreSQL, kept
+    in memory by the key store), so any process can tell our ids from made-up
+    ones, one user's id from another's, and a fresh id from one older than
+    ``lifetime_s``. Ids signed by a key that has left the key ring, and
+    expired ones, are unknown: their clients start a new session, as the spec
+    has them do after a 404.
+
+    Ended sessions are rows in PostgreSQL (storage/sessions.py), so every
+    web process and every restart refuses them; rows older than the lifetime
+    are pruned, since their ids are refused by age anyway. A bounded set of
+    ids known to be ended saves this process the lookup for them.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, lifetime_s: float = SESSION_LIFETIME_S, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._lifetime_s = lifetime_s
+        self._clock = clock
         self._macs: dict[str, bytes] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
 
     def open(self, keystore: KeyStore, user_id: int) -> str:
         key = keystore.signing_key()
         kid = key.kid or ""
+        issued = str(int(self._clock()))
         nonce = secrets.token_urlsafe(18)
-        return f"{kid}.{nonce}.{self._mac(kid, key, user_id, nonce)}"
+        return f"{kid}.{issued}.{nonce}.{self._mac(kid, key, user_id, issued, nonce)}"
 
-    def is_open(self, keystore: KeyStore, user_id: int, session_id: str) -> bool:
+    def is_ours(self, keystore: KeyStore, user_id: int, session_id: str) -> bool:
+        """Signed by us for this user and not expired (no I/O; ended or not is another question)."""
         parts = session_id.split(".")
-        if len(parts) != 3 or session_id in self._ended:
+        if len(parts) != 4:
             return False
-        kid, nonce, mac = parts
+        kid, issued, nonce, mac = parts
+        if not (issued.isascii() and issued.isdigit() and len(issued) <= 12):
+            return False
+        if not -60 <= self._clock() - int(issued) <= self._lifetime_s:  # a minute of clock skew
+            return False
         key = keystore.get(kid)
         if key is None:
             return False
-        return hmac.compare_digest(mac, self._mac(kid, key, user_id, nonce))
+        return hmac.compare_digest(mac, self._mac(kid, key, user_id, issued, nonce))
 
-    def end(self, session_id: str) -> None:
+    async def is_ended(self, pool: AsyncConnectionPool, session_id: str) -> bool:
+        """Whether any process ended it; raises the driver's error when the database fails."""
+        if session_id in self._ended:
+            return True
+        async with pool.connection() as conn:
+            ended = await sessions.is_ended(conn, session_id)
+        if ended:
+            self._remember(session_id)
+        return ended
+
+    async def end(self, pool: AsyncConnectionPool, session_id: str, user_id: int) -> bool:
+        """End it for every process; False when it was already ended."""
+        if session_id in self._ended:
+            return False
+        async with pool.connection() as conn:
+            ended = await sessions.end(conn, session_id, user_id, keep_s=self._lifetime_s + 86_400)
+        self._remember(session_id)
+        return ended
+
+    def _remember(self, session_id: str) -> None:
         self._ended[session_id] = None
         while len(self._ended) > _ENDED_SESSIONS:
             self._ended.popitem(last=False)
 
-    def _mac(self, kid: str, key: Any, user_id: int, nonce: str) -> str:
+    def _mac(self, kid: str, key: Any, user_id: int, issued: str, nonce: str) -> str:
         secret = self._macs.get(kid)
         if secret is None:
             # A key of its own, derived from the private key's exponent with a
@@ -133,7 +180,7 @@ class SessionBook:
             private = key.as_dict(private=True)["d"]
             secret = hashlib.sha256(b"ownsona mcp session id\0" + private.encode()).digest()
             self._macs[kid] = secret
-        message = f"{user_id}.{nonce}".encode()
+        message = f"{user_id}.{issued}.{nonce}".encode()
         return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
 
 
@@ -189,11 +236,18 @@ class McpResource:
             _send(resp, _database_unavailable())
         elif not session_id:
             _send(resp, _refuse(400, "Bad Request: DELETE needs an Mcp-Session-Id header."))
-        elif not self._session_open(guarded, session_id):
+        elif not self._sessions.is_ours(self._keystore(), guarded.user_id, session_id):
             _send(resp, _session_not_found(None))
         else:
-            self._sessions.end(session_id)
-            _send(resp, HttpReply(204))
+            try:
+                ended = await self._sessions.end(self._pool(), session_id, guarded.user_id)
+            except Exception as ex:
+                if not is_database_failure(ex):
+                    raise
+                logger.error("session end: database failure %s", type(ex).__name__)
+                _send(resp, _database_unavailable())
+                return
+            _send(resp, HttpReply(204) if ended else _session_not_found(None))
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         try:
@@ -237,7 +291,10 @@ class McpResource:
             return _database_down(parsed, self._dispatcher)
         session_id = req.get_header("Mcp-Session-Id")
         if session_id is not None and not _is_initialize(parsed):
-            if not self._session_open(guarded, session_id):
+            state = await self._session_open(guarded, session_id)
+            if state is _DATABASE_DOWN:
+                return _database_down(parsed, self._dispatcher)
+            if not state:
                 return _session_not_found(_request_id(parsed))
 
         refused = self._scope_refusal(guarded, parsed if isinstance(parsed, list) else [parsed])
@@ -265,10 +322,31 @@ class McpResource:
             headers["Mcp-Session-Id"] = self._sessions.open(runtime.keystore, guarded.user_id)
         return HttpReply(200, outcome.response, headers)
 
-    def _session_open(self, principal: Principal, session_id: str) -> bool:
+    async def _session_open(self, principal: Principal, session_id: str) -> bool | object:
+        """Ours, for this user, not expired and not ended; ``_DATABASE_DOWN`` when the check failed.
+
+        The database failing here is answered as in the bearer check (a tool
+        call gets DATABASE_ERROR): an ended session must not pass for open.
+        """
+        if not self._sessions.is_ours(self._keystore(), principal.user_id, session_id):
+            return False
+        try:
+            return not await self._sessions.is_ended(self._pool(), session_id)
+        except Exception as ex:
+            if not is_database_failure(ex):
+                raise
+            logger.error("session check: database failure %s", type(ex).__name__)
+            return _DATABASE_DOWN
+
+    def _keystore(self) -> KeyStore:
         runtime = self._runtime()
         assert runtime is not None  # _guard answered 503 otherwise
-        return self._sessions.is_open(runtime.keystore, principal.user_id, session_id)
+        return runtime.keystore
+
+    def _pool(self) -> AsyncConnectionPool:
+        runtime = self._runtime()
+        assert runtime is not None  # _guard answered 503 otherwise
+        return runtime.deps.pool
 
     async def _batch(
         self, items: list[Message | Invalid], ctx: CallContext, version: str | None

@@ -83,8 +83,8 @@ async def test_an_unknown_session_id_is_404(mcp: Mcp, session: str) -> None:
 
 async def test_a_tampered_session_id_is_404(mcp: Mcp) -> None:
     session = await open_session(mcp)
-    kid, nonce, mac = session.split(".")
-    forged = f"{kid}.{nonce[:-1]}{'A' if nonce[-1] != 'A' else 'B'}.{mac}"
+    kid, issued, nonce, mac = session.split(".")
+    forged = f"{kid}.{issued}.{nonce[:-1]}{'A' if nonce[-1] != 'A' else 'B'}.{mac}"
     result = await mcp.request("ping", mcp_session_id=forged)
     assert result.status_code == 404
 
@@ -293,13 +293,41 @@ async def test_a_lone_surrogate_id_is_32600_with_a_null_id(mcp: Mcp) -> None:
     }
 
 
-async def test_a_lone_surrogate_method_is_echoed_escaped(mcp: Mcp) -> None:
+def _strict_json(content: bytes) -> object:
+    """The body as a strict parser reads it: UTF-8 text with no lone surrogate anywhere.
+
+    ``json.loads`` accepts a ``\\ud800`` escape; many parsers (and UTF-8) do not.
+    """
+    decoded = json.loads(content.decode("utf-8"))
+    json.dumps(decoded, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
+    return decoded
+
+
+async def test_a_lone_surrogate_method_is_echoed_as_a_replacement_character(mcp: Mcp) -> None:
     result = await mcp.post(_raw('{"jsonrpc":"2.0","id":3,"method":"x%s"}' % LONE))
     assert result.status_code == 200
-    assert result.content.isascii()
-    body = json.loads(result.content)
+    body = _strict_json(result.content)
     assert body["id"] == 3 and body["error"]["code"] == -32601
-    assert "x\ud800" in body["error"]["message"]
+    assert "x\ufffd" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"jsonrpc":"2.0","id":1,"method":"%s"}' % LONE,
+        '[{"jsonrpc":"2.0","id":1,"method":"a%s"},{"jsonrpc":"2.0","id":2,"method":"ping"}]' % LONE,
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t%s"}}' % LONE,
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"recall",'
+        '"arguments":{"%s":"x"}}}' % LONE,
+        '{"jsonrpc":"2.0","id":"%s","method":"x%s"}' % (LONE, LONE),
+        '{"jsonrpc":"2.0","method":"x%s"}' % LONE,
+    ],
+)
+async def test_every_reply_to_a_lone_surrogate_is_strict_json(mcp: Mcp, body: str) -> None:
+    result = await mcp.post(_raw(body))
+    assert result.status_code in (200, 202, 400)
+    if result.content:
+        _strict_json(result.content)
 
 
 async def test_a_lone_surrogate_tool_name_is_an_unknown_tool(mcp: Mcp) -> None:

@@ -108,6 +108,19 @@ def test_ttl_is_capped_by_the_maximum_lifetime(clean_db: str) -> None:
     assert claims["exp"] - claims["iat"] == 2592000
 
 
+def test_minting_for_a_disabled_account_says_how_to_enable_it(clean_db: str) -> None:
+    make_user(clean_db, "owner")
+    rows(clean_db, "UPDATE users SET disabled = true WHERE username = 'owner' RETURNING id")
+    refused = ownsona(clean_db, "token", "--user", "Owner")
+    assert refused.returncode == 1 and not refused.stdout
+    assert "'owner' is disabled" in refused.stderr
+    assert "ownsona user enable owner" in refused.stderr and "user add" not in refused.stderr
+    assert rows(clean_db, "SELECT count(*) FROM cli_tokens") == [(0,)]
+    missing = ownsona(clean_db, "token", "--user", "nobody")
+    assert missing.returncode == 1 and "No account named 'nobody'" in missing.stderr
+    assert "ownsona user add" in missing.stderr
+
+
 def test_token_signs_for_the_url_serve_recorded(tmp_path: Path, clean_db: str) -> None:
     """``serve --port P`` without PORT or OWNSONA_PUBLIC_URL: a token from ``ownsona token`` works."""
     port = free_port()
