@@ -72,7 +72,11 @@ async def _export(settings: Settings, username: str | None, out: TextIO, bar: _B
     from api.lifecycle import resolve_database
     from memory.backup import export_store
 
-    pool = await _open_pool(settings, await resolve_database(settings))
+    from scripts.account_commands import require_set_up
+
+    dsn = await resolve_database(settings)
+    await require_set_up(settings, dsn)  # one clear line, not a 30 s pool timeout
+    pool = await _open_pool(settings, dsn)
     try:
         return await export_store(pool, out.write, username=username, progress=bar)
     finally:

@@ -35,7 +35,10 @@ async def _rebuild(settings: Settings, username: str | None) -> Any:
     from storage.pool import make_pool
     from storage.users import get_user_by_username
 
+    from scripts.account_commands import require_set_up
+
     dsn = await resolve_database(settings)
+    await require_set_up(settings, dsn)  # one clear line, not a 30 s pool timeout
     pool = make_pool(dsn, min_size=1, max_size=4, name="cli-relations")
     await pool.open(wait=True, timeout=30)
     try:

@@ -51,6 +51,9 @@ def test_admin_commands_refuse_a_database_that_was_never_migrated(data_dir: Path
         (["user", "passwd", "owner"], "a long enough password\n"),
         (["user", "add", "owner"], "a long enough password\n"),
         (["keys", "rotate"], ""),
+        (["export", "--all-users"], ""),
+        (["relations", "rebuild"], ""),
+        (["reembed", "--dry-run"], ""),
     ]
     for args, stdin in commands:
         done = _cli(data_dir, *args, stdin=stdin)
