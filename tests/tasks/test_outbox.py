@@ -297,15 +297,20 @@ async def test_a_slow_broker_holds_up_no_edit_and_a_failed_send_is_due_again(dep
         raise ConnectionError("Redis never answered")
 
     sweep = asyncio.create_task(relay_due(dataclasses.replace(deps, on_text_stored=hanging)))
+    work: list[asyncio.Task[Any]] = []
     try:
         assert await asyncio.to_thread(entered.wait, 10), "the sweep never sent"
         # While the send hangs, an edit of a claimed memory and an extraction finishing wait for nothing.
-        await asyncio.wait_for(
-            USE_CASES["update_memory"](deps, alice, {"id": edited, "text": "Rowan lives in Oslo."}), 5
-        )
-        assert await asyncio.wait_for(extract_relations(deps, alice, extracted), 5) == 1
+        work = [
+            asyncio.create_task(USE_CASES["update_memory"](deps, alice, {"id": edited, "text": "Rowan lives in Oslo."})),
+            asyncio.create_task(extract_relations(deps, alice, extracted)),
+        ]
+        _, pending = await asyncio.wait(work, timeout=5)  # not cancelled: a blocked query would wait for the send
+        assert not pending, "held up by the sweep's send"
     finally:
         release.set()
+        await asyncio.gather(*work, return_exceptions=True)
+    assert work[1].result() == 1
     with pytest.raises(ConnectionError):
         await sweep
     entries = owed(clean_db)
