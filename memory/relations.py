@@ -9,13 +9,15 @@ outage after the commit cannot lose it. Three things relay it to the
   committed (the fast path; an unreachable broker makes the entries due now);
 - :func:`relay_due`, the sweep: at start-up and every ``SWEEP_INTERVAL_S`` in
   each web process (:func:`sweep_forever`), it sends the entries due (a relay
-  that failed, one that was sent long ago and never finished);
+  that failed, an import's, one that was sent long ago and never finished);
 - :func:`rebuild_relations` (``ownsona relations rebuild``) extracts every
   memory again, in the calling process.
 
 An entry is deleted only in the transaction that stores the memory's edges,
 so a job lost with its worker (the in-process broker keeps nothing) is sent
-again; a job run twice changes nothing (extraction replaces the edges).
+again; a job whose entry is gone (a retry, a resend, a duplicate) returns
+before extracting, and one run twice anyway changes nothing (extraction
+replaces the edges).
 """
 
 from __future__ import annotations
@@ -142,7 +144,9 @@ async def extract_relations(
     return len(edges)
 
 
-async def text_stored(deps: Deps, user_id: int, memory_ids: list[int], *, owed_only: bool = False) -> None:
+async def text_stored(
+    deps: Deps, user_id: int, memory_ids: list[int], *, owed_only: bool = False
+) -> None:
     """Relay now the extraction these memories' write has just recorded in the outbox.
 
     Call only after the write's transaction has committed. Runs the hook in a
@@ -159,7 +163,9 @@ async def text_stored(deps: Deps, user_id: int, memory_ids: list[int], *, owed_o
             async with deps.pool.connection() as conn:
                 memory_ids = await outbox.owed_among(conn, memory_ids)
         except Exception:
-            _log.warning("could not read the relation outbox; relaying every changed memory", exc_info=True)
+            _log.warning(
+                "could not read the relation outbox; relaying every changed memory", exc_info=True
+            )
         if not memory_ids:
             return
     try:
@@ -238,8 +244,12 @@ async def _relay(
         except Exception:
             # (Cancelled instead: the claim's lease runs out and a later sweep sends the rest.)
             unsent = sorted({e.memory_id for e in claimed} - set(done))
-            async with deps.pool.connection() as conn:
-                await outbox.unclaim(conn, unsent)
+            try:
+                async with deps.pool.connection() as conn:
+                    await outbox.unclaim(conn, unsent)
+            except Exception:
+                # The send's error is the one to report; these wait out their back-off instead.
+                _log.warning("could not make %d unsent extractions due again", len(unsent), exc_info=True)
             raise
         finally:
             sent += len(done)

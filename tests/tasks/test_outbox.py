@@ -82,8 +82,8 @@ def insert_many(dsn: str, user_id: int, n: int) -> list[int]:
     """``n`` memories written straight into the table (each owed an extraction), faster than the use case."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
-            "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider, embedding_model)"
-            " SELECT %s, 'Rowan lives in Town ' || i || '.', 'rowan lives in town ' || i || '.',"
+            "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider,"
+            " embedding_model) SELECT %s, 'Rowan lives in Town ' || i || '.', 'rowan lives in town ' || i || '.',"
             " array_fill(0.1, ARRAY[384])::vector, 'local', 'm' FROM generate_series(1, %s) i RETURNING id",
             (user_id, n),
         ).fetchall()
@@ -128,7 +128,9 @@ async def test_same_text_updates_and_re_embedding_owe_and_send_nothing(deps, ali
         assert await extract_relations(deps, alice, memory_id) == 1
     recorder.calls.clear()
     await USE_CASES["update_memory"](hooked, alice, {"id": first, "text": "Rowan lives in Town 0."})
-    await USE_CASES["update_memory_batch"](hooked, alice, {"items": [{"id": second, "text": "Rowan lives in Town 1."}]})
+    await USE_CASES["update_memory_batch"](
+        hooked, alice, {"items": [{"id": second, "text": "Rowan lives in Town 1."}]}
+    )
     [vector] = await deps.embedder.embed(["Rowan lives in Town 0."])
     async with deps.pool.connection() as conn:
         assert await write_in_place(
@@ -302,10 +304,13 @@ async def test_a_slow_broker_holds_up_no_edit_and_a_failed_send_is_due_again(dep
         assert await asyncio.to_thread(entered.wait, 10), "the sweep never sent"
         # While the send hangs, an edit of a claimed memory and an extraction finishing wait for nothing.
         work = [
-            asyncio.create_task(USE_CASES["update_memory"](deps, alice, {"id": edited, "text": "Rowan lives in Oslo."})),
+            asyncio.create_task(
+                USE_CASES["update_memory"](deps, alice, {"id": edited, "text": "Rowan lives in Oslo."})
+            ),
             asyncio.create_task(extract_relations(deps, alice, extracted)),
         ]
-        _, pending = await asyncio.wait(work, timeout=5)  # not cancelled: a blocked query would wait for the send
+        # Waited for, not cancelled: a blocked query's cancellation would wait for the send too.
+        _, pending = await asyncio.wait(work, timeout=5)
         assert not pending, "held up by the sweep's send"
     finally:
         release.set()
