@@ -411,6 +411,9 @@ async def _write_batch(run: _Run, records: list[MemoryRecord], vectors: dict[int
                 for e in r.relations
             ]
             await store.insert_relations(conn, edges)
+            # An import has no relay of its own: what it owes (memories that
+            # came without edges) is for the next sweep, not after the grace.
+            await store.imported_extractions_due(conn)
     # Committed: account for it.
     summary = run.summary
     summary.inserted += len(rows)

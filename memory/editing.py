@@ -152,7 +152,8 @@ async def update_memory(
 
     payload = await run_write(deps, user_id, "update_memory", None if dry_run else idempotency_key, work)
     if "text" in request.changes and not dry_run:
-        await text_stored(deps, user_id, [request.id])  # committed: re-extract its relations
+        # Committed: re-extract its relations (unless the text was the same: nothing owed).
+        await text_stored(deps, user_id, [request.id], owed_only=True)
     return payload
 
 
@@ -213,7 +214,10 @@ async def update_memory_batch(
     payload = await run_write(deps, user_id, "update_memory_batch", None if dry_run else idempotency_key, work)
     if not dry_run:  # committed: re-extract the relations of every changed text
         await text_stored(
-            deps, user_id, [r["id"] for r in payload["results"] if r["ok"] and "text" in r["changed_fields"]]
+            deps,
+            user_id,
+            [r["id"] for r in payload["results"] if r["ok"] and "text" in r["changed_fields"]],
+            owed_only=True,
         )
     return payload
 

@@ -9,13 +9,15 @@ outage after the commit cannot lose it. Three things relay it to the
   committed (the fast path; an unreachable broker makes the entries due now);
 - :func:`relay_due`, the sweep: at start-up and every ``SWEEP_INTERVAL_S`` in
   each web process (:func:`sweep_forever`), it sends the entries due (a relay
-  that failed, one that was sent long ago and never finished);
+  that failed, an import's, one that was sent long ago and never finished);
 - :func:`rebuild_relations` (``ownsona relations rebuild``) extracts every
   memory again, in the calling process.
 
 An entry is deleted only in the transaction that stores the memory's edges,
 so a job lost with its worker (the in-process broker keeps nothing) is sent
-again; a job run twice changes nothing (extraction replaces the edges).
+again; a job whose entry is gone (a retry, a resend, a duplicate) returns
+before extracting, and one run twice anyway changes nothing (extraction
+replaces the edges).
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ SWEEP_INTERVAL_S = 30.0
 #: Entries claimed per sweep transaction, and at most per sweep.
 SWEEP_CLAIM = 500
 SWEEP_MAX = 10_000
+#: A claimed entry is not due again for at least this long, even with a short
+#: back-off: far more than sending a claim can take (each Redis command times
+#: out after ``tasks.broker.SEND_SOCKET_TIMEOUT_S``).
+CLAIM_LEASE_S = 600.0
 #: ``ownsona relations rebuild`` holds its entries back from the sweep this long.
 REBUILD_HOLD_S = 3600.0
 #: Memories a rebuild extracts at once (an LLM extractor waits on the network).
@@ -103,8 +109,11 @@ async def extract_relations(
     """Replace the memory's edges with those extracted from its current text.
 
     Returns the number of edges stored, or None when there was nothing to do
-    (the memory is gone or forgotten, or its text changed while extracting:
-    the job queued by that change does it). The memory's outbox entry goes
+    (no extraction is owed any more: a retried or resent job whose memory is
+    already done; the memory is gone or forgotten; or its text changed while
+    extracting: the job queued by that change does it). The owed check comes
+    first, so nothing costly (an LLM call) is spent on a job that owes
+    nothing; an entry is committed before any job for it is sent. The memory's outbox entry goes
     with the edges' transaction (or now, for a forgotten memory). Extraction
     failures (:class:`~memory.extractors.ExtractionError`) and database errors
     propagate so that the job is retried, and the entry stays; the memory
@@ -113,6 +122,8 @@ async def extract_relations(
     """
     chosen = extractor or deps.extractor or make_extractor(deps.settings)
     async with deps.pool.connection() as conn:
+        if not await outbox.is_owed(conn, memory_id):
+            return None
         source = await store.source_text(conn, user_id, memory_id)
         if source is not None and source.deleted:
             await outbox.finish(conn, memory_id)  # forgotten: nothing owed (its edges stay hidden)
@@ -133,16 +144,30 @@ async def extract_relations(
     return len(edges)
 
 
-async def text_stored(deps: Deps, user_id: int, memory_ids: list[int]) -> None:
+async def text_stored(
+    deps: Deps, user_id: int, memory_ids: list[int], *, owed_only: bool = False
+) -> None:
     """Relay now the extraction these memories' write has just recorded in the outbox.
 
     Call only after the write's transaction has committed. Runs the hook in a
     thread (it may talk to Redis) and never raises: the write has succeeded.
     When the hook fails the entries become due, and the next sweep sends them.
+    ``owed_only``: first drop the memories owed nothing (an update that kept
+    the text, or the replay of an update whose extraction is done).
     """
     hook = deps.on_text_stored
     if hook is None or not memory_ids:
         return
+    if owed_only:
+        try:
+            async with deps.pool.connection() as conn:
+                memory_ids = await outbox.owed_among(conn, memory_ids)
+        except Exception:
+            _log.warning(
+                "could not read the relation outbox; relaying every changed memory", exc_info=True
+            )
+        if not memory_ids:
+            return
     try:
         await asyncio.to_thread(hook, user_id, list(memory_ids))
         return
@@ -169,15 +194,36 @@ async def relay_due(
 ) -> int:
     """Send the outbox entries that are due (with ``everything``, all); return how many were sent.
 
-    Each claim of up to ``SWEEP_CLAIM`` entries is sent before its transaction
-    commits: when the broker cannot be reached its error propagates, the claim
-    rolls back and the entries stay due for the next sweep.
+    Sends at most ``SWEEP_MAX``; see :func:`_relay`. When the broker cannot be
+    reached its error propagates and the entries not sent are due again now.
+    """
+    sent, _ = await _relay(deps, everything=everything, grace_s=grace_s, backoff_s=backoff_s)
+    return sent
+
+
+async def _relay(
+    deps: Deps,
+    *,
+    everything: bool,
+    grace_s: float = RELAYED_GRACE_S,
+    backoff_s: float = RESEND_BACKOFF_S,
+    after: int = 0,
+    claim: int = SWEEP_CLAIM,
+    most: int = SWEEP_MAX,
+) -> tuple[int, int]:
+    """Send up to ``most`` due entries with ``memory_id > after``; return (sent, the last id claimed).
+
+    Each claim of up to ``claim`` entries commits before its jobs are sent, so
+    no row stays locked while the broker is slow (an edit of a claimed memory,
+    or its extraction finishing, would wait for it). A failed send makes the
+    entries it did not send due again now and propagates.
     """
     hook = deps.on_text_stored
     if hook is None:
-        return 0
-    sent = after = 0
-    while sent < SWEEP_MAX:
+        return 0, after
+    sent = 0
+    while sent < most:
+        limit = min(claim, most - sent)
         async with deps.pool.connection() as conn:
             async with conn.transaction():
                 claimed = await outbox.claim_due(
@@ -185,47 +231,81 @@ async def relay_due(
                     relayed_grace_s=grace_s,
                     backoff_s=backoff_s,
                     max_backoff_s=max(backoff_s, MAX_RESEND_BACKOFF_S),
-                    limit=SWEEP_CLAIM,
+                    lease_s=CLAIM_LEASE_S,
+                    limit=limit,
                     after=after,
                     everything=everything,
                 )
-                if claimed:
-                    await asyncio.to_thread(_send_by_user, hook, claimed)
-        sent += len(claimed)
-        if len(claimed) < SWEEP_CLAIM:
+        if not claimed:
             break
+        done: list[int] = []
+        try:
+            await asyncio.to_thread(_send_by_user, hook, claimed, done)
+        except Exception:
+            # (Cancelled instead: the claim's lease runs out and a later sweep sends the rest.)
+            unsent = sorted({e.memory_id for e in claimed} - set(done))
+            try:
+                async with deps.pool.connection() as conn:
+                    await outbox.unclaim(conn, unsent)
+            except Exception:
+                # The send's error is the one to report; these wait out their back-off instead.
+                _log.warning("could not make %d unsent extractions due again", len(unsent), exc_info=True)
+            raise
+        finally:
+            sent += len(done)
         after = claimed[-1].memory_id
+        if len(claimed) < limit:
+            break
     if sent:
         _log.info("relayed %d owed relation extractions", sent, extra={"relayed": sent})
-    return sent
+    return sent, after
 
 
-def _send_by_user(hook: Callable[[int, list[int]], None], claimed: list[outbox.Owed]) -> None:
+def _send_by_user(
+    hook: Callable[[int, list[int]], None], claimed: list[outbox.Owed], done: list[int]
+) -> None:
+    """Send the claimed entries, one hook call per user; ``done`` collects the ids sent."""
     by_user: dict[int, list[int]] = {}
     for entry in claimed:
         by_user.setdefault(entry.user_id, []).append(entry.memory_id)
     for user_id, memory_ids in by_user.items():
         hook(user_id, memory_ids)
+        done.extend(memory_ids)
 
 
-async def sweep_forever(deps: Deps, *, everything_first: bool, interval_s: float = SWEEP_INTERVAL_S) -> None:
+async def sweep_forever(
+    deps: Deps,
+    *,
+    everything_first: bool,
+    interval_s: float = SWEEP_INTERVAL_S,
+    claim: int = SWEEP_CLAIM,
+    most: int = SWEEP_MAX,
+) -> None:
     """Relay due outbox entries now and every ``interval_s`` until cancelled; never raises.
 
-    ``everything_first``: the start-up sweep sends every entry (an in-process
-    broker lost the jobs of the process before). Several web processes sweep
-    without sending an entry twice: a claim skips the rows another one holds
-    and pushes the claimed ones' next send back.
+    ``everything_first``: the start-up sweeps send every entry (an in-process
+    broker lost the jobs of the process before), ``most`` per sweep, each
+    going on from the last id of the one before without waiting, until one
+    sends fewer than ``most``. Several web processes sweep without sending an
+    entry twice: a claim skips the rows another one is claiming and pushes the
+    claimed ones' next send back.
     """
-    everything = everything_first
+    resume: int | None = 0 if everything_first else None  # where the send-everything pass goes on
     while True:
+        wait = interval_s
         try:
-            await relay_due(deps, everything=everything)
-            everything = False
+            if resume is not None:
+                sent, last = await _relay(deps, everything=True, after=resume, claim=claim, most=most)
+                resume = last if sent >= most else None
+                if resume is not None:
+                    wait = 0
+            else:
+                await _relay(deps, everything=False, claim=claim, most=most)
         except asyncio.CancelledError:
             raise
         except Exception:
             _log.warning("the relation outbox sweep failed; it runs again in %gs", interval_s, exc_info=True)
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(wait)
 
 
 @dataclass
@@ -244,16 +324,20 @@ async def rebuild_relations(
     user_id: int | None,
     *,
     progress: Callable[[RebuildSummary], None] | None = None,
+    hold_s: float = REBUILD_HOLD_S,
+    page_size: int = _REBUILD_PAGE,
 ) -> RebuildSummary:
     """Extract the relations of every active memory again (of ``user_id``, or everyone's).
 
     Every memory is first recorded as owed (one transaction), so a rebuild cut
-    short is finished by the sweep once ``REBUILD_HOLD_S`` has passed.
+    short is finished by the sweep once ``hold_s`` has passed. The hold is
+    renewed for each page just before it is extracted: a rebuild that runs
+    longer than ``hold_s`` is not duplicated by a server's sweep.
     """
     summary = RebuildSummary()
     async with deps.pool.connection() as conn:
         async with conn.transaction():
-            summary.memories = await outbox.owe_all(conn, user_id, hold_s=REBUILD_HOLD_S)
+            summary.memories = await outbox.owe_all(conn, user_id, hold_s=hold_s)
     extractor = deps.extractor or make_extractor(deps.settings)
     gate = asyncio.Semaphore(REBUILD_CONCURRENCY)
 
@@ -275,7 +359,9 @@ async def rebuild_relations(
     after = 0
     while True:
         async with deps.pool.connection() as conn:
-            page = await outbox.owed_page(conn, user_id, after=after, limit=_REBUILD_PAGE)
+            page = await outbox.owed_page(conn, user_id, after=after, limit=page_size)
+            if page:
+                await outbox.hold(conn, [entry.memory_id for entry in page], hold_s=hold_s)
         if not page:
             break
         await asyncio.gather(*(one(entry) for entry in page))

@@ -63,7 +63,15 @@ def _progress(summary: Any) -> None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    """Run ``relations rebuild``; 1 when some extractions failed (they stay owed)."""
+    """Run ``relations rebuild``; 1 when some extractions failed (they stay owed), 2 when refused."""
+    if settings.relation_extractor == "off":
+        # Extracting with no extractor stores no edges: the rebuild would only delete them all.
+        print(
+            "RELATION_EXTRACTOR is off: a rebuild would delete every relation edge and extract none. "
+            "Set RELATION_EXTRACTOR to rules or llm and run it again.",
+            file=sys.stderr,
+        )
+        return 2
     summary = asyncio.run(_rebuild(settings, args.user))
     if summary.memories:
         print(file=sys.stderr)

@@ -358,6 +358,16 @@ async def insert_relations(conn: AsyncConnection, rows: Sequence[RestoredRelatio
     )
 
 
+async def imported_extractions_due(conn: AsyncConnection) -> None:
+    """Make the relation extractions this transaction's writes owe due now (``relation_outbox``).
+
+    The memories inserted here that came without edges are owed one; the
+    outbox sweep sends due entries at once instead of after the grace it
+    gives a write's own relay (an import has none).
+    """
+    await conn.execute("UPDATE relation_outbox SET due_at = now() WHERE queued_xact = pg_current_xact_id()")
+
+
 async def remap_replaced_by(
     conn: AsyncConnection, memory_ids: Sequence[int], new_ids: Mapping[int, int]
 ) -> int:

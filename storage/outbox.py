@@ -29,25 +29,29 @@ async def claim_due(
     backoff_s: float,
     max_backoff_s: float,
     limit: int,
+    lease_s: float,
     after: int = 0,
     everything: bool = False,
 ) -> list[Owed]:
-    """Lock up to ``limit`` entries due for sending (``memory_id > after``) and push their next send back.
+    """Claim up to ``limit`` entries due for sending (``memory_id > after``) and push their next send back.
 
     Due: relayed by their write (``due_at`` NULL) more than ``relayed_grace_s``
     ago, or ``due_at`` reached; with ``everything``, every entry. Each claimed
     entry becomes due again after ``backoff_s`` doubled per earlier send (at
-    most ``max_backoff_s``), unless its extraction finishes first. Rows another
-    sweeper holds are skipped (SKIP LOCKED), so concurrent sweeps split the
-    work instead of sending it twice. Call in a transaction and send before it
-    commits: a failed send rolls the claim back.
+    most ``max_backoff_s``, never less than ``lease_s``), unless its extraction
+    finishes first. Commit at once and send afterwards, outside any
+    transaction: the pushed-back ``due_at`` is the claim (a concurrent sweep
+    finds the entries not due), and no row lock is held while the broker is
+    slow, so edits and finished extractions never wait for it. Rows another
+    sweeper is claiming are skipped (SKIP LOCKED). A send that fails is undone
+    with :func:`unclaim`.
     """
     cur = conn.cursor(row_factory=class_row(Owed))
     await cur.execute(
         """
         UPDATE relation_outbox o
-        SET due_at = now() + make_interval(secs => least(
-                %(backoff)s * power(2, least(o.attempts, 20)), %(max_backoff)s)),
+        SET due_at = now() + make_interval(secs => greatest(least(
+                %(backoff)s * power(2, least(o.attempts, 20)), %(max_backoff)s), %(lease)s)),
             attempts = o.attempts + 1
         FROM (
             SELECT memory_id FROM relation_outbox
@@ -67,12 +71,48 @@ async def claim_due(
             "grace": relayed_grace_s,
             "backoff": backoff_s,
             "max_backoff": max_backoff_s,
+            "lease": lease_s,
             "limit": limit,
             "after": after,
         },
     )
     # RETURNING of an UPDATE ... FROM keeps no order: the caller pages by the highest id.
     return sorted(await cur.fetchall(), key=lambda e: e.memory_id)
+
+
+async def unclaim(conn: AsyncConnection, memory_ids: Sequence[int]) -> None:
+    """The sweep could not send these claimed entries: due again now, the send not counted.
+
+    An entry whose text changed since the claim (``attempts`` back to 0, its
+    write relays it) is left alone.
+    """
+    await conn.execute(
+        "UPDATE relation_outbox SET due_at = now(), attempts = attempts - 1"
+        " WHERE memory_id = ANY(%s) AND attempts > 0",
+        (list(memory_ids),),
+    )
+
+
+async def is_owed(conn: AsyncConnection, memory_id: int) -> bool:
+    cur = await conn.execute("SELECT 1 FROM relation_outbox WHERE memory_id = %s", (memory_id,))
+    return await cur.fetchone() is not None
+
+
+async def owed_among(conn: AsyncConnection, memory_ids: Sequence[int]) -> list[int]:
+    """Those of ``memory_ids`` (in their order) that are owed an extraction."""
+    cur = await conn.execute(
+        "SELECT memory_id FROM relation_outbox WHERE memory_id = ANY(%s)", (list(memory_ids),)
+    )
+    owed = {row[0] for row in await cur.fetchall()}
+    return [m for m in memory_ids if m in owed]
+
+
+async def hold(conn: AsyncConnection, memory_ids: Sequence[int], *, hold_s: float) -> None:
+    """Keep the sweep off these entries for ``hold_s`` (a rebuild is about to extract them itself)."""
+    await conn.execute(
+        "UPDATE relation_outbox SET due_at = now() + make_interval(secs => %s) WHERE memory_id = ANY(%s)",
+        (hold_s, list(memory_ids)),
+    )
 
 
 async def relay_failed(conn: AsyncConnection, memory_ids: Sequence[int]) -> None:
@@ -92,13 +132,16 @@ async def owe_all(conn: AsyncConnection, user_id: int | None, *, hold_s: float) 
     """Owe an extraction for every active memory (of ``user_id``, or everyone's); return how many.
 
     The entries fall due only after ``hold_s``: the caller extracts them itself
-    meanwhile, and the sweep finishes whatever it leaves undone.
+    meanwhile (renewing the hold with :func:`hold` as it goes), and the sweep
+    finishes whatever it leaves undone. The memories are locked FOR KEY SHARE:
+    one hard-deleted meanwhile is skipped instead of failing the foreign key.
     """
     cur = await conn.execute(
         """
         INSERT INTO relation_outbox (memory_id, user_id, due_at)
         SELECT id, user_id, now() + make_interval(secs => %(hold)s) FROM memories
         WHERE deleted_at IS NULL AND (%(user_id)s::bigint IS NULL OR user_id = %(user_id)s)
+        FOR KEY SHARE
         ON CONFLICT (memory_id) DO UPDATE SET due_at = EXCLUDED.due_at
         """,
         {"user_id": user_id, "hold": hold_s},

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,10 +23,15 @@ import psycopg
 import pytest
 import redis
 
+from memory.backup import export_store, import_store
 from memory.deps import Deps
+from memory.extractors import RulesExtractor
+from memory.graph import Relation
 from memory.relations import extract_relations, rebuild_relations, relay_due, sweep_forever
 from memory.service import USE_CASES
+from storage import outbox
 from storage.pool import make_pool
+from storage.reembed import StaleRow, write_in_place
 from tasks.actors import WorkerResources, declare_actors, extraction_hook
 from tasks.broker import make_broker
 from tests.conftest import QUEUE_NAMESPACE, make_user
@@ -74,6 +78,31 @@ def towns(n: int, who: str = "Rowan") -> list[str]:
     return [f"{who} lives in Town {i}." for i in range(n)]
 
 
+def insert_many(dsn: str, user_id: int, n: int) -> list[int]:
+    """``n`` memories written straight into the table (each owed an extraction), faster than the use case."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider,"
+            " embedding_model) SELECT %s, 'Rowan lives in Town ' || i || '.', 'rowan lives in town ' || i || '.',"
+            " array_fill(0.1, ARRAY[384])::vector, 'local', 'm' FROM generate_series(1, %s) i RETURNING id",
+            (user_id, n),
+        ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+class Counting:
+    """The rules extractor, counting its calls (each would be an LLM request)."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def extract(self, text: str) -> list[Relation]:
+        self.calls += 1
+        return await RulesExtractor().extract(text)
+
+
 # --- owed in the write's own transaction -----------------------------------------------
 
 
@@ -89,6 +118,65 @@ async def test_every_stored_text_is_owed_an_extraction(deps, alice, clean_db):
     await USE_CASES["update_memory"](deps, alice, {"id": ids[1], "text": "Rowan lives in Oslo."})
     await USE_CASES["update_memory_batch"](deps, alice, {"items": [{"id": ids[2], "text": "Rowan lives in Rome."}]})
     assert sorted(owed(clean_db)) == sorted(ids[1:])
+
+
+async def test_same_text_updates_and_re_embedding_owe_and_send_nothing(deps, alice, clean_db):
+    recorder = Recorder()
+    hooked = dataclasses.replace(deps, on_text_stored=recorder)
+    first, second = await remember_all(hooked, alice, towns(2))
+    for memory_id in (first, second):
+        assert await extract_relations(deps, alice, memory_id) == 1
+    recorder.calls.clear()
+    await USE_CASES["update_memory"](hooked, alice, {"id": first, "text": "Rowan lives in Town 0."})
+    await USE_CASES["update_memory_batch"](
+        hooked, alice, {"items": [{"id": second, "text": "Rowan lives in Town 1."}]}
+    )
+    [vector] = await deps.embedder.embed(["Rowan lives in Town 0."])
+    async with deps.pool.connection() as conn:
+        assert await write_in_place(
+            conn, [StaleRow(first, "Rowan lives in Town 0.")], [vector], provider="other", model="other-model"
+        ) == 1
+    assert owed(clean_db) == {}
+    assert recorder.calls == [], "no job for a text that did not change"
+    # A replayed update (same idempotency key) whose extraction is done sends nothing either.
+    update = {"id": first, "text": "Rowan lives in Oslo."}
+    await USE_CASES["update_memory"](hooked, alice, update, idempotency_key="move-1")
+    assert recorder.calls == [(alice, [first])]
+    assert await extract_relations(deps, alice, first) == 1
+    await USE_CASES["update_memory"](hooked, alice, update, idempotency_key="move-1")
+    assert recorder.calls == [(alice, [first])]
+
+
+async def test_a_job_owed_nothing_extracts_nothing(deps, alice, clean_db):
+    """A retried chunk, a resend after the grace, a duplicate: no second (LLM) extraction."""
+    [memory_id] = await remember_all(deps, alice, towns(1))
+    counting = Counting()
+    assert await extract_relations(deps, alice, memory_id, extractor=counting) == 1
+    assert await extract_relations(deps, alice, memory_id, extractor=counting) is None
+    assert counting.calls == 1
+    assert edges_by_memory(clean_db) == {memory_id: 1}
+    summary = await rebuild_relations(dataclasses.replace(deps, extractor=counting), alice)
+    assert (summary.extracted, summary.edges, counting.calls) == (1, 1, 2), "a rebuild owes first, then extracts"
+
+
+async def test_imported_memories_without_edges_are_sent_at_the_next_sweep(deps, alice, clean_db, tmp_path):
+    with_edges, without = await remember_all(deps, alice, towns(2))
+    assert await extract_relations(deps, alice, with_edges) == 1
+    path = tmp_path / "alice.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        await export_store(deps.pool, out.write, username="alice")
+    result = await import_store(deps.pool, deps.embedder, path, into_user="carol")
+    assert result.inserted == 2
+    with psycopg.connect(clean_db) as conn:
+        carol, copy = conn.execute(
+            "SELECT user_id, id FROM memories WHERE user_id <> %s AND text = 'Rowan lives in Town 1.'", (alice,)
+        ).fetchone()
+    entries = owed(clean_db)
+    assert sorted(entries) == sorted([without, copy]), "the copy that came with its edges owes nothing"
+    assert entries[copy][0] is not None, "due now: an import has no relay of its own"
+    recorder = Recorder()
+    assert await relay_due(dataclasses.replace(deps, on_text_stored=recorder)) == 1
+    assert recorder.calls == [(carol, [copy])]
 
 
 async def test_a_rolled_back_write_owes_nothing(deps, alice, clean_db):
@@ -197,6 +285,77 @@ async def test_concurrent_sweeps_never_send_an_entry_twice(deps, alice, clean_db
     )
     assert sum(counts) == len(ids)
     assert sorted(first.sent() + second.sent()) == sorted(ids)
+
+
+async def test_a_slow_broker_holds_up_no_edit_and_a_failed_send_is_due_again(deps, alice, clean_db):
+    edited, extracted, waiting = await remember_all(deps, alice, towns(3))
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("UPDATE relation_outbox SET due_at = now()")  # every relay failed
+    entered, release = threading.Event(), threading.Event()
+
+    def hanging(user_id: int, memory_ids: list[int]) -> None:
+        entered.set()
+        release.wait(30)
+        raise ConnectionError("Redis never answered")
+
+    sweep = asyncio.create_task(relay_due(dataclasses.replace(deps, on_text_stored=hanging)))
+    work: list[asyncio.Task[Any]] = []
+    try:
+        assert await asyncio.to_thread(entered.wait, 10), "the sweep never sent"
+        # While the send hangs, an edit of a claimed memory and an extraction finishing wait for nothing.
+        work = [
+            asyncio.create_task(
+                USE_CASES["update_memory"](deps, alice, {"id": edited, "text": "Rowan lives in Oslo."})
+            ),
+            asyncio.create_task(extract_relations(deps, alice, extracted)),
+        ]
+        # Waited for, not cancelled: a blocked query's cancellation would wait for the send too.
+        _, pending = await asyncio.wait(work, timeout=5)
+        assert not pending, "held up by the sweep's send"
+    finally:
+        release.set()
+        await asyncio.gather(*work, return_exceptions=True)
+    assert work[1].result() == 1
+    with pytest.raises(ConnectionError):
+        await sweep
+    entries = owed(clean_db)
+    assert sorted(entries) == [edited, waiting]
+    assert entries[edited] == (None, 0), "its edit relays it: the failed send leaves it alone"
+    assert entries[waiting][1] == 0, "a send that failed is not counted"
+    recorder = Recorder()
+    assert await relay_due(dataclasses.replace(deps, on_text_stored=recorder)) == 1, "due again at once"
+    assert recorder.calls == [(alice, [waiting])]
+
+
+async def test_concurrent_sweeps_over_many_claims_never_send_an_entry_twice(deps, alice, clean_db):
+    ids = insert_many(clean_db, alice, 1300)  # more than two claims of 500 each
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("UPDATE relation_outbox SET due_at = now()")
+    first, second = Recorder(), Recorder()
+    counts = await asyncio.gather(
+        relay_due(dataclasses.replace(deps, on_text_stored=first)),
+        relay_due(dataclasses.replace(deps, on_text_stored=second)),
+    )
+    assert sum(counts) == len(ids)
+    assert sorted(first.sent() + second.sent()) == ids
+    assert await relay_due(dataclasses.replace(deps, on_text_stored=first)) == 0
+
+
+async def test_the_start_up_sweep_sends_everything_even_past_its_limit(deps, alice, clean_db):
+    ids = await remember_all(deps, alice, towns(5))  # freshly relayed: only a send-everything sweep sends them
+    recorder = Recorder()
+    sweep = asyncio.create_task(
+        sweep_forever(
+            dataclasses.replace(deps, on_text_stored=recorder),
+            everything_first=True, interval_s=3600, claim=2, most=2,
+        )
+    )
+    try:
+        await eventually(lambda: len(recorder.sent()) >= len(ids), timeout_s=20)
+    finally:
+        sweep.cancel()
+        await asyncio.gather(sweep, return_exceptions=True)
+    assert recorder.sent() == sorted(ids), "each sent once, the later sweeps going on from the last"
 
 
 class Proxy:
@@ -349,6 +508,86 @@ def test_rebuild_re_extracts_one_account_only(clean_db, tmp_path):
     assert unknown.returncode != 0 and "No account named 'carol'" in unknown.stderr
 
 
+def test_rebuild_refuses_with_the_extractor_off(clean_db, tmp_path):
+    alice = make_user(clean_db, "alice")
+    [memory_id] = insert_many(clean_db, alice, 1)
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
+            " VALUES (%s, %s, 'Rowan', 'lives in', 'Town 1')",
+            (alice, memory_id),
+        )
+    env = {**base_env(), "DATABASE_URL": clean_db, "OWNSONA_DATA_DIR": str(tmp_path), "RELATION_EXTRACTOR": "off"}
+    out = subprocess.run(
+        [sys.executable, "-m", "scripts.cli", "relations", "rebuild"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 2, out
+    assert "RELATION_EXTRACTOR is off" in out.stderr
+    assert edges_by_memory(clean_db) == {memory_id: 1}, "no edge deleted"
+
+
+async def test_a_long_rebuild_renews_its_hold_so_no_sweep_duplicates_it(deps, alice, clean_db):
+    ids = await remember_all(deps, alice, towns(3))
+    recorder = Recorder()
+    swept = dataclasses.replace(deps, on_text_stored=recorder)
+
+    class Slow(Counting):
+        """Extracting the first memory takes longer than the hold (the hold is made to run out)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.resent_while_extracting: list[int] = []
+
+        async def extract(self, text: str) -> list[Relation]:
+            async with deps.pool.connection() as conn:
+                if self.calls == 0:
+                    await conn.execute("UPDATE relation_outbox SET due_at = now() - interval '1 second'")
+                else:  # a server's sweep meanwhile must leave alone the page being extracted
+                    cur = await conn.execute("SELECT id FROM memories WHERE text = %s", (text,))
+                    current = (await cur.fetchone())[0]
+                    before = len(recorder.calls)
+                    await relay_due(swept)
+                    if any(current in sent_ids for _, sent_ids in recorder.calls[before:]):
+                        self.resent_while_extracting.append(current)
+            return await super().extract(text)
+
+    slow = Slow()
+    summary = await rebuild_relations(dataclasses.replace(deps, extractor=slow), alice, page_size=1)
+    assert (summary.extracted, slow.calls) == (3, 3)
+    assert slow.resent_while_extracting == []
+    assert edges_by_memory(clean_db) == {m: 1 for m in ids}
+    assert owed(clean_db) == {}
+
+
+async def test_owing_everything_skips_a_memory_deleted_meanwhile(deps, alice, clean_db):
+    kept, deleted = await remember_all(deps, alice, towns(2))
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("DELETE FROM relation_outbox")
+    async with await psycopg.AsyncConnection.connect(clean_db) as deleter:
+        async with deleter.transaction():
+            await deleter.execute("DELETE FROM memories WHERE id = %s", (deleted,))
+
+            async def owe() -> int:
+                async with deps.pool.connection() as conn:
+                    async with conn.transaction():
+                        return await outbox.owe_all(conn, alice, hold_s=60)
+
+            owing = asyncio.create_task(owe())
+
+            def waiting() -> bool:
+                with psycopg.connect(clean_db) as conn:
+                    return conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE wait_event_type = 'Lock' AND query LIKE '%%INSERT INTO relation_outbox%%'"
+                    ).fetchone()[0] > 0
+
+            await eventually(waiting, timeout_s=10)
+        # The delete commits while owe_all waits on its row.
+    assert await asyncio.wait_for(owing, 10) == 1
+    assert list(owed(clean_db)) == [kept]
+
+
 async def test_a_failed_rebuild_leaves_its_memories_owed(deps, alice, clean_db):
     ids = await remember_all(deps, alice, towns(2))
     with psycopg.connect(clean_db, autocommit=True) as conn:
@@ -372,7 +611,7 @@ async def test_a_failed_rebuild_leaves_its_memories_owed(deps, alice, clean_db):
 BATCH = 200
 
 
-def test_extraction_owed_by_a_killed_server_is_done_after_restart(clean_db, tmp_path):
+async def test_extraction_owed_by_a_killed_server_is_done_after_restart(clean_db, tmp_path):
     hanging = ChatServer()
     hanging.answer((200, "{}", 600.0))  # the first server's extractions can never finish
     env = {
@@ -399,8 +638,8 @@ def test_extraction_owed_by_a_killed_server_is_done_after_restart(clean_db, tmp_
     finally:
         hanging.close()
     with run_processes(tmp_path / "second", {**base_env(), "DATABASE_URL": clean_db}) as server:
-        deadline = time.monotonic() + 60
-        while owed(clean_db):
-            assert time.monotonic() < deadline, server.log()
-            time.sleep(0.1)
+        try:
+            await eventually(lambda: not owed(clean_db), timeout_s=60)
+        except AssertionError as ex:
+            raise AssertionError(server.log()) from ex
     assert edges_by_memory(clean_db) == {m: 1 for m in ids}
