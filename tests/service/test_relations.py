@@ -10,6 +10,7 @@ import pytest
 from memory.extractors import RulesExtractor
 from memory.graph import Relation
 from memory.relations import extract_relations
+from storage import outbox
 
 from .helpers import call, expire, fails, fingerprint, sql
 
@@ -227,6 +228,11 @@ async def test_rerunning_extraction_is_idempotent(hooked, alice):
     deps, _ = hooked
     m = (await call(deps, alice, "remember", text="My son Colby lives in Los Angeles."))["memory_id"]
     assert await extract_relations(deps, alice, m) == 2
+    # A second job for the same memory is owed nothing: it extracts nothing.
+    assert await extract_relations(deps, alice, m) is None
+    # Owed again (as `ownsona relations rebuild` makes it), it replaces the edges: no duplicates.
+    async with deps.pool.connection() as conn:
+        await outbox.owe_all(conn, alice, hold_s=0)
     assert await extract_relations(deps, alice, m) == 2
     assert await stored_edges(deps, m) == [("Colby", "son of", "the user"), ("Colby", "lives in", "Los Angeles")]
 
