@@ -67,16 +67,6 @@ class RefreshTokenRow:
     user_disabled: bool
 
 
-@dataclass(frozen=True)
-class FailureCounts:
-    """Recent failed sign-ins for one username and one address."""
-
-    username_failures: int
-    username_last: datetime | None
-    address_failures: int
-    address_last: datetime | None
-
-
 # -- clients ------------------------------------------------------------------
 
 
