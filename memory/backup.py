@@ -413,7 +413,7 @@ async def _write_batch(run: _Run, records: list[MemoryRecord], vectors: dict[int
             await store.insert_relations(conn, edges)
             # An import has no relay of its own: what it owes (memories that
             # came without edges) is for the next sweep, not after the grace.
-            await store.imported_extractions_due(conn)
+            await store.imported_extractions_due(conn, list(final.values()))
     # Committed: account for it.
     summary = run.summary
     summary.inserted += len(rows)

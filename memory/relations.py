@@ -54,8 +54,9 @@ SWEEP_INTERVAL_S = 30.0
 SWEEP_CLAIM = 500
 SWEEP_MAX = 10_000
 #: A claimed entry is not due again for at least this long, even with a short
-#: back-off: far more than sending a claim can take (each Redis command times
-#: out after ``tasks.broker.SEND_SOCKET_TIMEOUT_S``).
+#: back-off: far more than sending a claim normally takes. A send that stalls
+#: on a silent Redis holds no lock (the claim has committed), so it delays only
+#: the sweep, never an edit; its entries are due again when the lease ends.
 CLAIM_LEASE_S = 600.0
 #: ``ownsona relations rebuild`` holds its entries back from the sweep this long.
 REBUILD_HOLD_S = 3600.0

@@ -512,9 +512,10 @@ _SLASH_PAIR = re.compile(r"^\s*[^\s/|]+\s*[/|]\s*(?P<secret>\S+)")
 _PASS_LABEL = re.compile(
     r"(?<![\w-])(?:pass|passwd|pwd|pw|password)(?![\w-])\s*[:=]?\s*(?P<secret>\S+)", re.IGNORECASE
 )
-# A network and a colon: "wifi: BlueCanary77".
+# A network and a colon: "wifi: BlueCanary77". The token is bounded: unbounded, each
+# "wifi:" of a long text would scan to its end and back (quadratic: 1 s at 16 kB).
 _NETWORK_KEY = re.compile(
-    r"(?<![\w-])(?:wi-?fi|wlan|hotspot)(?:\s+(?:network|net))?\s*[:=]\s*(?P<token>[^\s,;()]+)"
+    r"(?<![\w-])(?:wi-?fi|wlan|hotspot)(?:\s+(?:network|net))?\s*[:=]\s*(?P<token>[^\s,;()]{1,128})"
     r"\s*(?=$|[,;)\n]|[.!?](?:\s|$))",
     re.IGNORECASE,
 )

@@ -232,16 +232,34 @@ def normalize_tags(tags: object, *, field: str = "tags", refuse_secrets: bool = 
                 field=field,
                 index=index,
             )
-        if refuse_secrets:
-            check_secret(tag, field=field)
-            check_secret(_TAG_SEPARATORS.sub(" ", tag.replace("-", " ")), field=field)
         canonical = _normalize_tag(tag)
         canonical = TAG_SYNONYMS.get(canonical, canonical)
         if MIN_TAG_CHARS <= len(canonical) <= MAX_TAG_CHARS and canonical not in result:
+            if refuse_secrets:
+                _refuse_secret_tag(tag, canonical, field=field, index=index)
             result.append(canonical)
             if len(result) == MAX_TAGS:
                 break
     return result
+
+
+#: A raw tag longer than this is read for secrets only in its canonical form (at
+#: most MAX_TAG_CHARS): what is stored is all that can leak, and the detector's
+#: cost grows with the text.
+_RAW_TAG_CHECK_CHARS = 256
+
+
+def _refuse_secret_tag(tag: str, canonical: str, *, field: str, index: int) -> None:
+    """SECRET_REJECTED, with the tag's index, if a tag that will be stored holds a secret."""
+    readings = [canonical.replace("-", " ")]
+    if len(tag) <= _RAW_TAG_CHECK_CHARS:
+        readings = [tag, _TAG_SEPARATORS.sub(" ", tag.replace("-", " "))]
+    for reading in readings:
+        try:
+            check_secret(reading, field=field)
+        except MemoryServiceError as ex:
+            ex.detail = {**(ex.detail or {}), "index": index}
+            raise
 
 
 def _normalize_tag(tag: str) -> str:

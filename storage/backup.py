@@ -358,14 +358,18 @@ async def insert_relations(conn: AsyncConnection, rows: Sequence[RestoredRelatio
     )
 
 
-async def imported_extractions_due(conn: AsyncConnection) -> None:
-    """Make the relation extractions this transaction's writes owe due now (``relation_outbox``).
+async def imported_extractions_due(conn: AsyncConnection, memory_ids: Sequence[int]) -> None:
+    """Make the relation extractions these imported memories owe due now (``relation_outbox``).
 
     The memories inserted here that came without edges are owed one; the
     outbox sweep sends due entries at once instead of after the grace it
-    gives a write's own relay (an import has none).
+    gives a write's own relay (an import has none). By id: the outbox's
+    primary key, not a scan for this transaction's entries.
     """
-    await conn.execute("UPDATE relation_outbox SET due_at = now() WHERE queued_xact = pg_current_xact_id()")
+    if memory_ids:
+        await conn.execute(
+            "UPDATE relation_outbox SET due_at = now() WHERE memory_id = ANY(%s)", (list(memory_ids),)
+        )
 
 
 async def remap_replaced_by(

@@ -30,13 +30,6 @@ NAMESPACE = "ownsona"
 RESULT_TTL_MS = 10 * 60 * 1000
 #: Commands per million that run queue maintenance (see make_broker).
 MAINTENANCE_CHANCE = 100_000
-#: Seconds a command on the broker's Redis connection may wait for its answer:
-#: a silent Redis fails a send (the outbox sweep retries it) instead of
-#: stalling it for the kernel's TCP timeout. Well above the longest blocking
-#: read on that connection, a consumer's BLPOP of the worker timeout (100 ms
-#: to 1 s here; Dramatiq's default is 5 s). The results backend keeps its own
-#: connection without one: ``ownsona reembed`` blocks on a result for minutes.
-SEND_SOCKET_TIMEOUT_S = 15
 #: Wake-up tokens kept per queue; more would only cause empty fetches.
 _MAX_WAKE_TOKENS = 64
 
@@ -161,10 +154,7 @@ def make_broker(
     asyncio client (same URL, ``tasks.queue``) all get the same settings.
     """
     if redis_url:
-        client = redis.Redis.from_url(
-            redis_url, socket_connect_timeout=5, socket_timeout=SEND_SOCKET_TIMEOUT_S, health_check_interval=30
-        )
-        results_client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=30)
+        client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=30)
         broker: dramatiq.Broker = WakingRedisBroker(
             client=client,
             namespace=namespace,
@@ -174,7 +164,7 @@ def make_broker(
             # second, so redelivery follows the heartbeat timeout within seconds.
             maintenance_chance=MAINTENANCE_CHANCE,
         )
-        backend: Any = RedisBackend(client=results_client, namespace=f"{namespace}-results")
+        backend: Any = RedisBackend(client=client, namespace=f"{namespace}-results")
     else:
         broker = StubBroker()
         backend = NotifyingStubBackend(namespace=f"{namespace}-results")

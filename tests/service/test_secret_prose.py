@@ -76,7 +76,7 @@ async def test_remember_refuses_a_secret_in_a_tag_and_stores_nothing(deps, alice
     err = await fails(
         deps, alice, "remember", "SECRET_REJECTED", text=OLD, tags=["family", SECRET_TAG]
     )
-    assert err.detail == {"field": "tags", "kind": "password"}
+    assert err.detail == {"field": "tags", "kind": "password", "index": 1}
     assert VALUE not in err.message and VALUE.lower() not in err.message
     assert await row_count(deps) == 0
 
@@ -93,7 +93,7 @@ async def test_remember_batch_refuses_the_item_with_a_secret_tag_alone(deps, ali
     )
     refused, stored = out["results"]
     assert refused["ok"] is False and refused["error"]["code"] == "SECRET_REJECTED"
-    assert refused["error"]["detail"] == {"field": "tags", "kind": "password"}
+    assert refused["error"]["detail"] == {"field": "tags", "kind": "password", "index": 0}
     assert VALUE not in str(out) and VALUE.lower() not in str(out)
     assert stored["ok"] is True
     assert await row_count(deps, alice) == 1
@@ -103,7 +103,7 @@ async def test_update_memory_refuses_a_secret_tag_and_changes_nothing(deps, alic
     mid = await _mem(deps, alice, OLD)
     before = await fingerprint(deps, alice)
     err = await fails(deps, alice, "update_memory", "SECRET_REJECTED", id=mid, tags=[SECRET_TAG])
-    assert err.detail == {"field": "tags", "kind": "password"}
+    assert err.detail == {"field": "tags", "kind": "password", "index": 0}
     assert await fingerprint(deps, alice) == before
     # A tag that talks about passwords is an ordinary tag, and a tag filter
     # holding a secret is no write: recall answers it (call fails on an error).

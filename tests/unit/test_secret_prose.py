@@ -350,3 +350,30 @@ def test_a_text_full_of_credential_nouns_is_decided() -> None:
     noise = ("pw " * 5334)[:16_000]
     assert detect_secret(noise) is None
     assert detect_secret("My PIN is 4821. " + noise) == "PIN"
+
+
+def test_a_secret_tag_is_refused_with_its_index() -> None:
+    from memory.errors import MemoryServiceError
+    from memory.text import normalize_tags
+
+    with pytest.raises(MemoryServiceError) as refused:
+        normalize_tags(["family", "password BlueCanary77"], refuse_secrets=True)
+    assert refused.value.code == "SECRET_REJECTED"
+    assert refused.value.detail == {"field": "tags", "kind": "password", "index": 1}
+
+
+def test_a_tag_that_is_not_stored_is_not_read_for_secrets() -> None:
+    from memory.text import MAX_TAG_CHARS, normalize_tags
+
+    # Over the tag length: dropped, not stored, so nothing of it can leak.
+    too_long = "password BlueCanary77 " + "x" * MAX_TAG_CHARS
+    assert normalize_tags(["family", too_long], refuse_secrets=True) == ["family"]
+    # A long raw tag whose stored form is short is read in that stored form.
+    padded = "password " + "!" * 5000 + " bluecanary77"
+    with pytest.raises(Exception, match="secret"):
+        normalize_tags([padded], refuse_secrets=True)
+
+
+def test_many_network_words_in_a_long_text_are_decided() -> None:
+    # Once quadratic (every "wifi:" scanned to the end of the text and back).
+    assert detect_secret("wifi:" * 4000 + " x") is None
