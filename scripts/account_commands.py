@@ -27,34 +27,6 @@ from memory.settings import Settings
 PUBLIC_URL_FILE = "public_url"
 
 
-# -- the database is set up -------------------------------------------------------
-
-
-class DatabaseNotSetUp(Exception):
-    """The database has no schema yet: no server or ``ownsona migrate`` has run on it."""
-
-
-async def require_set_up(settings: Settings, dsn: str) -> None:
-    """Raise DatabaseNotSetUp unless migrations have run on ``dsn``.
-
-    Checked on a plain connection before any pool opens: the pool's
-    connections register the pgvector type, which an unmigrated database
-    lacks, and it would retry that for its whole open timeout. Every admin
-    command that needs the schema opens its pool after this.
-    """
-    from psycopg import AsyncConnection
-
-    from storage.migrate import current_version
-
-    async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
-        version = await current_version(conn)
-    if version == 0:
-        where = "at DATABASE_URL" if settings.database_url else f"in {settings.data_dir}"
-        raise DatabaseNotSetUp(
-            f"the database {where} is not set up: run `ownsona serve` or `ownsona migrate` first"
-        )
-
-
 # -- the recorded public URL -----------------------------------------------------
 
 
@@ -171,9 +143,10 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
-    from scripts.cli import _with_pool as with_pool
+    from scripts.database import admin_pool
 
-    return await with_pool(settings, fn)
+    async with admin_pool(settings) as pool:
+        return await fn(pool)
 
 
 async def _list_accounts(pool):  # type: ignore[no-untyped-def]

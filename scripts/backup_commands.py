@@ -60,27 +60,12 @@ def add_parsers(sub: Any) -> None:
     )
 
 
-async def _open_pool(settings: Settings, dsn: str) -> Any:
-    from storage.pool import make_pool
-
-    pool = make_pool(dsn, min_size=1, max_size=3, name="cli-backup")
-    await pool.open(wait=True, timeout=30)
-    return pool
-
-
 async def _export(settings: Settings, username: str | None, out: TextIO, bar: _Bar) -> Any:
-    from api.lifecycle import resolve_database
     from memory.backup import export_store
+    from scripts.database import admin_pool
 
-    from scripts.account_commands import require_set_up
-
-    dsn = await resolve_database(settings)
-    await require_set_up(settings, dsn)  # one clear line, not a 30 s pool timeout
-    pool = await _open_pool(settings, dsn)
-    try:
+    async with admin_pool(settings, name="cli-backup", max_size=3) as pool:
         return await export_store(pool, out.write, username=username, progress=bar)
-    finally:
-        await pool.close()
 
 
 async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> Any:
@@ -88,6 +73,7 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
     from auth.accounts import normalize_username
     from memory.backup import DEFAULT_IMPORT_BATCH, import_store
     from memory.embedders import make_embedder
+    from scripts.database import admin_pool
     from storage.migrate import migrate
 
     dsn = await resolve_database(settings)
@@ -95,8 +81,7 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
     try:
         # An empty database gets its schema, sized for this embedder.
         await migrate(dsn, dimensions=await embedder.ensure_ready())
-        pool = await _open_pool(settings, dsn)
-        try:
+        async with admin_pool(settings, name="cli-backup", max_size=3, dsn=dsn) as pool:
             return await import_store(
                 pool,
                 embedder,
@@ -106,8 +91,6 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
                 username_rule=normalize_username,
                 progress=bar,
             )
-        finally:
-            await pool.close()
     finally:
         await embedder.aclose()
 

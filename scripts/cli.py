@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from auth.errors import AccountError
 from memory.settings import Settings, SettingsError, check_listen_host, public_listen_problem
-from scripts.account_commands import DatabaseNotSetUp
+from scripts.database import DatabaseNotSetUp
 from storage.errors import StorageError
 
 _log = logging.getLogger("ownsona")
@@ -170,18 +170,10 @@ def _worker(settings: Settings, threads: int) -> int:
 
 
 async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
-    from api.lifecycle import resolve_database
-    from scripts.account_commands import require_set_up
-    from storage.pool import make_pool
+    from scripts.database import admin_pool
 
-    dsn = await resolve_database(settings)
-    await require_set_up(settings, dsn)
-    pool = make_pool(dsn, min_size=1, max_size=2, name="cli")
-    await pool.open(wait=True, timeout=30)
-    try:
+    async with admin_pool(settings) as pool:
         return await fn(pool)
-    finally:
-        await pool.close()
 
 
 async def _migrate(settings: Settings) -> list[int]:

@@ -94,7 +94,7 @@ async def run(
 
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
         raise ReembedError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}")
-    from scripts.account_commands import require_set_up
+    from scripts.database import require_set_up
 
     dsn = await resolve_database(settings)
     await require_set_up(settings, dsn)  # one clear line, not a 30 s pool timeout

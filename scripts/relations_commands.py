@@ -26,22 +26,15 @@ def add_parsers(sub: Any) -> None:
 
 
 async def _rebuild(settings: Settings, username: str | None) -> Any:
-    from api.lifecycle import resolve_database
     from auth.accounts import normalize_username
     from memory.deps import Deps
     from memory.extractors import make_extractor
     from memory.relations import rebuild_relations
+    from scripts.database import admin_pool
     from storage.migrate import check_schema
-    from storage.pool import make_pool
     from storage.users import get_user_by_username
 
-    from scripts.account_commands import require_set_up
-
-    dsn = await resolve_database(settings)
-    await require_set_up(settings, dsn)  # one clear line, not a 30 s pool timeout
-    pool = make_pool(dsn, min_size=1, max_size=4, name="cli-relations")
-    await pool.open(wait=True, timeout=30)
-    try:
+    async with admin_pool(settings, name="cli-relations", max_size=4) as pool:
         async with pool.connection() as conn:
             await check_schema(conn)
             user_id = None
@@ -53,8 +46,6 @@ async def _rebuild(settings: Settings, username: str | None) -> Any:
         # Extraction reads and writes text and edges only: it never embeds.
         deps = Deps(settings=settings, pool=pool, embedder=None, extractor=make_extractor(settings))  # type: ignore[arg-type]
         return await rebuild_relations(deps, user_id, progress=_progress)
-    finally:
-        await pool.close()
 
 
 def _progress(summary: Any) -> None:
