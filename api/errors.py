@@ -38,7 +38,6 @@ from memory.errors import (
     AUTH_REQUIRED,
     DATABASE_ERROR,
     INTERNAL_ERROR,
-    INVALID_INPUT,
     MemoryServiceError,
 )
 from memory.settings import Settings
@@ -96,11 +95,6 @@ def is_database_failure(ex: BaseException) -> bool:
 def database_payload() -> dict[str, Any]:
     """The DATABASE_ERROR tool payload for a call the database could not serve."""
     return MemoryServiceError(DATABASE_ERROR, DATABASE_MESSAGE).to_payload()
-
-
-def surrogate_payload() -> dict[str, Any]:
-    """The INVALID_INPUT tool payload for arguments with a lone surrogate."""
-    return MemoryServiceError(INVALID_INPUT, SURROGATE_MESSAGE).to_payload()
 
 
 def internal_payload() -> dict[str, Any]:

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Protocol
 
-from api.errors import internal_payload, tool_failure_payload
+from api.errors import SURROGATE_MESSAGE, internal_payload, tool_failure_payload
 from api.mcp import jsonrpc
 from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from api.mcp.tools import ToolSpec
 from api.runtime import Runtime
 from auth.scopes import required_scope
+from memory.errors import INVALID_INPUT, MemoryServiceError
 from memory.inputs import reject_unknown
 from memory.service import UseCase
 
@@ -169,6 +170,10 @@ class McpDispatcher:
     ) -> dict[str, Any]:
         runtime = self._runtime()
         try:
+            # A lone surrogate (JSON's "\ud800") is not text: PostgreSQL, the
+            # embedder and UTF-8 all refuse it, so no tool sees it.
+            if jsonrpc.has_lone_surrogate(args):
+                raise MemoryServiceError(INVALID_INPUT, SURROGATE_MESSAGE)
             # additionalProperties: false, enforced here for every tool, before a
             # queued one costs a round trip through the queue. Nested items are
             # checked by the use case's item parser, so a bad item fails alone.

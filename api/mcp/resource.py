@@ -45,11 +45,6 @@ narrows it:
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
-import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -65,7 +60,6 @@ from api.errors import (
     is_database_failure,
     jsonrpc_error_reply,
     logger,
-    surrogate_payload,
 )
 from api.mcp import jsonrpc
 from api.mcp.dispatch import SUPPORTED_VERSIONS, CallContext, McpDispatcher, tool_result
@@ -78,110 +72,20 @@ from api.mcp.jsonrpc import (
     JsonRpcError,
     Message,
 )
+from api.mcp.sessions import SessionBook
 from api.origins import OriginPolicy, preflight_headers
 from api.runtime import Runtime
 from auth.errors import BearerError
 from auth.keys import KeyStore
 from auth.tokens import Principal
-from storage import sessions
 
 #: The methods /mcp implements (RFC 9110 §10.2.1 Allow).
 ALLOW = "POST, DELETE, OPTIONS"
 #: Protocol revisions that still allow JSON-RPC batches.
 _BATCH_VERSIONS = frozenset({None, "2025-03-26"})
-#: How long a session id is accepted after ``initialize`` issued it (30 days).
-#: A client that used one for that long is told 404 and starts a new session.
-SESSION_LIFETIME_S = 30 * 86_400
-#: How many ended session ids one process keeps in memory to skip their
-#: lookup (about 100 bytes each); PostgreSQL holds them all.
-_ENDED_SESSIONS = 10_000
 #: The bearer check could not reach the database: answered per message, see _database_down.
 _DATABASE_DOWN = object()
 _DATABASE_DOWN_MESSAGE = "The database is unavailable; nothing was changed. Try again shortly."
-
-
-class SessionBook:
-    """Issues and recognises ``Mcp-Session-Id`` values without storing open sessions.
-
-    An id is ``kid.issued.nonce.mac``: the MAC covers the user, the issue time
-    (seconds since the epoch) and the nonce and is keyed by a hash of the
-    signing key ``kid`` (shared by all web processes through PostgreSQL, kept
-    in memory by the key store), so any process can tell our ids from made-up
-    ones, one user's id from another's, and a fresh id from one older than
-    ``lifetime_s``. Ids signed by a key that has left the key ring, and
-    expired ones, are unknown: their clients start a new session, as the spec
-    has them do after a 404.
-
-    Ended sessions are rows in PostgreSQL (storage/sessions.py), so every
-    web process and every restart refuses them; rows older than the lifetime
-    are pruned, since their ids are refused by age anyway. A bounded set of
-    ids known to be ended saves this process the lookup for them.
-    """
-
-    def __init__(
-        self, *, lifetime_s: float = SESSION_LIFETIME_S, clock: Callable[[], float] = time.time
-    ) -> None:
-        self._lifetime_s = lifetime_s
-        self._clock = clock
-        self._macs: dict[str, bytes] = {}
-        self._ended: OrderedDict[str, None] = OrderedDict()
-
-    def open(self, keystore: KeyStore, user_id: int) -> str:
-        key = keystore.signing_key()
-        kid = key.kid or ""
-        issued = str(int(self._clock()))
-        nonce = secrets.token_urlsafe(18)
-        return f"{kid}.{issued}.{nonce}.{self._mac(kid, key, user_id, issued, nonce)}"
-
-    def is_ours(self, keystore: KeyStore, user_id: int, session_id: str) -> bool:
-        """Signed by us for this user and not expired (no I/O; ended or not is another question)."""
-        parts = session_id.split(".")
-        if len(parts) != 4:
-            return False
-        kid, issued, nonce, mac = parts
-        if not (issued.isascii() and issued.isdigit() and len(issued) <= 12):
-            return False
-        if not -60 <= self._clock() - int(issued) <= self._lifetime_s:  # a minute of clock skew
-            return False
-        key = keystore.get(kid)
-        if key is None:
-            return False
-        return hmac.compare_digest(mac, self._mac(kid, key, user_id, issued, nonce))
-
-    async def is_ended(self, pool: AsyncConnectionPool, session_id: str) -> bool:
-        """Whether any process ended it; raises the driver's error when the database fails."""
-        if session_id in self._ended:
-            return True
-        async with pool.connection() as conn:
-            ended = await sessions.is_ended(conn, session_id)
-        if ended:
-            self._remember(session_id)
-        return ended
-
-    async def end(self, pool: AsyncConnectionPool, session_id: str, user_id: int) -> bool:
-        """End it for every process; False when it was already ended."""
-        if session_id in self._ended:
-            return False
-        async with pool.connection() as conn:
-            ended = await sessions.end(conn, session_id, user_id, keep_s=self._lifetime_s + 86_400)
-        self._remember(session_id)
-        return ended
-
-    def _remember(self, session_id: str) -> None:
-        self._ended[session_id] = None
-        while len(self._ended) > _ENDED_SESSIONS:
-            self._ended.popitem(last=False)
-
-    def _mac(self, kid: str, key: Any, user_id: int, issued: str, nonce: str) -> str:
-        secret = self._macs.get(kid)
-        if secret is None:
-            # A key of its own, derived from the private key's exponent with a
-            # purpose label: no JWT verifier can be fooled by a session MAC.
-            private = key.as_dict(private=True)["d"]
-            secret = hashlib.sha256(b"ownsona mcp session id\0" + private.encode()).digest()
-            self._macs[kid] = secret
-        message = f"{user_id}.{issued}.{nonce}".encode()
-        return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
 
 
 class McpResource:
@@ -311,9 +215,6 @@ class McpResource:
         if parsed.kind != "request":
             # Notifications and client responses: accepted, nothing to answer.
             return HttpReply(202)
-        refusal = _surrogate_refusal(parsed, self._dispatcher)
-        if refusal is not None:
-            return HttpReply(200, refusal)
         outcome = await self._dispatcher.handle(parsed, ctx)
         headers: dict[str, str] = {}
         if outcome.opens_session:
@@ -365,8 +266,6 @@ class McpResource:
                 # 2025-03-26, Lifecycle: initialize MUST NOT be part of a batch.
                 message = "Invalid Request: initialize cannot be batched."
                 responses.append(jsonrpc.error(item.id, JsonRpcError(INVALID_REQUEST, message)))
-            elif (refusal := _surrogate_refusal(item, self._dispatcher)) is not None:
-                responses.append(refusal)
             else:
                 responses.append((await self._dispatcher.handle(item, ctx)).response)
         return HttpReply(200, responses) if responses else HttpReply(202)
@@ -499,20 +398,6 @@ def _database_down(
         return HttpReply(200, answer(parsed))
     responses = [r for r in (answer(item) for item in parsed) if r is not None]
     return HttpReply(200, responses) if responses else _database_unavailable()
-
-
-def _surrogate_refusal(message: Message, dispatcher: McpDispatcher) -> dict[str, Any] | None:
-    """An INVALID_INPUT tool result when a tool's arguments hold a lone surrogate.
-
-    Such a string is not text: PostgreSQL, the embedder and UTF-8 all refuse
-    it, so the call is refused before any tool sees it.
-    """
-    if message.kind != "request" or dispatcher.required_scope(message) is None:
-        return None
-    assert isinstance(message.params, dict)  # required_scope found a tool name in it
-    if not jsonrpc.has_lone_surrogate(message.params.get("arguments")):
-        return None
-    return jsonrpc.result(message.id, _tool_refusal(message, surrogate_payload()))
 
 
 def _tool_refusal(message: Message, payload: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from api.app import create_app
-from api.mcp.resource import SESSION_LIFETIME_S, SessionBook
+from api.mcp.sessions import SESSION_LIFETIME_S, SessionBook
 from api.runtime import Runtime
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
