@@ -40,6 +40,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                 print(f"  used by: pid {user.pid} ({user.command})")
         else:
             print("  used by: no OwnSona process")
+            if status.running:
+                # Left by a process that could not stop it (SIGKILL, a second Ctrl-C).
+                print("  nothing of OwnSona uses it: `ownsona db stop` stops it")
         return 0
     if not status.running:
         print(f"embedded PostgreSQL in {data_dir / 'pg'} is not running")

@@ -98,6 +98,8 @@ def test_a_killed_server_leaves_a_stale_reference_that_db_stop_and_the_next_serv
         server.process.wait(STOP_S)
     assert cluster_status(data).running  # left behind: nobody could stop it
     assert cluster_status(data).users == []  # the dead server's file counts for nothing
+    status = _cli(data, "db", "status")
+    assert "no OwnSona process" in status.stdout and "`ownsona db stop` stops it" in status.stdout, status
     stopped = _cli(data, "db", "stop")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped
     assert not cluster_status(data).running
