@@ -34,8 +34,8 @@ from api.origins import McpCors, OriginPolicy
 from api.runtime import Runtime
 from api.wellknown import AuthorizationServerMetadata, Jwks, ProtectedResourceMetadata
 from auth.oauth_errors import OAuthError
+from config.settings import Settings
 from memory.service import USE_CASES, UseCase
-from memory.settings import Settings
 
 BuildRuntime = Callable[[Settings], Awaitable[Runtime]]
 CloseRuntime = Callable[[Runtime], Awaitable[None]]

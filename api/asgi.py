@@ -2,7 +2,7 @@
 
 from api.app import create_app
 from api.logs import configure_logging
-from memory.settings import Settings
+from config.settings import Settings
 
 settings = Settings.from_env()
 # uvicorn has set up its own text logging by now; ours replaces it (JSON, request ids).

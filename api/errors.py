@@ -33,6 +33,7 @@ from api.mcp import jsonrpc
 from auth.bearer import www_authenticate
 from auth.errors import BearerError
 from auth.oauth_errors import OAuthError
+from config.settings import Settings
 from memory.errors import (
     AUTH_FAILED,
     AUTH_REQUIRED,
@@ -40,7 +41,6 @@ from memory.errors import (
     INTERNAL_ERROR,
     MemoryServiceError,
 )
-from memory.settings import Settings
 
 logger = logging.getLogger("ownsona.api")
 

@@ -29,11 +29,11 @@ import uvicorn
 from auth.accounts import ensure_login_user
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
+from config.settings import Settings
 from memory.deps import Deps
-from memory.embedders import Embedder, make_embedder
-from memory.extractors import make_extractor
+from memory.providers.embedders import Embedder, make_embedder
+from memory.providers.extractors import make_extractor
 from memory.relations import sweep_forever
-from memory.settings import Settings
 from storage.embedded import start_embedded
 from storage.errors import StorageError
 from storage.migrate import migrate
@@ -152,7 +152,9 @@ async def build_runtime(settings: Settings, *, in_process_worker: bool | None = 
         if run_worker:
             import dramatiq
 
-            worker = dramatiq.Worker(bundle.broker, worker_threads=IN_PROCESS_WORKER_THREADS, worker_timeout=100)
+            worker = dramatiq.Worker(
+                bundle.broker, worker_threads=IN_PROCESS_WORKER_THREADS, worker_timeout=100
+            )
             await asyncio.to_thread(worker.start)
 
             async def stop_worker() -> None:
@@ -237,7 +239,9 @@ class GracefulServer(uvicorn.Server):
         if not self._stopping:
             self._stopping = True
             self.should_exit = True
-            watchdog = threading.Timer(self._deadline_s, _exit_after_deadline, args=(self._deadline_s,))
+            watchdog = threading.Timer(
+                self._deadline_s, _exit_after_deadline, args=(self._deadline_s,)
+            )
             watchdog.daemon = True
             watchdog.start()
         elif sig == signal.SIGINT:

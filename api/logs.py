@@ -41,8 +41,8 @@ import psycopg
 from dramatiq.broker import MessageProxy
 from dramatiq.message import Message
 
+from config.settings import Settings
 from memory.request_ids import accept_request_id, current_request_id, new_request_id, request_id_var
-from memory.settings import Settings
 
 #: The header a request id arrives in and is returned in.
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -165,8 +165,10 @@ def safe_exception_text(exc_info: Any) -> str:
         seen.add(id(current))
         chain.append(current)
         cause = current.__cause__
-        current = cause if cause is not None else (
-            None if current.__suppress_context__ else current.__context__
+        current = (
+            cause
+            if cause is not None
+            else (None if current.__suppress_context__ else current.__context__)
         )
     parts: list[str] = []
     for index, item in enumerate(reversed(chain)):

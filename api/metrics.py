@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from api.runtime import Runtime
-from memory.settings import Settings
+from config.settings import Settings
 
 _log = logging.getLogger(__name__)
 

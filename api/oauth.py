@@ -52,7 +52,7 @@ from auth.opaque import presentable
 from auth.redirects import origin_of, with_params
 from auth.sessions import SESSION_TTL_S, Sessions, cookie_names
 from auth.throttle import LoginGuard, ThrottlePolicy
-from memory.settings import Settings
+from config.settings import Settings
 from storage import oauth, users
 from storage.tokens import CLI_CLIENT_ID
 
@@ -133,11 +133,18 @@ class Registration:
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         if not self._services.settings.oauth_allow_dynamic_registration:
-            _send(resp, HttpReply(403, {
-                "error": "access_denied",
-                "error_description": "Dynamic client registration is disabled on this server; "
-                "ask its operator for a client_id.",
-            }, dict(NO_STORE)))
+            _send(
+                resp,
+                HttpReply(
+                    403,
+                    {
+                        "error": "access_denied",
+                        "error_description": "Dynamic client registration is disabled on this server; "
+                        "ask its operator for a client_id.",
+                    },
+                    dict(NO_STORE),
+                ),
+            )
             return
         services = self._services.get()
         if _media_type(req) != "application/json":
@@ -286,7 +293,11 @@ class Authorize:
                 "authorization form without a valid CSRF token (client %s)", client.client_id
             )
             self._login(
-                resp, request, fields, cookie_csrf, 403,
+                resp,
+                request,
+                fields,
+                cookie_csrf,
+                403,
                 error="This form expired or did not come from this page. Please sign in again.",
             )
             return
@@ -309,14 +320,24 @@ class Authorize:
             if outcome.retry_after_s is not None:
                 resp.set_header("Retry-After", str(outcome.retry_after_s))
                 self._login(
-                    resp, request, fields, cookie_csrf, 429, username=username,
+                    resp,
+                    request,
+                    fields,
+                    cookie_csrf,
+                    429,
+                    username=username,
                     error=f"Too many failed sign-ins. Wait {outcome.retry_after_s} seconds and "
                     "try again.",
                 )
                 return
             if outcome.user_id is None:
                 self._login(
-                    resp, request, fields, cookie_csrf, 400, username=username,
+                    resp,
+                    request,
+                    fields,
+                    cookie_csrf,
+                    400,
+                    username=username,
                     error="Incorrect username or password.",
                 )
                 return
@@ -334,8 +355,14 @@ class Authorize:
         if action == "consent":
             user_id = await services.sessions.user(session_id)
             if user_id is None:
-                self._login(resp, request, fields, cookie_csrf, 200,
-                            error="Your sign-in expired. Please sign in again.")
+                self._login(
+                    resp,
+                    request,
+                    fields,
+                    cookie_csrf,
+                    200,
+                    error="Your sign-in expired. Please sign in again.",
+                )
                 return
             decision = form.get("decision")
             if decision == "allow":

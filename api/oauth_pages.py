@@ -71,9 +71,7 @@ def _page(title: str, body: str) -> str:
 
 
 def _hidden(fields: Sequence[tuple[str, str]], csrf: str) -> str:
-    inputs = [
-        f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">' for k, v in fields
-    ]
+    inputs = [f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">' for k, v in fields]
     inputs.append(f'<input type="hidden" name="{CSRF_FIELD}" value="{escape(csrf)}">')
     return "".join(inputs)
 
@@ -105,10 +103,10 @@ def login_page(
         '<label for="username">Username</label>'
         f'<input type="text" id="username" name="username" value="{escape(username)}" '
         'autocomplete="username" autocapitalize="none" spellcheck="false" required'
-        f'{described}{"" if username else " autofocus"}>'
+        f"{described}{'' if username else ' autofocus'}>"
         '<label for="password">Password</label>'
         '<input type="password" id="password" name="password" autocomplete="current-password" '
-        f'required{described}{" autofocus" if username else ""}>'
+        f"required{described}{' autofocus' if username else ''}>"
         '<button type="submit" class="primary">Sign in</button>'
         "</form>"
         '<p class="muted note">You will be asked to confirm what '

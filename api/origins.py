@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from memory.settings import Settings
+from config.settings import Settings
 
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from config.settings import Settings
 from memory.deps import Deps
-from memory.settings import Settings
 
 if TYPE_CHECKING:
     from auth.bearer import BearerValidator
@@ -29,8 +29,8 @@ class Runtime:
     settings: Settings
     deps: Deps
     write_queue: WriteQueue
-    keystore: "KeyStore"
-    bearer: "BearerValidator"
+    keystore: KeyStore
+    bearer: BearerValidator
     #: Run in reverse order by close_runtime.
     close_hooks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     #: What start-up did that an operator should hear about (e.g. a generated password).

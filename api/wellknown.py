@@ -26,7 +26,7 @@ from auth.clients import AUTH_METHODS, GRANT_TYPES
 from auth.loopback import resource_for_host
 from auth.pkce import S256
 from auth.scopes import SUPPORTED_SCOPES
-from memory.settings import Settings
+from config.settings import Settings
 
 #: The scopes a token can carry (SUPPLEMENT §8).
 SCOPES = SUPPORTED_SCOPES

@@ -24,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from auth.errors import AccountError
 from auth.passwords import dummy_verify, hash_password, needs_rehash, verify_password
-from memory.settings import Settings
+from config.settings import Settings
 from storage import oauth as oauth_store
 from storage import tokens as token_store
 from storage import users
@@ -110,15 +110,14 @@ async def change_password(pool: AsyncConnectionPool, username: str, password: st
     name = normalize_username(username)
     check_password(password)
     password_hash = await asyncio.to_thread(hash_password, password)
-    async with pool.connection() as conn:
-        async with conn.transaction():
-            row = await users.get_user_by_username(conn, name)
-            if row is None:
-                raise AccountError(
-                    "unknown_user", f"There is no account {name!r}; create it with `ownsona user add`."
-                )
-            await users.set_password(conn, row.id, password_hash)
-            await end_access(conn, row.id, "password changed")
+    async with pool.connection() as conn, conn.transaction():
+        row = await users.get_user_by_username(conn, name)
+        if row is None:
+            raise AccountError(
+                "unknown_user", f"There is no account {name!r}; create it with `ownsona user add`."
+            )
+        await users.set_password(conn, row.id, password_hash)
+        await end_access(conn, row.id, "password changed")
     return row.id
 
 
@@ -144,7 +143,9 @@ async def find_account(conn: AsyncConnection, username: str) -> users.UserRow:
     name = normalize_username(username)
     row = await users.get_user_by_username(conn, name)
     if row is None:
-        raise AccountError("unknown_user", f"There is no account {name!r}; see `ownsona user list`.")
+        raise AccountError(
+            "unknown_user", f"There is no account {name!r}; see `ownsona user list`."
+        )
     return row
 
 

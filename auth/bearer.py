@@ -26,7 +26,7 @@ from auth.keys import KeyStore
 from auth.loopback import resource_for_host
 from auth.scopes import DEFAULT_SCOPE
 from auth.tokens import Principal, verify_access_token
-from memory.settings import Settings
+from config.settings import Settings
 from storage import tokens
 
 __all__ = ["BearerValidator", "Principal", "resource_metadata_url", "www_authenticate"]
@@ -36,7 +36,7 @@ _CREDENTIALS = re.compile(r"([A-Za-z0-9!#$%&'*+.^_`|~-]+)[ \t]+([A-Za-z0-9._~+/-
 #: Tokens whose last touch a validator remembers before starting over.
 _MAX_TOUCHED = 10_000
 # What RFC 6750 §3 allows inside error, error_description and scope values.
-_UNSAFE = re.compile(r'[^\x20\x21\x23-\x5b\x5d-\x7e]')
+_UNSAFE = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 
 
 class BearerValidator:
@@ -60,7 +60,10 @@ class BearerValidator:
         touch = self._due_for_touch(principal.jti)
         async with self._keystore.pool.connection() as conn:
             standing = await tokens.token_standing(
-                conn, jti=principal.jti, user_id=principal.user_id, client_id=principal.client_id,
+                conn,
+                jti=principal.jti,
+                user_id=principal.user_id,
+                client_id=principal.client_id,
                 touch=touch,
             )
         refusal = _refusal(principal, standing)

@@ -48,7 +48,12 @@ DEFAULT_AUTH_METHOD = "none"
 MAX_REDIRECT_URIS = 20
 MAX_NAME_CHARS = 200
 _ECHOED_STRINGS = (
-    "client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version"
+    "client_uri",
+    "logo_uri",
+    "tos_uri",
+    "policy_uri",
+    "software_id",
+    "software_version",
 )
 
 
@@ -95,8 +100,10 @@ def validate_metadata(raw: object) -> dict[str, Any]:
     grant_types = _string_list(raw, "grant_types", list(GRANT_TYPES))
     unsupported = [g for g in grant_types if g not in GRANT_TYPES]
     if unsupported or "authorization_code" not in grant_types:
-        raise _metadata("grant_types may only be authorization_code and refresh_token, "
-                        "and must include authorization_code.")
+        raise _metadata(
+            "grant_types may only be authorization_code and refresh_token, "
+            "and must include authorization_code."
+        )
     response_types = _string_list(raw, "response_types", ["code"])
     if response_types != ["code"]:
         raise _metadata('response_types must be ["code"].')
@@ -206,13 +213,15 @@ async def authenticate_client(conn: AsyncConnection, creds: ClientCredentials) -
         raise invalid_client("Unknown client.", basic_auth=creds.basic)
     if client.client_secret_hash is None:
         if creds.client_secret:
-            raise invalid_client("This is a public client: send no client_secret.",
-                                 basic_auth=creds.basic)
+            raise invalid_client(
+                "This is a public client: send no client_secret.", basic_auth=creds.basic
+            )
         return client
     secret = creds.client_secret
     if not presentable(secret):
-        raise invalid_client("This client must authenticate with its client_secret.",
-                             basic_auth=creds.basic)
+        raise invalid_client(
+            "This client must authenticate with its client_secret.", basic_auth=creds.basic
+        )
     assert secret is not None
     if not hmac.compare_digest(digest(secret), client.client_secret_hash):
         raise invalid_client("Client authentication failed.", basic_auth=creds.basic)

@@ -14,7 +14,9 @@ from __future__ import annotations
 from typing import Literal
 
 BearerErrorCode = Literal["invalid_request", "invalid_token", "insufficient_scope"]
-AccountProblem = Literal["duplicate_username", "invalid_username", "invalid_password", "unknown_user"]
+AccountProblem = Literal[
+    "duplicate_username", "invalid_username", "invalid_password", "unknown_user"
+]
 
 
 class AuthError(Exception):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from psycopg import AsyncConnection
@@ -31,7 +31,7 @@ from auth.opaque import digest, new_secret, presentable
 from auth.pkce import verifier_matches
 from auth.scopes import canonical, parse_scope
 from auth.tokens import LEEWAY_S, MAX_TOKEN_CHARS, mint_access_token, verify_access_token
-from memory.settings import Settings
+from config.settings import Settings
 from storage import oauth, tokens
 from storage.oauth import ClientRow
 from storage.tokens import CLI_CLIENT_ID
@@ -310,7 +310,6 @@ class Grants:
         async with self._pool.connection() as conn:
             await oauth.revoke_jti(conn, principal.jti, _epoch(principal.expires_at + LEEWAY_S))
 
-
     async def revoke_cli_token(self, token: str) -> bool:
         """Revoke an ``ownsona token`` access token on its own say-so; False if it is not one.
 
@@ -340,8 +339,8 @@ def _invalid_grant(description: str) -> OAuthError:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _epoch(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, timezone.utc)
+    return datetime.fromtimestamp(seconds, UTC)

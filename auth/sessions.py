@@ -13,7 +13,7 @@ client's site, and a ``Strict`` cookie would not be sent with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
@@ -45,7 +45,7 @@ class Sessions:
     async def start(self, conn: AsyncConnection, user_id: int) -> str:
         """A new session id for ``user_id`` (the cookie value), in the caller's transaction."""
         session_id = new_secret()
-        expires = datetime.now(timezone.utc) + timedelta(seconds=self.ttl_s)
+        expires = datetime.now(UTC) + timedelta(seconds=self.ttl_s)
         await oauth.insert_session(conn, digest(session_id), user_id, expires)
         return session_id
 

@@ -36,7 +36,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -88,7 +88,7 @@ class SignIn:
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class LoginGuard:
@@ -111,7 +111,9 @@ class LoginGuard:
         if reserved.attempt_id is None:
             logger.warning(
                 "sign-in throttled for username %r from %s (%.0fs left)",
-                key, address, reserved.wait_s,
+                key,
+                address,
+                reserved.wait_s,
             )
             return SignIn(retry_after_s=max(1, math.ceil(reserved.wait_s)))
         # An exception from here on (a dropped client, a lost database) leaves the

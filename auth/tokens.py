@@ -28,7 +28,7 @@ from joserfc.jws import JWSRegistry
 
 from auth.errors import BearerError
 from auth.keys import ALGORITHM, KeyStore
-from memory.settings import Settings
+from config.settings import Settings
 
 #: Tolerance on ``exp``/``iat``/``nbf``, in seconds: a token is refused from
 #: ``exp + LEEWAY_S`` on. The issuer and every verifier are our own hosts, so

@@ -38,12 +38,13 @@ import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from memory.rules.text import normalize_text
 from storage import backup as store
 from storage import users as user_store
 
@@ -59,13 +60,12 @@ from .backup_format import (
     record_line,
 )
 from .errors import invalid
-from .text import normalize_text
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-    from .embedders import Embedder
+    from memory.providers.embedders import Embedder
 
 #: Stored as the password hash of accounts an import creates: no argon2 hash,
 #: so no password matches it until one is set.
@@ -110,7 +110,7 @@ class ImportSummary:
 
 
 async def export_store(
-    pool: "AsyncConnectionPool",
+    pool: AsyncConnectionPool,
     write: Callable[[str], Any],
     *,
     username: str | None = None,
@@ -125,7 +125,7 @@ async def export_store(
             raise invalid(f"There is no account named {username!r}.", field="user")
         users = tuple(UserEntry(c.username, c.memories, c.relations) for c in counts)
         header = Header(
-            exported_at=datetime.now(timezone.utc),
+            exported_at=datetime.now(UTC),
             scope="user" if username is not None else "all-users",
             memories=sum(u.memories for u in users),
             relations=sum(u.relations for u in users),
@@ -230,7 +230,9 @@ def check_file(path: Path) -> Header:
         if record.id in seen:
             raise invalid_line(line_no, f"memory id {record.id} appears twice in the file")
         if record.id > header.max_memory_id:
-            raise invalid_line(line_no, f"memory id {record.id} is above the header's max_memory_id")
+            raise invalid_line(
+                line_no, f"memory id {record.id} is above the header's max_memory_id"
+            )
         seen.add(record.id)
         memories[record.user] += 1
         relations[record.user] += len(record.relations)
@@ -284,8 +286,8 @@ class _Plan:
 
 @dataclass
 class _Run:
-    pool: "AsyncConnectionPool"
-    embedder: "Embedder"
+    pool: AsyncConnectionPool
+    embedder: Embedder
     user_ids: dict[str, int]
     summary: ImportSummary
     #: file id -> id in this store, for every memory that is not at its own id.
@@ -298,7 +300,7 @@ def _text_key(record: MemoryRecord) -> str:
     return hashlib.md5(normalize_text(record.text).encode("utf-8")).hexdigest()
 
 
-async def _plan(conn: "AsyncConnection", run: _Run, records: list[MemoryRecord]) -> _Plan:
+async def _plan(conn: AsyncConnection, run: _Run, records: list[MemoryRecord]) -> _Plan:
     by_id = {r.id: r for r in await store.rows_by_id(conn, [rec.id for rec in records])}
     present: dict[int, int] = {}
     taken: set[int] = set()
@@ -329,7 +331,9 @@ async def _plan(conn: "AsyncConnection", run: _Run, records: list[MemoryRecord])
             candidates.append(rec)
     # The store's rule: one active row per account and normalised text.
     active = [r for r in candidates if r.deleted_at is None]
-    holders = await store.active_by_text(conn, [(run.user_ids[r.user], _text_key(r)) for r in active])
+    holders = await store.active_by_text(
+        conn, [(run.user_ids[r.user], _text_key(r)) for r in active]
+    )
     held = {(h.user_id, h.text_md5): h.id for h in holders}
     duplicate: dict[int, int] = {}
     insert: list[MemoryRecord] = []
@@ -350,7 +354,10 @@ def _restored(
     embedder = run.embedder
     centroid: Any = None
     context_count = 0
-    same_space = (rec.embedding_provider, rec.embedding_model) == (embedder.provider, embedder.model)
+    same_space = (rec.embedding_provider, rec.embedding_model) == (
+        embedder.provider,
+        embedder.model,
+    )
     if rec.context_centroid is not None and same_space and len(rec.context_centroid) == len(vector):
         centroid = np.asarray(rec.context_centroid, dtype=np.float32)
         context_count = rec.context_count
@@ -390,30 +397,31 @@ async def _embed(run: _Run, records: list[MemoryRecord]) -> dict[int, np.ndarray
     return {r.id: vectors[i] for i, r in enumerate(records)}
 
 
-async def _write_batch(run: _Run, records: list[MemoryRecord], vectors: dict[int, np.ndarray]) -> None:
+async def _write_batch(
+    run: _Run, records: list[MemoryRecord], vectors: dict[int, np.ndarray]
+) -> None:
     """Plan again under the import lock and write the batch in one transaction."""
-    async with run.pool.connection() as conn:
-        async with conn.transaction():
-            await store.lock_import(conn)
-            plan = await _plan(conn, run, records)
-            # Rows a concurrent delete made absent since the first plan need vectors too.
-            missing = [r for r in plan.insert if r.id not in vectors]
-            vectors = {**vectors, **await _embed(run, missing)}
-            fresh = iter(await store.next_memory_ids(conn, len(plan.taken)))
-            final = {r.id: (next(fresh) if r.id in plan.taken else r.id) for r in plan.insert}
-            rows = [_restored(run, r, final[r.id], vectors[r.id]) for r in plan.insert]
-            await store.copy_memories(conn, rows)
-            edges = [
-                store.RestoredRelation(
-                    run.user_ids[r.user], final[r.id], e.subject, e.predicate, e.object, e.created_at
-                )
-                for r in plan.insert
-                for e in r.relations
-            ]
-            await store.insert_relations(conn, edges)
-            # An import has no relay of its own: what it owes (memories that
-            # came without edges) is for the next sweep, not after the grace.
-            await store.imported_extractions_due(conn, list(final.values()))
+    async with run.pool.connection() as conn, conn.transaction():
+        await store.lock_import(conn)
+        plan = await _plan(conn, run, records)
+        # Rows a concurrent delete made absent since the first plan need vectors too.
+        missing = [r for r in plan.insert if r.id not in vectors]
+        vectors = {**vectors, **await _embed(run, missing)}
+        fresh = iter(await store.next_memory_ids(conn, len(plan.taken)))
+        final = {r.id: (next(fresh) if r.id in plan.taken else r.id) for r in plan.insert}
+        rows = [_restored(run, r, final[r.id], vectors[r.id]) for r in plan.insert]
+        await store.copy_memories(conn, rows)
+        edges = [
+            store.RestoredRelation(
+                run.user_ids[r.user], final[r.id], e.subject, e.predicate, e.object, e.created_at
+            )
+            for r in plan.insert
+            for e in r.relations
+        ]
+        await store.insert_relations(conn, edges)
+        # An import has no relay of its own: what it owes (memories that
+        # came without edges) is for the next sweep, not after the grace.
+        await store.imported_extractions_due(conn, list(final.values()))
     # Committed: account for it.
     summary = run.summary
     summary.inserted += len(rows)
@@ -458,8 +466,8 @@ async def _ensure_users(run: _Run, names: dict[str, str]) -> None:
 
 
 async def import_store(
-    pool: "AsyncConnectionPool",
-    embedder: "Embedder",
+    pool: AsyncConnectionPool,
+    embedder: Embedder,
     path: Path,
     *,
     into_user: str | None = None,

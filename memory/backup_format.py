@@ -41,9 +41,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from memory.rules.text import reject_unstorable
+from memory.rules.timestamps import format_timestamp, parse_timestamp
+
 from .errors import MemoryServiceError, invalid
-from .text import reject_unstorable
-from .timestamps import format_timestamp, parse_timestamp
 
 FORMAT = "ownsona-export"
 VERSION = 1
@@ -219,7 +220,9 @@ def _text(line_no: int, value: Any, field: str, *, optional: bool = False) -> st
     if value is None and optional:
         return None
     if not isinstance(value, str) or (not optional and not value):
-        raise invalid_line(line_no, f"{field} must be a {'string or null' if optional else 'non-empty string'}")
+        raise invalid_line(
+            line_no, f"{field} must be a {'string or null' if optional else 'non-empty string'}"
+        )
     try:
         reject_unstorable(value, field=field)
     except MemoryServiceError as ex:
@@ -233,7 +236,9 @@ def _time(line_no: int, value: Any, field: str, *, optional: bool = False) -> da
     try:
         return parse_timestamp(value, field=field)
     except MemoryServiceError:
-        raise invalid_line(line_no, f"{field} must be an RFC 3339 timestamp{' or null' if optional else ''}") from None
+        raise invalid_line(
+            line_no, f"{field} must be an RFC 3339 timestamp{' or null' if optional else ''}"
+        ) from None
 
 
 def _check_json_strings(line_no: int, value: Any) -> None:
@@ -256,7 +261,8 @@ def parse_header(line: str) -> Header:
         raise invalid_line(1, f"not an OwnSona export (the first line must be a {FORMAT!r} header)")
     if value.get("version") != VERSION:
         raise invalid_line(
-            1, f"export format version {value.get('version')!r} is not supported (this OwnSona reads {VERSION})"
+            1,
+            f"export format version {value.get('version')!r} is not supported (this OwnSona reads {VERSION})",
         )
     unknown = sorted(set(value) - _HEADER_KEYS)
     if unknown:
@@ -332,7 +338,9 @@ def parse_record(line_no: int, line: str) -> MemoryRecord:
     relations = []
     for rel in relations_raw:
         if not isinstance(rel, dict) or set(rel) != _RELATION_KEYS:
-            raise invalid_line(line_no, "each relation has exactly subject, predicate, object, created_at")
+            raise invalid_line(
+                line_no, "each relation has exactly subject, predicate, object, created_at"
+            )
         relations.append(
             RelationRecord(
                 subject=_text(line_no, rel["subject"], "relations.subject") or "",
@@ -352,7 +360,9 @@ def parse_record(line_no: int, line: str) -> MemoryRecord:
         metadata=value["metadata"],
         created_at=_time(line_no, value["created_at"], "created_at"),  # type: ignore[arg-type]
         updated_at=_time(line_no, value["updated_at"], "updated_at"),  # type: ignore[arg-type]
-        last_confirmed_at=_time(line_no, value["last_confirmed_at"], "last_confirmed_at", optional=True),
+        last_confirmed_at=_time(
+            line_no, value["last_confirmed_at"], "last_confirmed_at", optional=True
+        ),
         expires_at=_time(line_no, value["expires_at"], "expires_at", optional=True),
         deleted_at=_time(line_no, value["deleted_at"], "deleted_at", optional=True),
         replaced_by_id=replaced_by,

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .settings import Settings
+from config.settings import Settings
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
-    from .embedders import Embedder
-    from .extractors import Extractor
+    from memory.providers.embedders import Embedder
+    from memory.providers.extractors import Extractor
 
 #: ``(user_id, memory_ids)``: memories whose text was just stored or changed.
 TextStoredHook = Callable[[int, list[int]], None]
@@ -21,8 +21,8 @@ TextStoredHook = Callable[[int, list[int]], None]
 @dataclass(frozen=True)
 class Deps:
     settings: Settings
-    pool: "AsyncConnectionPool"
-    embedder: "Embedder"
+    pool: AsyncConnectionPool
+    embedder: Embedder
     #: Sends relation-extraction jobs for memories the outbox owes them to: after
     #: a write that stored or changed memory text has committed (never inside its
     #: transaction), and from the outbox sweep. The composition root makes it
@@ -31,4 +31,4 @@ class Deps:
     #: raises when the broker cannot be reached (the entries then stay due).
     on_text_stored: TextStoredHook | None = None
     #: The relation extractor; None builds one from the settings when needed.
-    extractor: "Extractor | None" = None
+    extractor: Extractor | None = None

@@ -7,21 +7,21 @@ soft-deleted rows answer NOT_FOUND to updates (the chapter: forget and re-add).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import psycopg
 
+from memory.rules import ranking
+from memory.rules.inputs import Args, memory_id, reject_unknown
+from memory.rules.text import check_secret, clean_text, normalize_tags, normalize_text
+from memory.rules.timestamps import format_timestamp, parse_timestamp
 from storage import memories as store
 
-from . import ranking
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, invalid, not_found
-from .inputs import Args, memory_id, reject_unknown
 from .relations import text_stored
-from .text import check_secret, clean_text, normalize_tags, normalize_text
-from .timestamps import format_timestamp, parse_timestamp
 from .writes import run_write
 
 #: The fields update_memory can change, in the order changed_fields lists them.
@@ -76,13 +76,18 @@ def parse_update(
         # null clears the expiry; a past instant would hide the row: forget is for that.
         value = args.raw("expires_at")
         expires = None if value is None else parse_timestamp(value, field="expires_at")
-        if expires is not None and expires <= datetime.now(timezone.utc):
-            raise invalid("expires_at is in the past; use forget to retire a memory.", field="expires_at")
+        if expires is not None and expires <= datetime.now(UTC):
+            raise invalid(
+                "expires_at is in the past; use forget to retire a memory.", field="expires_at"
+            )
         changes["expires_at"] = expires
     if args.present("last_confirmed_at"):
         value = args.raw("last_confirmed_at")
         if value is None:
-            raise invalid("last_confirmed_at must be a date-time; use confirm to refresh it.", field="last_confirmed_at")
+            raise invalid(
+                "last_confirmed_at must be a date-time; use confirm to refresh it.",
+                field="last_confirmed_at",
+            )
         changes["last_confirmed_at"] = parse_timestamp(value, field="last_confirmed_at")
     if args.has("keep"):  # null is "not given": only an explicit false unlocks
         changes["keep"] = args.boolean("keep")
@@ -111,7 +116,9 @@ async def _update_one(
     if row.keep and request.changes != {"keep": False}:
         raise locked_error(request.id, "updated")
     if request.normalized_text is not None:
-        clash = (await store.find_exact(conn, user_id, [request.normalized_text])).get(request.normalized_text)
+        clash = (await store.find_exact(conn, user_id, [request.normalized_text])).get(
+            request.normalized_text
+        )
         if clash is not None and clash.id != row.id:
             raise invalid(
                 f"Memory {clash.id} already holds this text; forget one of the two instead.",
@@ -150,7 +157,9 @@ async def update_memory(
             "message": "Would update" if dry_run else "Ok",
         }
 
-    payload = await run_write(deps, user_id, "update_memory", None if dry_run else idempotency_key, work)
+    payload = await run_write(
+        deps, user_id, "update_memory", None if dry_run else idempotency_key, work
+    )
     if "text" in request.changes and not dry_run:
         # Committed: re-extract its relations (unless the text was the same: nothing owed).
         await text_stored(deps, user_id, [request.id], owed_only=True)
@@ -170,7 +179,9 @@ async def update_memory_batch(
         except MemoryServiceError as ex:
             parsed.append(ex)
     # One embedder call for every item that brings new text.
-    texts = [i for i, p in enumerate(parsed) if isinstance(p, UpdateRequest) and "text" in p.changes]
+    texts = [
+        i for i, p in enumerate(parsed) if isinstance(p, UpdateRequest) and "text" in p.changes
+    ]
     embeddings: dict[int, np.ndarray] = {}
     if texts and not dry_run:
         try:
@@ -208,10 +219,16 @@ async def update_memory_batch(
             "ok": True,
             "dry_run": dry_run,
             "results": results,
-            "summary": {"total": len(results), "updated": updated, "errors": len(results) - updated},
+            "summary": {
+                "total": len(results),
+                "updated": updated,
+                "errors": len(results) - updated,
+            },
         }
 
-    payload = await run_write(deps, user_id, "update_memory_batch", None if dry_run else idempotency_key, work)
+    payload = await run_write(
+        deps, user_id, "update_memory_batch", None if dry_run else idempotency_key, work
+    )
     if not dry_run:  # committed: re-extract the relations of every changed text
         await text_stored(
             deps,
@@ -270,7 +287,9 @@ async def forget(
         if row is None:
             raise not_found(mid)
         if replaced_by is not None and replaced_by not in rows:
-            raise invalid(f"replaced_by_id {replaced_by} is not one of your memories.", field="replaced_by_id")
+            raise invalid(
+                f"replaced_by_id {replaced_by} is not one of your memories.", field="replaced_by_id"
+            )
         if row.keep:
             raise locked_error(mid, "forgotten")
         already = row.deleted_at is not None
@@ -287,7 +306,12 @@ async def forget(
             message = "Forgotten permanently"
         else:
             await store.soft_delete(
-                conn, user_id, [mid], reason=reason, replaced_by_id=replaced_by, keep_existing_metadata=already
+                conn,
+                user_id,
+                [mid],
+                reason=reason,
+                replaced_by_id=replaced_by,
+                keep_existing_metadata=already,
             )
             message = "Tombstone updated" if already else "Forgotten"
         return {
@@ -342,21 +366,38 @@ async def forget_batch(
                 results.append({"input_index": index, "id": mid, **not_found(mid).to_payload()})
                 continue
             if row.keep:
-                results.append({"input_index": index, "id": mid, **locked_error(mid, "forgotten").to_payload()})
+                results.append(
+                    {"input_index": index, "id": mid, **locked_error(mid, "forgotten").to_payload()}
+                )
                 continue
             already = row.deleted_at is not None or mid in deleted_now
             if not dry_run:
                 await store.soft_delete(
-                    conn, user_id, [mid], reason=reason, replaced_by_id=None, keep_existing_metadata=already
+                    conn,
+                    user_id,
+                    [mid],
+                    reason=reason,
+                    replaced_by_id=None,
+                    keep_existing_metadata=already,
                 )
                 deleted_now.add(mid)
             message = (
-                ("Would update tombstone (already soft-deleted)" if already else "Would soft-delete")
+                (
+                    "Would update tombstone (already soft-deleted)"
+                    if already
+                    else "Would soft-delete"
+                )
                 if dry_run
                 else ("Tombstone updated" if already else "Forgotten")
             )
             results.append(
-                {"input_index": index, "id": mid, "ok": True, "already_deleted": already, "message": message}
+                {
+                    "input_index": index,
+                    "id": mid,
+                    "ok": True,
+                    "already_deleted": already,
+                    "message": message,
+                }
             )
         oks = [r for r in results if r["ok"]]
         already_n = sum(1 for r in oks if r["already_deleted"])
@@ -372,7 +413,9 @@ async def forget_batch(
             },
         }
 
-    return await run_write(deps, user_id, "forget_batch", None if dry_run else idempotency_key, work)
+    return await run_write(
+        deps, user_id, "forget_batch", None if dry_run else idempotency_key, work
+    )
 
 
 # --- shared --------------------------------------------------------------------
@@ -388,7 +431,9 @@ def _batch_list(args: Args, name: str, limit: int, *, over_code: str) -> list[An
         raise invalid(f"{name} must not be empty.", field=name)
     if len(value) > limit:
         raise MemoryServiceError(
-            over_code, f"{name} has {len(value)} items; at most {limit} per call.", {"field": name, "limit": limit}
+            over_code,
+            f"{name} has {len(value)} items; at most {limit} per call.",
+            {"field": name, "limit": limit},
         )
     return value
 

@@ -72,7 +72,10 @@ def _of(noun: str, *synonyms: str) -> tuple[Role, tuple[str, ...]]:
 
 
 _ROLE_TABLE: list[tuple[Role, tuple[str, ...]]] = [
-    (Role("manager", "manages"), ("boss", "supervisor", "line manager", "team lead", "team leader")),
+    (
+        Role("manager", "manages"),
+        ("boss", "supervisor", "line manager", "team lead", "team leader"),
+    ),
     (Role("direct report", "reports to"), ("report", "subordinate")),
     (Role("employer", "works at", holder_is_subject=False), ("company",)),
     _of("colleague", "coworker", "co-worker", "workmate"),
@@ -167,12 +170,29 @@ _ROLE_TABLE: list[tuple[Role, tuple[str, ...]]] = [
 #: Canonical role noun -> Role.
 ROLES: dict[str, Role] = {role.noun: role for role, _ in _ROLE_TABLE}
 
-_IRREGULAR_PLURALS = {"wife": "wives", "ex-wife": "ex-wives", "child": "children", "puppy": "puppies",
-                      "grandchild": "grandchildren", "stepchild": "stepchildren", "step-child": "step-children",
-                      "godchild": "godchildren", "nanny": "nannies", "bunny": "bunnies", "mommy": "mommies",
-                      "mummy": "mummies", "daddy": "daddies", "granny": "grannies", "bestie": "besties",
-                      "auntie": "aunties", "aunty": "aunties", "boss": "bosses", "sis": "sisses",
-                      "attorney": "attorneys", "landlady": "landladies"}
+_IRREGULAR_PLURALS = {
+    "wife": "wives",
+    "ex-wife": "ex-wives",
+    "child": "children",
+    "puppy": "puppies",
+    "grandchild": "grandchildren",
+    "stepchild": "stepchildren",
+    "step-child": "step-children",
+    "godchild": "godchildren",
+    "nanny": "nannies",
+    "bunny": "bunnies",
+    "mommy": "mommies",
+    "mummy": "mummies",
+    "daddy": "daddies",
+    "granny": "grannies",
+    "bestie": "besties",
+    "auntie": "aunties",
+    "aunty": "aunties",
+    "boss": "bosses",
+    "sis": "sisses",
+    "attorney": "attorneys",
+    "landlady": "landladies",
+}
 
 
 def plural(noun: str) -> str:
@@ -205,7 +225,15 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
     "partner": ("wife", "husband", "spouse", "boyfriend", "girlfriend", "fiance"),
     "child": ("son", "daughter", "stepson", "stepdaughter", "stepchild"),
     "parent": ("mother", "father", "stepmother", "stepfather"),
-    "sibling": ("brother", "sister", "half-brother", "half-sister", "stepbrother", "stepsister", "twin"),
+    "sibling": (
+        "brother",
+        "sister",
+        "half-brother",
+        "half-sister",
+        "stepbrother",
+        "stepsister",
+        "twin",
+    ),
     "grandparent": ("grandmother", "grandfather"),
     "grandchild": ("grandson", "granddaughter"),
     "friend": ("best friend",),
@@ -216,11 +244,35 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
 _SYMMETRIC: dict[str, tuple[str, ...]] = {"married to": ("spouse", "wife", "husband", "partner")}
 #: Words before a role noun that keep its meaning ("my older brother").
 _ROLE_MODIFIERS = frozenset(
-    "new current younger older little big baby eldest oldest youngest middle only dear beloved "
-    "lovely wonderful amazing good great dearest first second third twin".split()
+    [
+        "new",
+        "current",
+        "younger",
+        "older",
+        "little",
+        "big",
+        "baby",
+        "eldest",
+        "oldest",
+        "youngest",
+        "middle",
+        "only",
+        "dear",
+        "beloved",
+        "lovely",
+        "wonderful",
+        "amazing",
+        "good",
+        "great",
+        "dearest",
+        "first",
+        "second",
+        "third",
+        "twin",
+    ]
 )
 #: Words before a role noun that make it no longer true ("my former manager").
-_NOT_CURRENT = frozenset("former ex previous late deceased future old prior".split())
+_NOT_CURRENT = frozenset(["former", "ex", "previous", "late", "deceased", "future", "old", "prior"])
 
 
 def role_predicates(noun: str) -> frozenset[str]:
@@ -295,7 +347,9 @@ def aliases_of(edge: Edge) -> list[tuple[str, str]]:
 
 # --- entity phrases --------------------------------------------------------------
 
-_FIRST_PERSON = frozenset({"i", "me", "myself", "mine", "my self", "the user", "user", "we", "us", "ourselves"})
+_FIRST_PERSON = frozenset(
+    {"i", "me", "myself", "mine", "my self", "the user", "user", "we", "us", "ourselves"}
+)
 
 
 @dataclass(frozen=True)
@@ -345,8 +399,28 @@ def parse_entity(text: str) -> EntityPath:
 
 # --- the rules extractor ------------------------------------------------------------
 
-_ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Mx", "St", "Jr", "Sr", "Inc", "Ltd", "Co", "Corp", "Prof", "Mt",
-                  "Ave", "Rd", "No", "vs", "etc", "approx")
+_ABBREVIATIONS = (
+    "Dr",
+    "Mr",
+    "Mrs",
+    "Ms",
+    "Mx",
+    "St",
+    "Jr",
+    "Sr",
+    "Inc",
+    "Ltd",
+    "Co",
+    "Corp",
+    "Prof",
+    "Mt",
+    "Ave",
+    "Rd",
+    "No",
+    "vs",
+    "etc",
+    "approx",
+)
 _DOT = "\u2024"  # stands in for an abbreviation's period while sentences are split
 _ABBREV_RE = re.compile(r"\b(" + "|".join(_ABBREVIATIONS) + r")\.(?=\s|$)")
 _INITIALISM_RE = re.compile(r"\b((?:[A-Za-z]\.){2,})")
@@ -366,16 +440,134 @@ _CONTRACTIONS = [
 ]
 
 _NAME_WORD = r"(?:[A-Z][\w\u00C0-\u024F-]*(?:'(?!s\b)[A-Za-z]+)?|[A-Z]\u2024)"
-_NAME_RE = rf"{_NAME_WORD}(?:\s+(?:(?:van|von|de|da|del|der|di|du|la|le|bin|al|of|the)\s+)?{_NAME_WORD})*"
+_NAME_RE = (
+    rf"{_NAME_WORD}(?:\s+(?:(?:van|von|de|da|del|der|di|du|la|le|bin|al|of|the)\s+)?{_NAME_WORD})*"
+)
 #: Capitalised words that do not start a name.
 _NOT_NAMES = frozenset(
-    "I A An The This That These Those It Its He She They We You Me Him Her Us Them My Our Your His Their "
-    "There Here What Where When Why How Who Whom Whose Which If Unless Whether Maybe Perhaps Please "
-    "Remember Note Also And But So Or Yes No Not Today Tomorrow Yesterday Tonight Everyone Someone "
-    "Nobody Everybody Somebody Anyone Nothing Something Everything Each Every Some Any All Both "
-    "Neither Either One Ask Tell Call Remind Let Do Does Did Is Are Was Were Be Been Can Could "
-    "Should Would Will Shall May Might Must Have Has Had Just Only Still Even Then Now Once Since "
-    "After Before During While Because Although Though Dear Hi Hello Thanks Okay OK".split()
+    [
+        "I",
+        "A",
+        "An",
+        "The",
+        "This",
+        "That",
+        "These",
+        "Those",
+        "It",
+        "Its",
+        "He",
+        "She",
+        "They",
+        "We",
+        "You",
+        "Me",
+        "Him",
+        "Her",
+        "Us",
+        "Them",
+        "My",
+        "Our",
+        "Your",
+        "His",
+        "Their",
+        "There",
+        "Here",
+        "What",
+        "Where",
+        "When",
+        "Why",
+        "How",
+        "Who",
+        "Whom",
+        "Whose",
+        "Which",
+        "If",
+        "Unless",
+        "Whether",
+        "Maybe",
+        "Perhaps",
+        "Please",
+        "Remember",
+        "Note",
+        "Also",
+        "And",
+        "But",
+        "So",
+        "Or",
+        "Yes",
+        "No",
+        "Not",
+        "Today",
+        "Tomorrow",
+        "Yesterday",
+        "Tonight",
+        "Everyone",
+        "Someone",
+        "Nobody",
+        "Everybody",
+        "Somebody",
+        "Anyone",
+        "Nothing",
+        "Something",
+        "Everything",
+        "Each",
+        "Every",
+        "Some",
+        "Any",
+        "All",
+        "Both",
+        "Neither",
+        "Either",
+        "One",
+        "Ask",
+        "Tell",
+        "Call",
+        "Remind",
+        "Let",
+        "Do",
+        "Does",
+        "Did",
+        "Is",
+        "Are",
+        "Was",
+        "Were",
+        "Be",
+        "Been",
+        "Can",
+        "Could",
+        "Should",
+        "Would",
+        "Will",
+        "Shall",
+        "May",
+        "Might",
+        "Must",
+        "Have",
+        "Has",
+        "Had",
+        "Just",
+        "Only",
+        "Still",
+        "Even",
+        "Then",
+        "Now",
+        "Once",
+        "Since",
+        "After",
+        "Before",
+        "During",
+        "While",
+        "Because",
+        "Although",
+        "Though",
+        "Dear",
+        "Hi",
+        "Hello",
+        "Thanks",
+        "Okay",
+        "OK",
+    ]
 )
 _LEAD_INS = re.compile(
     r"^(?:(?:please\s+)?remember\s+that|note\s+that|fyi|just\s+so\s+you\s+know|for\s+the\s+record|"
@@ -387,7 +579,9 @@ _SKIP_START = re.compile(
     r"where|who|what|when|why|how|which|ask|tell|call|remind|let|don't|never|please|imagine|suppose)\b",
     re.I,
 )
-_NEGATED = re.compile(r"\b(?:not|never|no longer|nobody|no one|none|neither|nor|hardly|anymore)\b", re.I)
+_NEGATED = re.compile(
+    r"\b(?:not|never|no longer|nobody|no one|none|neither|nor|hardly|anymore)\b", re.I
+)
 _HEDGED = re.compile(
     r"\b(?:might|may|could|would|should|will|shall|must|maybe|perhaps|probably|possibly|if|unless|"
     r"wish|hope|hopes|hoping|want to|wants to|going to|plan to|plans to|planning to|used to|"
@@ -409,8 +603,31 @@ _OBJECT_STOP = re.compile(
     r"like|including|except|whenever|unless|back|too|nowadays|these|this|again)\b|\s*[,;:!?()\[\]\"]|\s+-\s+"
 )
 _PRONOUN_OBJECTS = frozenset(
-    "it them him her this that these those there here something anything everything nothing one "
-    "some any all lots a lot stuff things".split()
+    [
+        "it",
+        "them",
+        "him",
+        "her",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "something",
+        "anything",
+        "everything",
+        "nothing",
+        "one",
+        "some",
+        "any",
+        "all",
+        "lots",
+        "a",
+        "lot",
+        "stuff",
+        "things",
+    ]
 )
 _ATTRIBUTES = {
     "name": "named",
@@ -432,7 +649,12 @@ _FAVOURITE = re.compile(r"^(?:favou?rite|preferred)\s+([a-z][a-z -]{1,40})$")
 
 
 def _normalise(text: str) -> str:
-    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
+    text = (
+        text.replace("\u2019", "'")
+        .replace("\u2018", "'")
+        .replace("\u201c", '"')
+        .replace("\u201d", '"')
+    )
     for pattern, repl in _CONTRACTIONS:
         text = pattern.sub(repl, text)
     return " ".join(text.split())
@@ -547,8 +769,11 @@ def _role_phrase(text: str) -> tuple[str | None, str, bool]:
     """A role noun at the start of text -> (noun, remaining text, is_current)."""
     words = text.split()
     lowered = [w.lower().rstrip(",") for w in words]
-    if lowered and lowered[0] in _NOT_CURRENT or (lowered and lowered[0].startswith("ex-")
-                                                   and lowered[0] not in ROLE_WORDS):
+    if (
+        lowered
+        and lowered[0] in _NOT_CURRENT
+        or (lowered and lowered[0].startswith("ex-") and lowered[0] not in ROLE_WORDS)
+    ):
         return None, text, False
     noun, used = _read_role(lowered)
     if noun is None:
@@ -584,9 +809,14 @@ def _subject(clause: str, ctx: _Context) -> _Subject | None:
         m = re.match(rf",?\s*({_NAME_RE})(?:\s*,)?\s*(.*)$", rest)
         if m and m.group(1).split()[0] not in _NOT_NAMES:
             name = _clean_entity(m.group(1))
-            return _Subject([name], m.group(2), extra=[_role_edge(name, noun, owner)], is_person=True)
+            return _Subject(
+                [name], m.group(2), extra=[_role_edge(name, noun, owner)], is_person=True
+            )
         return _Subject(
-            [alias(owner, noun)], rest.lstrip(", "), role_of=(owner, noun), is_person=noun != "employer"
+            [alias(owner, noun)],
+            rest.lstrip(", "),
+            role_of=(owner, noun),
+            is_person=noun != "employer",
         )
     m = re.match(rf"({_NAME_RE}(?:(?:\s*,\s*|\s+and\s+|\s*&\s*){_NAME_RE})*)\s+(.*)$", clause)
     if m and m.group(1).split()[0] not in _NOT_NAMES:
@@ -686,7 +916,8 @@ _VERB_PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
 ]
 _AGE = re.compile(r"(?:am|is|are)\s+(\d{1,3})\s+(?:years?\s+old|yo)\b", re.I)
 _HAS_ROLE = re.compile(
-    r"(?:have|has)\s+(?:got\s+)?(a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)\s+(.*)$", re.I
+    r"(?:have|has)\s+(?:got\s+)?(a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)\s+(.*)$",
+    re.I,
 )
 _COPULA = re.compile(r"(?:am|is|are)\s+(?:also\s+|now\s+|actually\s+)?(.*)$", re.I)
 _IS_A = re.compile(r"(?:am|is|are)\s+(?:also\s+)?(an?)\s+(.*)$", re.I)
@@ -755,7 +986,9 @@ def _predicates(rest: str, subject: list[str], ctx: _Context) -> list[Relation]:
         obj, after = _object(text, ctx, article=False)
         if obj is None or obj[:1].isupper() and obj.split()[0] in _NOT_NAMES:
             return []
-        return [Relation(s, "is a", obj) for s in subject] + _continuation(after, "is a", subject, ctx)
+        return [Relation(s, "is a", obj) for s in subject] + _continuation(
+            after, "is a", subject, ctx
+        )
     return []
 
 
@@ -801,7 +1034,9 @@ def _attribute(clause: str, ctx: _Context) -> list[Relation] | None:
         fav = _FAVOURITE.match(attr)
         if not fav:
             return None
-        predicate = "favorite " + fav.group(1).replace("colour", "color").replace("flavour", "flavor")
+        predicate = "favorite " + fav.group(1).replace("colour", "color").replace(
+            "flavour", "flavor"
+        )
     if predicate in ("named", "nicknamed"):
         names = _names(m.group(2))
         if not names:
@@ -868,7 +1103,9 @@ def extract(text: str) -> list[Relation]:
         for clause in _CLAUSE_SPLIT.split(sentence):
             for relation in _clause(clause, ctx):
                 relation = Relation(
-                    _clean_entity(relation.subject), relation.predicate, _clean_entity(relation.object)
+                    _clean_entity(relation.subject),
+                    relation.predicate,
+                    _clean_entity(relation.object),
                 )
                 if _valid(relation) and relation not in found:
                     found.append(relation)
@@ -1073,7 +1310,9 @@ def _owner_of(alias_key: str) -> str:
     return alias_key.rsplit("'s ", 1)[0]
 
 
-def traverse(entity: str, edges: Sequence[Edge], *, max_hops: int, max_edges: int) -> list[tuple[Edge, int]]:
+def traverse(
+    entity: str, edges: Sequence[Edge], *, max_hops: int, max_edges: int
+) -> list[tuple[Edge, int]]:
     """Run a :class:`Traversal` over an in-memory edge list (tests, small graphs)."""
     t = Traversal(entity, max_hops=max_hops, max_edges=max_edges)
     while (request := t.wanted()) is not None:

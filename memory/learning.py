@@ -8,22 +8,22 @@ deletes, so the keep lock does not apply (tools chapter, reinforce).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from memory.rules import ranking
+from memory.rules.inputs import Args
+from memory.rules.text import clean_text
 from storage import learning as learned
 from storage import memories as store
 
-from . import ranking
 from .deps import Deps
-from .writes import run_write
 from .errors import LIMIT_EXCEEDED, invalid
-from .inputs import Args
-from .text import clean_text
+from .writes import run_write
 
 
 def next_centroid(
@@ -35,7 +35,9 @@ def next_centroid(
     queries it has been taught; None or a zero count start from ``query``.
     """
     q = np.asarray(query, dtype=np.float64)
-    total = q if centroid is None or count <= 0 else np.asarray(centroid, dtype=np.float64) * count + q
+    total = (
+        q if centroid is None or count <= 0 else np.asarray(centroid, dtype=np.float64) * count + q
+    )
     norm = float(np.linalg.norm(total))
     if norm == 0.0:  # only if q cancels the history exactly; start over from q
         total, norm = q, float(np.linalg.norm(q))
@@ -44,11 +46,17 @@ def next_centroid(
 
 def _memory_ids(args: Args, limit: int) -> list[int]:
     ids = args.id_list(
-        "memory_ids", required=True, max_items=limit, over_limit_code=LIMIT_EXCEEDED, allow_empty=False
+        "memory_ids",
+        required=True,
+        max_items=limit,
+        over_limit_code=LIMIT_EXCEEDED,
+        allow_empty=False,
     )
     for value in ids:
         if value < 1:
-            raise invalid(f"memory_ids must hold positive memory ids; got {value}.", field="memory_ids")
+            raise invalid(
+                f"memory_ids must hold positive memory ids; got {value}.", field="memory_ids"
+            )
     return list(dict.fromkeys(ids))  # duplicates collapse, first-seen order kept
 
 
@@ -68,7 +76,7 @@ async def reinforce(
 
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
         rows = await store.get_memories_for_update(conn, user_id, ids)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         live = [
             i
             for i in ids
@@ -108,7 +116,9 @@ async def reinforce(
         skipped = [i for i in ids if i not in states]
         if skipped:
             payload["skipped"] = skipped
-        payload["message"] = "Ok" if live else "None of the ids is an active memory; nothing changed."
+        payload["message"] = (
+            "Ok" if live else "None of the ids is an active memory; nothing changed."
+        )
         return payload
 
     return await run_write(deps, user_id, "reinforce", idempotency_key, work)

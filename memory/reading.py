@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from memory.rules import ranking
+from memory.rules.inputs import Args, memory_id
+from memory.rules.text import clean_text, normalize_tags
+from memory.rules.timestamps import format_timestamp, parse_timestamp
 from storage import memories as store
 from storage.rows import MemoryFilter, ScoredMemoryRow
 
-from . import ranking
 from .deps import Deps
 from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
-from .inputs import Args, memory_id
 from .shapes import explain_shape, full_shape, match_shape
-from .text import clean_text, normalize_tags
-from .timestamps import format_timestamp, parse_timestamp
 
 PROMPT_HEAD = "The following are previously known facts:"
 PROMPT_SEPARATOR = "-----------------"
@@ -106,7 +106,9 @@ async def _ranked(
     return [_Match(by_id[c.key], parts.get(c.key)) for c in ordered]
 
 
-def _search_args(deps: Deps, args: Args, query_field: str) -> tuple[str, int, float | None, list[str]]:
+def _search_args(
+    deps: Deps, args: Args, query_field: str
+) -> tuple[str, int, float | None, list[str]]:
     settings = deps.settings
     query = clean_text(args.raw(query_field), field=query_field, max_chars=settings.max_text_chars)
     limit = args.integer(
@@ -122,7 +124,9 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
     args = Args(raw)
     query, limit, min_score, tags = _search_args(deps, args, "query")
     explain = args.boolean("explain")
-    found = await _ranked(deps, user_id, query, limit=limit, min_score=min_score, tags=tags, explain=explain)
+    found = await _ranked(
+        deps, user_id, query, limit=limit, min_score=min_score, tags=tags, explain=explain
+    )
     matches = []
     for m in found:
         shape = match_shape(m.scored.row, m.scored.cosine)
@@ -132,7 +136,9 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
     return {"ok": True, "matches": matches}
 
 
-async def build_context_prompt(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+async def build_context_prompt(
+    deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
+) -> dict[str, Any]:
     args = Args(raw)
     user_prompt, limit, min_score, tags = _search_args(deps, args, "user_prompt")
     max_chars = args.integer("max_chars", minimum=1)
@@ -173,8 +179,10 @@ def _filters(args: Args, *, with_tags: bool) -> MemoryFilter:
     since = None
     if args.has("not_confirmed_since"):
         since = parse_timestamp(args.raw("not_confirmed_since"), field="not_confirmed_since")
-        if since > datetime.now(timezone.utc):
-            raise invalid("not_confirmed_since must not be in the future.", field="not_confirmed_since")
+        if since > datetime.now(UTC):
+            raise invalid(
+                "not_confirmed_since must not be in the future.", field="not_confirmed_since"
+            )
     return MemoryFilter(
         include_deleted=args.boolean("include_deleted"),
         untagged_only=args.boolean("untagged_only"),
@@ -193,7 +201,12 @@ async def list_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any)
     f = _filters(args, with_tags=False)
     async with deps.pool.connection() as conn:
         rows = await store.list_memories(conn, user_id, f, limit=limit or 20, offset=offset or 0)
-    return {"ok": True, "memories": [match_shape(r) for r in rows], "count": len(rows), "offset": offset}
+    return {
+        "ok": True,
+        "memories": [match_shape(r) for r in rows],
+        "count": len(rows),
+        "offset": offset,
+    }
 
 
 async def text_search(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
@@ -233,7 +246,9 @@ async def memory_stats(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) 
         "active": stats.active,
         "soft_deleted": stats.soft_deleted,
         "expired": stats.expired,
-        "avg_importance": None if stats.avg_importance is None else round(float(stats.avg_importance), 4),
+        "avg_importance": None
+        if stats.avg_importance is None
+        else round(float(stats.avg_importance), 4),
         "oldest_created_at": format_timestamp(stats.oldest_created_at),
         "newest_created_at": format_timestamp(stats.newest_created_at),
         "top_tags": [{"tag": t.tag, "count": t.count} for t in tags],
@@ -246,17 +261,23 @@ async def list_tags(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> 
     include_deleted = args.boolean("include_deleted")
     limit = args.integer("limit", default=MAX_TAG_LIST, minimum=1, cap=MAX_TAG_LIST)
     async with deps.pool.connection() as conn:
-        tags = await store.tag_counts(conn, user_id, include_deleted=include_deleted, limit=limit or MAX_TAG_LIST)
+        tags = await store.tag_counts(
+            conn, user_id, include_deleted=include_deleted, limit=limit or MAX_TAG_LIST
+        )
     return {"ok": True, "tags": [{"tag": t.tag, "count": t.count} for t in tags]}
 
 
-async def export_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+async def export_memories(
+    deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
+) -> dict[str, Any]:
     args = Args(raw)
     include_deleted = args.boolean("include_deleted", default=True)
     cap = deps.settings.export_max_rows
     async with deps.pool.connection() as conn:
         async with conn.transaction():  # one snapshot: the count and the rows agree
-            rows = await store.export_rows(conn, user_id, include_deleted=include_deleted, limit=cap + 1)
+            rows = await store.export_rows(
+                conn, user_id, include_deleted=include_deleted, limit=cap + 1
+            )
     if len(rows) > cap:
         raise MemoryServiceError(
             LIMIT_EXCEEDED,

@@ -103,7 +103,9 @@ async def prepare(deps: Deps) -> Plan:
             if live == target.dimensions:
                 if staging is not None:
                     # A switch to another width was abandoned; its trigger would only cost.
-                    _log.info("dropping the staging column of an abandoned %d-dimension switch", staging)
+                    _log.info(
+                        "dropping the staging column of an abandoned %d-dimension switch", staging
+                    )
                     await store.drop_staging(conn)
             elif staging != target.dimensions:
                 if staging is not None:
@@ -171,11 +173,10 @@ async def reembed_batch(deps: Deps, ids: list[int], target: dict[str, Any]) -> d
     write = store.write_staged if staged else store.write_in_place
 
     async def write_part(part: slice) -> int:
-        async with deps.pool.connection() as conn:
-            async with conn.transaction():
-                return await write(
-                    conn, rows[part], vectors[part], provider=mine.provider, model=mine.model
-                )
+        async with deps.pool.connection() as conn, conn.transaction():
+            return await write(
+                conn, rows[part], vectors[part], provider=mine.provider, model=mine.model
+            )
 
     step = -(-len(rows) // PARALLEL_WRITES)
     async with asyncio.TaskGroup() as group:  # one part failing cancels the other
@@ -225,21 +226,20 @@ async def finish(deps: Deps, plan: Plan) -> int:
     swap the column in; the swap refuses a column without a valid index.
     """
     target = plan.target
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            if plan.staged:
-                await store.lock_memories(conn)
-            left = await store.count_stale(
-                conn, provider=target.provider, model=target.model, staged=plan.staged
+    async with deps.pool.connection() as conn, conn.transaction():
+        if plan.staged:
+            await store.lock_memories(conn)
+        left = await store.count_stale(
+            conn, provider=target.provider, model=target.model, staged=plan.staged
+        )
+        if left:
+            return left
+        if plan.staged:
+            await store.swap_staging(
+                conn, provider=target.provider, model=target.model, dimensions=target.dimensions
             )
-            if left:
-                return left
-            if plan.staged:
-                await store.swap_staging(
-                    conn, provider=target.provider, model=target.model, dimensions=target.dimensions
-                )
-            else:
-                await store.set_store_model(conn, target.provider, target.model, target.dimensions)
+        else:
+            await store.set_store_model(conn, target.provider, target.model, target.dimensions)
     return 0
 
 

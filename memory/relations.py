@@ -28,14 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memory.providers.extractors import Extractor, make_extractor
+from memory.rules.inputs import Args
 from storage import outbox
 from storage import relations as store
 
 from . import graph
 from .deps import Deps
 from .errors import invalid
-from .extractors import Extractor, make_extractor
-from .inputs import Args
 
 #: Hops query_relations follows by default, and at most.
 DEFAULT_HOPS = 2
@@ -67,12 +67,16 @@ _REBUILD_PAGE = 200
 _log = logging.getLogger(__name__)
 
 
-async def query_relations(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
+async def query_relations(
+    deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
+) -> dict[str, Any]:
     args = Args(raw)
     entity = args.string("entity", required=True, max_len=_ENTITY_CHARS)
     assert entity is not None
     if not entity.strip():
-        raise invalid("entity must not be empty: name a person, place, thing or 'me'.", field="entity")
+        raise invalid(
+            "entity must not be empty: name a person, place, thing or 'me'.", field="entity"
+        )
     hops = args.integer("max_hops", default=DEFAULT_HOPS, minimum=1, cap=MAX_HOPS)
     assert hops is not None
     cap = deps.settings.graph_max_relations
@@ -87,7 +91,9 @@ async def query_relations(deps: Deps, user_id: int, raw: dict[str, Any], **_: An
                     conn, user_id, request.owners, request.predicates, limit=room
                 )
                 texts.update((r.memory_id, r.source_text) for r in rows)
-                walk.feed(graph.Edge(r.id, r.subject, r.predicate, r.object, r.memory_id) for r in rows)
+                walk.feed(
+                    graph.Edge(r.id, r.subject, r.predicate, r.object, r.memory_id) for r in rows
+                )
     relations = [
         {
             "subject": edge.subject,
@@ -132,16 +138,15 @@ async def extract_relations(
         return None
     relations = await chosen.extract(source.text) if chosen is not None else []
     edges = [store.NewEdge(r.subject, r.predicate, r.object) for r in relations]
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            current = await store.source_text(conn, user_id, memory_id, lock=True)
-            if current is not None and current.deleted:
-                await outbox.finish(conn, memory_id)  # forgotten meanwhile
-            if current is None or current.deleted or current.text != source.text:
-                return None
-            await store.delete_edges(conn, user_id, memory_id)
-            await store.insert_edges(conn, user_id, memory_id, edges)
-            await outbox.finish(conn, memory_id)
+    async with deps.pool.connection() as conn, conn.transaction():
+        current = await store.source_text(conn, user_id, memory_id, lock=True)
+        if current is not None and current.deleted:
+            await outbox.finish(conn, memory_id)  # forgotten meanwhile
+        if current is None or current.deleted or current.text != source.text:
+            return None
+        await store.delete_edges(conn, user_id, memory_id)
+        await store.insert_edges(conn, user_id, memory_id, edges)
+        await outbox.finish(conn, memory_id)
     return len(edges)
 
 
@@ -225,18 +230,17 @@ async def _relay(
     sent = 0
     while sent < most:
         limit = min(claim, most - sent)
-        async with deps.pool.connection() as conn:
-            async with conn.transaction():
-                claimed = await outbox.claim_due(
-                    conn,
-                    relayed_grace_s=grace_s,
-                    backoff_s=backoff_s,
-                    max_backoff_s=max(backoff_s, MAX_RESEND_BACKOFF_S),
-                    lease_s=CLAIM_LEASE_S,
-                    limit=limit,
-                    after=after,
-                    everything=everything,
-                )
+        async with deps.pool.connection() as conn, conn.transaction():
+            claimed = await outbox.claim_due(
+                conn,
+                relayed_grace_s=grace_s,
+                backoff_s=backoff_s,
+                max_backoff_s=max(backoff_s, MAX_RESEND_BACKOFF_S),
+                lease_s=CLAIM_LEASE_S,
+                limit=limit,
+                after=after,
+                everything=everything,
+            )
         if not claimed:
             break
         done: list[int] = []
@@ -250,7 +254,9 @@ async def _relay(
                     await outbox.unclaim(conn, unsent)
             except Exception:
                 # The send's error is the one to report; these wait out their back-off instead.
-                _log.warning("could not make %d unsent extractions due again", len(unsent), exc_info=True)
+                _log.warning(
+                    "could not make %d unsent extractions due again", len(unsent), exc_info=True
+                )
             raise
         finally:
             sent += len(done)
@@ -296,7 +302,9 @@ async def sweep_forever(
         wait = interval_s
         try:
             if resume is not None:
-                sent, last = await _relay(deps, everything=True, after=resume, claim=claim, most=most)
+                sent, last = await _relay(
+                    deps, everything=True, after=resume, claim=claim, most=most
+                )
                 resume = last if sent >= most else None
                 if resume is not None:
                     wait = 0
@@ -305,7 +313,9 @@ async def sweep_forever(
         except asyncio.CancelledError:
             raise
         except Exception:
-            _log.warning("the relation outbox sweep failed; it runs again in %gs", interval_s, exc_info=True)
+            _log.warning(
+                "the relation outbox sweep failed; it runs again in %gs", interval_s, exc_info=True
+            )
         await asyncio.sleep(wait)
 
 
@@ -336,20 +346,25 @@ async def rebuild_relations(
     longer than ``hold_s`` is not duplicated by a server's sweep.
     """
     summary = RebuildSummary()
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            summary.memories = await outbox.owe_all(conn, user_id, hold_s=hold_s)
+    async with deps.pool.connection() as conn, conn.transaction():
+        summary.memories = await outbox.owe_all(conn, user_id, hold_s=hold_s)
     extractor = deps.extractor or make_extractor(deps.settings)
     gate = asyncio.Semaphore(REBUILD_CONCURRENCY)
 
     async def one(entry: outbox.Owed) -> None:
         async with gate:
             try:
-                stored = await extract_relations(deps, entry.user_id, entry.memory_id, extractor=extractor)
+                stored = await extract_relations(
+                    deps, entry.user_id, entry.memory_id, extractor=extractor
+                )
             except Exception as ex:
                 summary.failed += 1
                 # The memory's id and the error's kind only: never its text.
-                _log.warning("relation extraction failed for memory %d: %s", entry.memory_id, type(ex).__name__)
+                _log.warning(
+                    "relation extraction failed for memory %d: %s",
+                    entry.memory_id,
+                    type(ex).__name__,
+                )
                 return
         if stored is None:
             summary.skipped += 1

@@ -12,22 +12,22 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import psycopg
 
+from memory.rules import ranking
+from memory.rules.inputs import Args, reject_unknown
+from memory.rules.text import check_secret, clean_text, normalize_tags, normalize_text
+from memory.rules.timestamps import format_timestamp, parse_timestamp
 from storage import memories as store
 from storage.rows import MemoryRow, Neighbour, NewMemory
 
-from . import ranking
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, invalid
-from .inputs import Args, reject_unknown
 from .relations import text_stored
-from .text import check_secret, clean_text, normalize_tags, normalize_text
-from .timestamps import format_timestamp, parse_timestamp
 from .writes import prior_receipt, run_write
 
 #: Cosine at or above which an active row counts as a near duplicate.
@@ -89,16 +89,20 @@ def parse_item(
     An unknown field fails the item before anything else is looked at, so in
     a batch it fails that item alone, wherever the use case runs.
     """
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     args = Args(raw)
     reject_unknown(raw, ITEM_FIELDS)
     text = clean_text(args.raw("text"), field="text", max_chars=max_chars)
     check_secret(text)
     expires_at = (
-        parse_timestamp(args.raw("expires_at"), field="expires_at") if args.has("expires_at") else None
+        parse_timestamp(args.raw("expires_at"), field="expires_at")
+        if args.has("expires_at")
+        else None
     )
     if expires_at is not None and expires_at <= now:
-        raise invalid("expires_at is in the past; a memory must expire in the future.", field="expires_at")
+        raise invalid(
+            "expires_at is in the past; a memory must expire in the future.", field="expires_at"
+        )
     confirmed = (
         parse_timestamp(args.raw("last_confirmed_at"), field="last_confirmed_at")
         if args.has("last_confirmed_at")
@@ -127,7 +131,9 @@ def parse_item(
 def _ids(args: Args, name: str, max_ids: int) -> tuple[int, ...]:
     # 0 or a negative number can name no memory: a mistake, refused rather than "skipped".
     return tuple(
-        dict.fromkeys(args.id_list(name, max_items=max_ids, over_limit_code=INVALID_INPUT, positive=True))
+        dict.fromkeys(
+            args.id_list(name, max_items=max_ids, over_limit_code=INVALID_INPUT, positive=True)
+        )
     )
 
 
@@ -183,15 +189,24 @@ async def store_items(
     if isinstance(vectors, BaseException):
         raise vectors
     plans: dict[int, _Plan] = {
-        i: _Plan(item=it, embedding=vectors[n]) for n, (i, it) in enumerate(valid)  # type: ignore[index]
+        i: _Plan(item=it, embedding=vectors[n])
+        for n, (i, it) in enumerate(valid)  # type: ignore[index]
     }
     for attempt in range(3):
         try:
             payload = await _store_in_transaction(
-                deps, user_id, items, plans, idempotency_key=idempotency_key, tool=tool, envelope=envelope
+                deps,
+                user_id,
+                items,
+                plans,
+                idempotency_key=idempotency_key,
+                tool=tool,
+                envelope=envelope,
             )
             # Committed: new text gets its relations extracted in the background (SUPPLEMENT §6).
-            await text_stored(deps, user_id, [p.new_id for _, p in sorted(plans.items()) if p.new_id])
+            await text_stored(
+                deps, user_id, [p.new_id for _, p in sorted(plans.items()) if p.new_id]
+            )
             return payload
         except psycopg.errors.UniqueViolation:
             # A concurrent write stored one of these texts first: plan again,
@@ -231,7 +246,9 @@ async def _store_in_transaction(
         await _apply(conn, user_id, plans, deps)
         return envelope(
             [
-                it.to_payload() if isinstance(it, MemoryServiceError) else _item_payload(plans[i], plans)
+                it.to_payload()
+                if isinstance(it, MemoryServiceError)
+                else _item_payload(plans[i], plans)
                 for i, it in enumerate(items)
             ]
         )
@@ -243,18 +260,26 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
     order = sorted(plans)
     if not order:
         return
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     exact = await store.find_exact(conn, user_id, [plans[i].item.normalized for i in order])
     probes = [i for i in order if plans[i].item.dedup_policy != "insert"]
     near = await store.nearest_active(
-        conn, user_id, [plans[i].embedding for i in probes], k=NEIGHBOURS, min_score=NEAR_DUPLICATE_THRESHOLD
+        conn,
+        user_id,
+        [plans[i].embedding for i in probes],
+        k=NEIGHBOURS,
+        min_score=NEAR_DUPLICATE_THRESHOLD,
     )
     for n in near:
         plans[probes[n.probe]].near.append(
             {"id": n.id, "text": n.text, "score": round(n.score, 4), "tags": list(n.tags)}
         )
     tombs = await store.nearest_tombstones(
-        conn, user_id, [plans[i].embedding for i in order], k=NEIGHBOURS, min_score=NEAR_DUPLICATE_THRESHOLD
+        conn,
+        user_id,
+        [plans[i].embedding for i in order],
+        k=NEIGHBOURS,
+        min_score=NEAR_DUPLICATE_THRESHOLD,
     )
     for t in tombs:
         plans[order[t.probe]].tombstones.append(t)
@@ -272,10 +297,18 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
         item = plan.item
         existing = exact.get(item.normalized)
         if existing is not None and (existing.expires_at is None or existing.expires_at > now):
-            plan.action, plan.existing_id, plan.message = "existing", existing.id, "Already remembered"
+            plan.action, plan.existing_id, plan.message = (
+                "existing",
+                existing.id,
+                "Already remembered",
+            )
             plan.exact = True
         elif item.normalized in seen_text:
-            plan.action, plan.same_as, plan.message = "same_as", seen_text[item.normalized], "Already remembered"
+            plan.action, plan.same_as, plan.message = (
+                "same_as",
+                seen_text[item.normalized],
+                "Already remembered",
+            )
             plan.exact = True
         else:
             if existing is not None:
@@ -284,7 +317,9 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
             if item.dedup_policy != "insert" and inserted:
                 sims = inserted_vectors[: len(inserted)] @ plan.embedding
                 plan.near_batch = [
-                    (inserted[k], float(s)) for k, s in enumerate(sims) if s >= NEAR_DUPLICATE_THRESHOLD
+                    (inserted[k], float(s))
+                    for k, s in enumerate(sims)
+                    if s >= NEAR_DUPLICATE_THRESHOLD
                 ]
             if item.dedup_policy == "skip_if_near" and (plan.near or plan.near_batch):
                 best_db = plan.near[0]["score"] if plan.near else -1.0
@@ -326,7 +361,9 @@ def _plan_references(plan: _Plan, targets: dict[int, MemoryRow]) -> None:
             plan.downweight.append(target_id)
 
 
-async def _apply(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _Plan], deps: Deps) -> None:
+async def _apply(
+    conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _Plan], deps: Deps
+) -> None:
     to_insert = [i for i in sorted(plans) if plans[i].action == "insert" and plans[i].error is None]
     embedder = deps.embedder
     rows = [
@@ -351,7 +388,9 @@ async def _apply(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _
     for i in to_insert:
         old = plans[i].retire_expired
         if old is not None:
-            await store.soft_delete(conn, user_id, [old], reason="expired; remembered again", replaced_by_id=None)
+            await store.soft_delete(
+                conn, user_id, [old], reason="expired; remembered again", replaced_by_id=None
+            )
     ids = await store.insert_memories(conn, user_id, rows)
     for i, (new_id, _created) in zip(to_insert, ids):
         plans[i].new_id = new_id
@@ -363,7 +402,10 @@ async def _apply(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _
         old = plans[i].retire_expired
         if old is not None:
             await store.soft_delete(
-                conn, user_id, [old], reason=f"expired; remembered again as #{plans[i].new_id}",
+                conn,
+                user_id,
+                [old],
+                reason=f"expired; remembered again as #{plans[i].new_id}",
                 replaced_by_id=plans[i].new_id,
             )
     downweights: dict[int, int] = defaultdict(int)  # row id -> steps to take
@@ -374,7 +416,11 @@ async def _apply(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _
         target = plan.new_id if plan.new_id is not None else plan.existing_id
         if plan.supersede and target is not None:
             await store.soft_delete(
-                conn, user_id, plan.supersede, reason=f"superseded by #{target}", replaced_by_id=target
+                conn,
+                user_id,
+                plan.supersede,
+                reason=f"superseded by #{target}",
+                replaced_by_id=target,
             )
         for target_id in plan.downweight:
             downweights[target_id] += 1
@@ -401,7 +447,12 @@ def _item_payload(plan: _Plan, plans: dict[int, _Plan]) -> dict[str, Any]:
             other = plans[j]
             if other.new_id is not None:
                 near.append(
-                    {"id": other.new_id, "text": other.item.text, "score": round(score, 4), "tags": other.item.tags}
+                    {
+                        "id": other.new_id,
+                        "text": other.item.text,
+                        "score": round(score, 4),
+                        "tags": other.item.tags,
+                    }
                 )
         near.sort(key=lambda n: n["score"], reverse=True)
         out["near_duplicates"] = near[:NEIGHBOURS]

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from memory.rules import knn
+from memory.rules.clusters import Cluster, cluster_pairs
+from memory.rules.inputs import Args
 from storage import scans as store
 
-from . import knn
-from .clusters import Cluster, cluster_pairs
 from .deps import Deps
-from .inputs import Args
 from .shapes import match_shape
 
 #: Neighbours looked up per active row (the tools chapter's fixed top-10).
@@ -47,8 +47,12 @@ NEAR_DUPLICATE_THRESHOLD = 0.92
 CONFLICT_THRESHOLD = 0.80
 
 
-async def find_near_duplicates(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    return await _scan(deps, user_id, raw, default_threshold=NEAR_DUPLICATE_THRESHOLD, shared_tag=False)
+async def find_near_duplicates(
+    deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
+) -> dict[str, Any]:
+    return await _scan(
+        deps, user_id, raw, default_threshold=NEAR_DUPLICATE_THRESHOLD, shared_tag=False
+    )
 
 
 async def find_conflicts(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
@@ -59,10 +63,15 @@ async def _scan(
     deps: Deps, user_id: int, raw: dict[str, Any], *, default_threshold: float, shared_tag: bool
 ) -> dict[str, Any]:
     args = Args(raw)
-    threshold = args.number("threshold", default=default_threshold, minimum=MIN_THRESHOLD, maximum=1.0)
+    threshold = args.number(
+        "threshold", default=default_threshold, minimum=MIN_THRESHOLD, maximum=1.0
+    )
     max_groups = args.integer(
         # The chapter: "hard cap 500" with INVALID_INPUT for an out-of-range max_groups.
-        "max_groups", default=DEFAULT_MAX_GROUPS, minimum=1, maximum=MAX_GROUPS_CAP
+        "max_groups",
+        default=DEFAULT_MAX_GROUPS,
+        minimum=1,
+        maximum=MAX_GROUPS_CAP,
     )
     assert threshold is not None and max_groups is not None
     pairs = await qualifying_pairs(deps, user_id, threshold=threshold, shared_tag=shared_tag)
@@ -98,12 +107,16 @@ async def qualifying_pairs(
     return await asyncio.to_thread(_pairs_in_memory, found, threshold, shared_tag)
 
 
-def _pairs_in_memory(found: store.ActiveVectors, threshold: float, shared_tag: bool) -> list[tuple[int, int, float]]:
+def _pairs_in_memory(
+    found: store.ActiveVectors, threshold: float, shared_tag: bool
+) -> list[tuple[int, int, float]]:
     if len(found.ids) < 2:
         return []
     # Conflicts need a shared tag, so untagged rows never look (they still count as neighbours).
     probe = np.array([bool(t) for t in found.tags]) if shared_tag else None
-    rows, cols, sims = knn.neighbour_pairs(found.vectors, k=NEIGHBOURS, min_similarity=threshold, probe=probe)
+    rows, cols, sims = knn.neighbour_pairs(
+        found.vectors, k=NEIGHBOURS, min_similarity=threshold, probe=probe
+    )
     # A pair found from both ends once, with its (identical) similarity.
     low, high = np.minimum(rows, cols), np.maximum(rows, cols)
     _, first = np.unique(low * len(found.ids) + high, return_index=True)

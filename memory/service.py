@@ -16,10 +16,11 @@ from typing import Any
 
 import psycopg
 
+from memory.rules.inputs import Args
+
 from . import editing, learning, reading, relations, scans
 from .deps import Deps
 from .errors import DATABASE_ERROR, INVALID_INPUT, MemoryServiceError, invalid
-from .inputs import Args
 from .remembering import RememberItem, parse_item, store_items
 
 UseCase = Callable[..., Awaitable[dict[str, Any]]]
@@ -85,11 +86,20 @@ async def remember_batch(
         return {
             "ok": True,
             "results": results,
-            "summary": {"total": len(results), "succeeded": succeeded, "failed": len(results) - succeeded},
+            "summary": {
+                "total": len(results),
+                "succeeded": succeeded,
+                "failed": len(results) - succeeded,
+            },
         }
 
     return await store_items(
-        deps, user_id, parsed, idempotency_key=idempotency_key, tool="remember_batch", envelope=envelope
+        deps,
+        user_id,
+        parsed,
+        idempotency_key=idempotency_key,
+        tool="remember_batch",
+        envelope=envelope,
     )
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory.rules.ranking import Explanation
+from memory.rules.timestamps import format_timestamp
 from storage.rows import MemoryRow
-
-from .ranking import Explanation
-from .timestamps import format_timestamp
 
 
 def _learning(row: MemoryRow, out: dict[str, Any]) -> None:

@@ -26,7 +26,9 @@ _PRUNE_CHANCE = 1 / 64
 Work = Callable[[psycopg.AsyncConnection], Awaitable[dict[str, Any]]]
 
 
-async def prior_receipt(deps: Deps, user_id: int, idempotency_key: str | None) -> dict[str, Any] | None:
+async def prior_receipt(
+    deps: Deps, user_id: int, idempotency_key: str | None
+) -> dict[str, Any] | None:
     """The stored answer of this write if it already happened (checked before costly work)."""
     if not idempotency_key:
         return None
@@ -42,16 +44,15 @@ async def run_write(
     Two runs of the same key are serialised by an advisory lock; the second
     returns the first one's receipt. Without a key (dry runs) nothing is stored.
     """
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            if idempotency_key:
-                await store.lock_receipt_key(conn, user_id, idempotency_key)
-                prior = await store.get_receipt(conn, user_id, idempotency_key)
-                if prior is not None:
-                    return prior
-            payload = await work(conn)
-            if idempotency_key:
-                await store.put_receipt(conn, user_id, idempotency_key, tool, payload)
-                if random.random() < _PRUNE_CHANCE:
-                    await store.prune_receipts(conn, older_than_s=RECEIPT_TTL_S)
-            return payload
+    async with deps.pool.connection() as conn, conn.transaction():
+        if idempotency_key:
+            await store.lock_receipt_key(conn, user_id, idempotency_key)
+            prior = await store.get_receipt(conn, user_id, idempotency_key)
+            if prior is not None:
+                return prior
+        payload = await work(conn)
+        if idempotency_key:
+            await store.put_receipt(conn, user_id, idempotency_key, tool, payload)
+            if random.random() < _PRUNE_CHANCE:
+                await store.prune_receipts(conn, older_than_s=RECEIPT_TTL_S)
+        return payload

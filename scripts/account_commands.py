@@ -17,11 +17,11 @@ import argparse
 import asyncio
 import os
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory.settings import Settings
+from config.settings import Settings
 
 #: In the data dir: the public URL of the last ``ownsona serve`` (one line).
 PUBLIC_URL_FILE = "public_url"
@@ -211,7 +211,11 @@ async def _mint(pool, settings: Settings, args: argparse.Namespace) -> str:  # t
     keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
     await keystore.load()
     issued = mint_access_token(
-        keystore, settings, user_id=user.id, client_id=tokens.CLI_CLIENT_ID, scope=args.scope,
+        keystore,
+        settings,
+        user_id=user.id,
+        client_id=tokens.CLI_CLIENT_ID,
+        scope=args.scope,
         ttl_s=args.ttl,
     )
     async with pool.connection() as conn:
@@ -237,16 +241,22 @@ async def _live(pool, username: str | None):  # type: ignore[no-untyped-def]
 
 
 def _print_tokens(cli_tokens: list[Any], grants: list[Any]) -> None:
-    print(f"{'ID':<8} {'USER':<16} {'NAME / CLIENT':<24} {'SCOPES':<26} {'ISSUED':<17} "
-          f"{'LAST USED':<17} EXPIRES")
+    print(
+        f"{'ID':<8} {'USER':<16} {'NAME / CLIENT':<24} {'SCOPES':<26} {'ISSUED':<17} "
+        f"{'LAST USED':<17} EXPIRES"
+    )
     for t in cli_tokens:
-        print(f"{'t' + str(t.id):<8} {t.username:<16} {(t.label or 'ownsona token'):<24} "
-              f"{t.scope:<26} {_when(t.issued_at):<17} {_when(t.last_used_at):<17} "
-              f"{_when(t.expires_at)}")
+        print(
+            f"{'t' + str(t.id):<8} {t.username:<16} {(t.label or 'ownsona token'):<24} "
+            f"{t.scope:<26} {_when(t.issued_at):<17} {_when(t.last_used_at):<17} "
+            f"{_when(t.expires_at)}"
+        )
     for g in grants:
         client = g.client_name or g.client_id
-        print(f"{'g' + str(g.id):<8} {g.username:<16} {client[:24]:<24} {g.scope:<26} "
-              f"{_when(g.created_at):<17} {_when(g.last_used_at):<17} {_when(g.expires_at)}")
+        print(
+            f"{'g' + str(g.id):<8} {g.username:<16} {client[:24]:<24} {g.scope:<26} "
+            f"{_when(g.created_at):<17} {_when(g.last_used_at):<17} {_when(g.expires_at)}"
+        )
 
 
 def _revoke(settings: Settings, args: argparse.Namespace) -> int:
@@ -259,8 +269,10 @@ def _revoke(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     kind, number = (args.id or "")[:1], (args.id or "")[1:]
     if kind not in ("t", "g") or not number.isdigit() or len(number) > 18:
-        print("ownsona token revoke: ID is t<number> or g<number>, see `ownsona token list`",
-              file=sys.stderr)
+        print(
+            "ownsona token revoke: ID is t<number> or g<number>, see `ownsona token list`",
+            file=sys.stderr,
+        )
         return 2
     if not asyncio.run(_with_pool(settings, lambda pool: _revoke_one(pool, kind, int(number)))):
         print(f"ownsona token revoke: no live token or grant {args.id}", file=sys.stderr)
@@ -291,9 +303,8 @@ async def _revoke_one(pool, kind: str, number: int) -> bool:  # type: ignore[no-
 
 
 def _when(moment: datetime | None) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M") if moment else "-"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M") if moment else "-"
 
 
 def _epoch(seconds: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=seconds)
-
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from memory.settings import Settings
+from config.settings import Settings
 
 
 class _Bar:
@@ -29,7 +29,11 @@ class _Bar:
         from tqdm import tqdm
 
         self._bar = tqdm(
-            total=total, desc=self._description, unit=" memories", file=sys.stderr, dynamic_ncols=True
+            total=total,
+            desc=self._description,
+            unit=" memories",
+            file=sys.stderr,
+            dynamic_ncols=True,
         )
 
     def advance(self, count: int) -> None:
@@ -56,7 +60,10 @@ def add_parsers(sub: Any) -> None:
     restore.add_argument("file", type=Path)
     restore.add_argument("--user", help="put a one-account export into this account")
     restore.add_argument(
-        "--batch-size", type=int, default=None, help="memories per embedding call and transaction (default 200)"
+        "--batch-size",
+        type=int,
+        default=None,
+        help="memories per embedding call and transaction (default 200)",
     )
 
 
@@ -72,7 +79,7 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
     from api.lifecycle import resolve_database
     from auth.accounts import normalize_username
     from memory.backup import DEFAULT_IMPORT_BATCH, import_store
-    from memory.embedders import make_embedder
+    from memory.providers.embedders import make_embedder
     from scripts.database import admin_pool
     from storage.migrate import migrate
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from auth.errors import AccountError
-from memory.settings import Settings, SettingsError, check_listen_host, public_listen_problem
+from config.settings import Settings, SettingsError, check_listen_host, public_listen_problem
 from scripts.database import DatabaseNotSetUp
 from storage.errors import StorageError
 
@@ -91,10 +91,22 @@ async def _serve(settings: Settings) -> None:
         print(f"  listening on http://{settings.host}:{settings.port}", flush=True)
         print(
             "  database: "
-            + ("DATABASE_URL" if settings.database_url else f"embedded PostgreSQL in {settings.data_dir / 'pg'}"),
+            + (
+                "DATABASE_URL"
+                if settings.database_url
+                else f"embedded PostgreSQL in {settings.data_dir / 'pg'}"
+            ),
             flush=True,
         )
-        print("  queue: " + ("Redis (REDIS_URL); run `ownsona worker` too" if settings.redis_url else "in-process worker"), flush=True)
+        print(
+            "  queue: "
+            + (
+                "Redis (REDIS_URL); run `ownsona worker` too"
+                if settings.redis_url
+                else "in-process worker"
+            ),
+            flush=True,
+        )
         for notice in runtime.notices:
             print(f"  {notice}", flush=True)
         await server.serve()
@@ -110,15 +122,24 @@ def _worker(settings: Settings, threads: int) -> int:
 
     from api.lifecycle import open_deps, require_broker, resolve_database
     from memory.deps import Deps
-    from memory.embedders import make_embedder
+    from memory.providers.embedders import make_embedder
+    from memory.providers.extractors import make_extractor
     from storage.migrate import check_schema
-    from memory.extractors import make_extractor
-    from tasks.actors import WorkerResources, declare_actors, extraction_hook, reembed_queue, resources_ready
+    from tasks.actors import (
+        WorkerResources,
+        declare_actors,
+        extraction_hook,
+        reembed_queue,
+        resources_ready,
+    )
     from tasks.broker import make_broker
     from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker
 
     if not settings.redis_url:
-        print("ownsona worker needs REDIS_URL; without it `ownsona serve` runs its own worker.", file=sys.stderr)
+        print(
+            "ownsona worker needs REDIS_URL; without it `ownsona serve` runs its own worker.",
+            file=sys.stderr,
+        )
         return 2
     dsn = asyncio.run(resolve_database(settings))
     embedder = make_embedder(settings)
@@ -145,7 +166,9 @@ def _worker(settings: Settings, threads: int) -> int:
     )
     require_broker(settings, bundle)
     # Re-embedding batches to this worker's model come here too (`ownsona reembed`).
-    actors = declare_actors(bundle.broker, reembed_queue_name=reembed_queue(embedder.provider, embedder.model))
+    actors = declare_actors(
+        bundle.broker, reembed_queue_name=reembed_queue(embedder.provider, embedder.model)
+    )
     worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=1000)
     stop = threading.Event()
     stop_on_signals(stop)
@@ -178,7 +201,7 @@ async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
 
 async def _migrate(settings: Settings) -> list[int]:
     from api.lifecycle import resolve_database
-    from memory.embedders import make_embedder
+    from memory.providers.embedders import make_embedder
     from storage.migrate import migrate
 
     dsn = await resolve_database(settings)
@@ -225,19 +248,28 @@ async def _rotate_keys(settings: Settings) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ownsona", description="OwnSona personal-memory server")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the MCP server (embedded PostgreSQL when DATABASE_URL is unset)")
+    serve = sub.add_parser(
+        "serve", help="run the MCP server (embedded PostgreSQL when DATABASE_URL is unset)"
+    )
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default $PORT or 8000)")
-    worker = sub.add_parser("worker", help="run a Dramatiq worker for queued writes (needs REDIS_URL)")
-    worker.add_argument("--threads", type=int, help="threads per process (default $WORKER_THREADS or 4)")
-    worker.add_argument("--processes", type=int, help="worker processes (default $WORKER_PROCESSES or 1)")
+    worker = sub.add_parser(
+        "worker", help="run a Dramatiq worker for queued writes (needs REDIS_URL)"
+    )
+    worker.add_argument(
+        "--threads", type=int, help="threads per process (default $WORKER_THREADS or 4)"
+    )
+    worker.add_argument(
+        "--processes", type=int, help="worker processes (default $WORKER_PROCESSES or 1)"
+    )
     sub.add_parser("migrate", help="apply database migrations")
     user = sub.add_parser("user", help="manage accounts")
     user_sub = user.add_subparsers(dest="user_command", required=True)
     add = user_sub.add_parser("add", help="create an account (password from prompt or stdin)")
     add.add_argument("name")
     passwd = user_sub.add_parser(
-        "passwd", help="set a new password (prompt or stdin); ends the account's sign-ins and tokens"
+        "passwd",
+        help="set a new password (prompt or stdin); ends the account's sign-ins and tokens",
     )
     passwd.add_argument("name")
     from scripts import account_commands
@@ -246,15 +278,29 @@ def build_parser() -> argparse.ArgumentParser:
     account_commands.add_token_parser(sub)  # token [list | revoke]
     keys = sub.add_parser("keys", help="signing keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    keys_sub.add_parser("rotate", help="add a new signing key; old tokens stay valid until they expire")
-    reembed = sub.add_parser("reembed", help="re-embed every memory with the configured embedding model")
-    reembed.add_argument("--dry-run", action="store_true", help="count the rows to re-embed; change nothing")
-    reembed.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
-    reembed.add_argument("--in-flight", type=int, help="batches in flight (default 1 with the local model, 2 with a provider, 8 with REDIS_URL)")
-    reembed.add_argument(
-        "--worker", action="store_true", help="instead: run a worker for this model's re-embedding batches only"
+    keys_sub.add_parser(
+        "rotate", help="add a new signing key; old tokens stay valid until they expire"
     )
-    reembed.add_argument("--threads", type=int, default=2, help="threads of the --worker (default 2)")
+    reembed = sub.add_parser(
+        "reembed", help="re-embed every memory with the configured embedding model"
+    )
+    reembed.add_argument(
+        "--dry-run", action="store_true", help="count the rows to re-embed; change nothing"
+    )
+    reembed.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
+    reembed.add_argument(
+        "--in-flight",
+        type=int,
+        help="batches in flight (default 1 with the local model, 2 with a provider, 8 with REDIS_URL)",
+    )
+    reembed.add_argument(
+        "--worker",
+        action="store_true",
+        help="instead: run a worker for this model's re-embedding batches only",
+    )
+    reembed.add_argument(
+        "--threads", type=int, default=2, help="threads of the --worker (default 2)"
+    )
     from scripts import backup_commands
 
     backup_commands.add_parsers(sub)  # export, import

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from memory.settings import Settings
+from config.settings import Settings
 
 
 class DatabaseNotSetUp(Exception):

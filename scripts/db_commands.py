@@ -10,16 +10,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from memory.settings import Settings
+from config.settings import Settings
 
 
 def add_parsers(sub: Any) -> None:
     """Add the ``db`` subcommand to the ``ownsona`` parser."""
     db = sub.add_parser("db", help="the embedded PostgreSQL: status, stop")
     db_sub = db.add_subparsers(dest="db_command", required=True)
-    db_sub.add_parser("status", help="whether the embedded cluster runs, where, and which OwnSona processes use it")
-    stop = db_sub.add_parser("stop", help="stop the embedded cluster (refused while OwnSona processes use it)")
-    stop.add_argument("--force", action="store_true", help="stop it even so; those processes lose the database")
+    db_sub.add_parser(
+        "status",
+        help="whether the embedded cluster runs, where, and which OwnSona processes use it",
+    )
+    stop = db_sub.add_parser(
+        "stop", help="stop the embedded cluster (refused while OwnSona processes use it)"
+    )
+    stop.add_argument(
+        "--force", action="store_true", help="stop it even so; those processes lose the database"
+    )
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:

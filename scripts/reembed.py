@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from memory.settings import Settings
+from config.settings import Settings
 
 #: Ids per batch message (one embedding call each).
 DEFAULT_BATCH_SIZE = 256
@@ -89,7 +89,7 @@ async def run(
     """Re-embed every stale row (or, with ``dry_run``, count them and change nothing)."""
     from api.lifecycle import open_deps, resolve_database
     from memory import reembedding
-    from memory.embedders import make_embedder
+    from memory.providers.embedders import make_embedder
     from storage.migrate import check_schema
 
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
@@ -131,7 +131,11 @@ async def _run(
     plan = await reembedding.prepare(deps)
     dispatcher = _Dispatcher(settings, dsn, deps, in_flight)
     bar = tqdm(
-        total=plan.stale, unit="row", desc="re-embedding", file=progress, disable=progress is None,
+        total=plan.stale,
+        unit="row",
+        desc="re-embedding",
+        file=progress,
+        disable=progress is None,
         smoothing=0.1,
     )
     done = skipped = 0
@@ -151,8 +155,11 @@ async def _run(
             if plan.staged and not indexed:
                 if progress is not None:
                     bar.clear()
-                    print("building the new column's HNSW index (the server keeps serving)...",
-                          file=progress, flush=True)
+                    print(
+                        "building the new column's HNSW index (the server keeps serving)...",
+                        file=progress,
+                        flush=True,
+                    )
                 await reembedding.build_index(deps, plan)
                 indexed = True
             finishing = time.monotonic()
@@ -357,14 +364,17 @@ def serve_batches(settings: Settings, threads: int) -> int:
     import dramatiq
 
     from api.lifecycle import open_deps, resolve_database
-    from memory.embedders import make_embedder
+    from memory.providers.embedders import make_embedder
     from storage.migrate import check_schema
     from tasks.actors import WorkerResources, declare_actors, reembed_queue, resources_ready
     from tasks.broker import make_broker
 
     if not settings.redis_url:
-        print("ownsona reembed --worker needs REDIS_URL; without it `ownsona reembed` does the "
-              "work itself.", file=sys.stderr)
+        print(
+            "ownsona reembed --worker needs REDIS_URL; without it `ownsona reembed` does the "
+            "work itself.",
+            file=sys.stderr,
+        )
         return 2
     dsn = asyncio.run(resolve_database(settings))
     embedder = make_embedder(settings)
@@ -396,8 +406,10 @@ def serve_batches(settings: Settings, threads: int) -> int:
         signal.signal(sig, lambda *_: stop.set())
     worker.start()
     if not resources_ready():
-        print("ownsona reembed --worker: could not open the database; see the log above.",
-              file=sys.stderr)
+        print(
+            "ownsona reembed --worker: could not open the database; see the log above.",
+            file=sys.stderr,
+        )
         worker.stop(timeout=5_000)
         bundle.broker.close()
         return 1

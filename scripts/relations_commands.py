@@ -12,7 +12,7 @@ import asyncio
 import sys
 from typing import Any
 
-from memory.settings import Settings
+from config.settings import Settings
 
 
 def add_parsers(sub: Any) -> None:
@@ -28,7 +28,7 @@ def add_parsers(sub: Any) -> None:
 async def _rebuild(settings: Settings, username: str | None) -> Any:
     from auth.accounts import normalize_username
     from memory.deps import Deps
-    from memory.extractors import make_extractor
+    from memory.providers.extractors import make_extractor
     from memory.relations import rebuild_relations
     from scripts.database import admin_pool
     from storage.migrate import check_schema

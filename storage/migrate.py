@@ -46,7 +46,9 @@ def latest_version() -> int:
 
 
 async def applied_versions(conn: AsyncConnection) -> set[int]:
-    exists = await (await conn.execute("SELECT to_regclass('schema_version') IS NOT NULL")).fetchone()
+    exists = await (
+        await conn.execute("SELECT to_regclass('schema_version') IS NOT NULL")
+    ).fetchone()
     if not exists or not exists[0]:
         return set()
     rows = await (await conn.execute("SELECT version FROM schema_version")).fetchall()
@@ -54,10 +56,14 @@ async def applied_versions(conn: AsyncConnection) -> set[int]:
 
 
 async def current_version(conn: AsyncConnection) -> int:
-    exists = await (await conn.execute("SELECT to_regclass('schema_version') IS NOT NULL")).fetchone()
+    exists = await (
+        await conn.execute("SELECT to_regclass('schema_version') IS NOT NULL")
+    ).fetchone()
     if not exists or not exists[0]:
         return 0
-    row = await (await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")).fetchone()
+    row = await (
+        await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+    ).fetchone()
     return int(row[0]) if row else 0
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import psycopg
+from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
-from pgvector.psycopg import register_vector_async
 
 from .errors import StorageError
 
@@ -24,7 +24,9 @@ async def _configure(conn: AsyncConnection) -> None:
     await conn.execute("SET TIME ZONE 'UTC'")
 
 
-def make_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "ownsona") -> AsyncConnectionPool:
+def make_pool(
+    dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "ownsona"
+) -> AsyncConnectionPool:
     """A pool that is not yet open: call ``await pool.open()`` (or use ``async with``).
 
     Connections are in autocommit mode: a read is one round trip, with no

@@ -60,7 +60,9 @@ async def column_dimensions(conn: AsyncConnection, column: str) -> int | None:
     return int(row[0]) if row else None
 
 
-async def set_store_model(conn: AsyncConnection, provider: str, model: str, dimensions: int) -> None:
+async def set_store_model(
+    conn: AsyncConnection, provider: str, model: str, dimensions: int
+) -> None:
     """Record the model the whole store is embedded with (store_meta)."""
     await conn.execute(
         "INSERT INTO store_meta (key, value) VALUES"
@@ -292,7 +294,9 @@ async def lock_memories(conn: AsyncConnection) -> None:
     await conn.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
 
 
-async def swap_staging(conn: AsyncConnection, *, provider: str, model: str, dimensions: int) -> None:
+async def swap_staging(
+    conn: AsyncConnection, *, provider: str, model: str, dimensions: int
+) -> None:
     """Make the staged vectors the live ones; the caller holds the lock, has built the
     staging index and has checked that no row is stale. Run in one transaction with
     :func:`lock_memories`.
@@ -321,7 +325,9 @@ async def swap_staging(conn: AsyncConnection, *, provider: str, model: str, dime
     await conn.execute(
         f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN}_provider TO embedding_provider"
     )
-    await conn.execute(f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN}_model TO embedding_model")
+    await conn.execute(
+        f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN}_model TO embedding_model"
+    )
     await conn.execute(f"ALTER INDEX {_STAGING_INDEX} RENAME TO {_LIVE_INDEX}")
     await conn.execute(
         sql.SQL(

@@ -121,7 +121,12 @@ async def edges_touching(
 
 
 async def role_edges(
-    conn: AsyncConnection, user_id: int, owners: Sequence[str], predicates: Sequence[str], *, limit: int
+    conn: AsyncConnection,
+    user_id: int,
+    owners: Sequence[str],
+    predicates: Sequence[str],
+    *,
+    limit: int,
 ) -> list[EdgeRow]:
     """Live edges with one of ``predicates`` that touch one of ``owners`` (lowercase)."""
     if not owners or not predicates:

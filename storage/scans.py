@@ -35,7 +35,9 @@ class ActiveVectors:
 
 
 async def active_count(conn: AsyncConnection, user_id: int) -> int:
-    cur = await conn.execute(f"SELECT count(*) FROM memories WHERE user_id = %s AND {ACTIVE}", (user_id,))
+    cur = await conn.execute(
+        f"SELECT count(*) FROM memories WHERE user_id = %s AND {ACTIVE}", (user_id,)
+    )
     row = await cur.fetchone()
     return int(row[0]) if row else 0
 
@@ -125,7 +127,9 @@ async def neighbour_pairs(
     return [(int(a), int(b), float(s)) for a, b, s in await cur.fetchall()]
 
 
-async def rows_by_ids(conn: AsyncConnection, user_id: int, ids: Sequence[int]) -> dict[int, MemoryRow]:
+async def rows_by_ids(
+    conn: AsyncConnection, user_id: int, ids: Sequence[int]
+) -> dict[int, MemoryRow]:
     """The user's active rows among ``ids``."""
     if not ids:
         return {}

@@ -215,4 +215,3 @@ async def grant_owner(conn: AsyncConnection, grant_id: int) -> int | None:
     )
     row = await cur.fetchone()
     return int(row[0]) if row else None
-

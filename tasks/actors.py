@@ -22,9 +22,9 @@ from dramatiq.middleware import AsyncIO
 
 from memory.deps import Deps
 from memory.errors import INTERNAL_ERROR, MemoryServiceError
-from memory.request_ids import accept_request_id, request_id_var
 from memory.reembedding import reembed_batch as _reembed_batch
 from memory.relations import extract_relations as _extract_relations
+from memory.request_ids import accept_request_id, request_id_var
 from memory.service import USE_CASES
 
 #: The queue every tool write goes through.
@@ -58,6 +58,7 @@ def reembed_queue(provider: str, model: str) -> str:
     digest = hashlib.sha256(f"{provider}\0{model}".encode()).hexdigest()[:12]
     return f"ownsona-reembed-{digest}"
 
+
 _log = logging.getLogger(__name__)
 
 
@@ -75,7 +76,9 @@ def resources_ready() -> bool:
     return _state.deps is not None
 
 
-async def run_use_case(use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+async def run_use_case(
+    use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
+) -> dict[str, Any]:
     deps = _state.deps
     if deps is None:
         raise RuntimeError("worker resources are not open")
@@ -89,7 +92,9 @@ async def run_use_case(use_case: str, user_id: int, args: dict[str, Any], idempo
     except Exception:
         # Never the arguments: they hold memory text.
         _log.exception("write %s failed unexpectedly", use_case)
-        return MemoryServiceError(INTERNAL_ERROR, "An unexpected error occurred; nothing was changed.").to_payload()
+        return MemoryServiceError(
+            INTERNAL_ERROR, "An unexpected error occurred; nothing was changed."
+        ).to_payload()
 
 
 async def extract_relations(user_id: int, memory_ids: list[int]) -> None:
@@ -238,7 +243,9 @@ class WorkerResources(AsyncIO):
         if started is not None:
             _log_processed(message, result, exception, time.perf_counter() - started)
         token, self._running.request_id, self._running.started = (
-            getattr(self._running, "request_id", None), None, None
+            getattr(self._running, "request_id", None),
+            None,
+            None,
         )
         if token is not None:
             request_id_var.reset(token)

@@ -14,9 +14,9 @@ from typing import Any
 
 import dramatiq
 import redis
+from dramatiq.broker import MessageProxy
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.brokers.stub import StubBroker
-from dramatiq.broker import MessageProxy
 from dramatiq.common import compute_backoff
 from dramatiq.errors import ConnectionClosed
 from dramatiq.message import Message
@@ -63,7 +63,9 @@ class _WakingConsumer(_RedisConsumer):
                 except IndexError:
                     if self.outstanding_message_count >= self.prefetch:
                         # Busy: the worker threads hold all we may take.
-                        self.misses, backoff_ms = compute_backoff(self.misses, max_backoff=self.timeout)
+                        self.misses, backoff_ms = compute_backoff(
+                            self.misses, max_backoff=self.timeout
+                        )
                         time.sleep(backoff_ms / 1000)
                         return None
                     self.message_cache = self.broker.do_fetch(
@@ -71,7 +73,8 @@ class _WakingConsumer(_RedisConsumer):
                     )
                     if not self.message_cache:
                         self.broker.client.blpop(
-                            [_wake_key(self.broker.namespace, self.queue_name)], timeout=max(self.timeout / 1000, 0.01)
+                            [_wake_key(self.broker.namespace, self.queue_name)],
+                            timeout=max(self.timeout / 1000, 0.01),
                         )
                         return None
         except redis.ConnectionError as ex:

@@ -73,7 +73,9 @@ class DramatiqWriteQueue:
         if not payload.get("ok", False):
             error = payload.get("error", {})
             raise MemoryServiceError(
-                error.get("code", INTERNAL_ERROR), error.get("message", "Failed."), error.get("detail")
+                error.get("code", INTERNAL_ERROR),
+                error.get("message", "Failed."),
+                error.get("detail"),
             )
         return payload
 

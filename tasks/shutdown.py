@@ -39,7 +39,9 @@ def stop_on_signals(stop: threading.Event) -> None:
         if stop.is_set() and sig == signal.SIGINT:
             sys.stderr.write("ownsona worker: interrupted again; exiting without waiting\n")
             sys.stderr.flush()
-            os._exit(INTERRUPTED_EXIT_CODE)  # no interpreter shutdown waiting for the worker's threads
+            os._exit(
+                INTERRUPTED_EXIT_CODE
+            )  # no interpreter shutdown waiting for the worker's threads
         stop.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM):

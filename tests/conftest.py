@@ -81,14 +81,14 @@ def clean_db(dsn: str) -> str:
 @pytest.fixture(scope="session")
 def embedder():
     """The real local model (all-MiniLM-L6-v2 int8 ONNX), loaded once."""
-    from memory.embedders import LocalEmbedder
+    from memory.providers.embedders import LocalEmbedder
 
     return LocalEmbedder.bundled()
 
 
 @pytest.fixture
 def settings():
-    from memory.settings import Settings
+    from config.settings import Settings
 
     return Settings(public_url="http://127.0.0.1:8000")
 

@@ -25,7 +25,7 @@ from api.mcp.tools import ToolSpec
 from api.runtime import Runtime
 from auth.scopes import required_scope
 from memory.errors import INVALID_INPUT, MemoryServiceError
-from memory.inputs import reject_unknown
+from memory.rules.inputs import reject_unknown
 from memory.service import UseCase
 
 logger = logging.getLogger("ownsona.api.mcp")

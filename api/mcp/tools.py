@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory.settings import Settings
+from config.settings import Settings
 
 #: Appended to every tool whose result carries stored memory text.
 DATA_NOT_INSTRUCTIONS = (
@@ -748,9 +748,7 @@ class _Schemas:
 
     def cleanup_filters(self) -> dict[str, Any]:
         return {
-            "include_deleted": self.boolean(
-                "Include soft-deleted and expired memories.", False
-            ),
+            "include_deleted": self.boolean("Include soft-deleted and expired memories.", False),
             "untagged_only": self.boolean("Only memories without tags.", False),
             "min_chars": self.integer("Only memories with at least this many characters.", 0),
             "max_chars": self.integer("Only memories with at most this many characters.", 0),

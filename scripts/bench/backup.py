@@ -27,7 +27,7 @@ import argparse
 import asyncio
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +35,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from memory.backup import DEFAULT_IMPORT_BATCH, export_store, import_store
-from memory.embedders import LOCAL_MODEL_ID, LocalEmbedder
-from memory.text import normalize_text
+from memory.providers.embedders import LOCAL_MODEL_ID, LocalEmbedder
+from memory.rules.text import normalize_text
 from storage.embedded import start_embedded
 from storage.migrate import migrate
 from storage.pool import make_pool
@@ -44,8 +44,8 @@ from storage.pool import make_pool
 from . import corpus
 
 DIMENSIONS = 384
-_FORGOTTEN_AT = datetime(2026, 6, 1, tzinfo=timezone.utc)
-_FIRST_CREATED = datetime(2025, 11, 30, tzinfo=timezone.utc)
+_FORGOTTEN_AT = datetime(2026, 6, 1, tzinfo=UTC)
+_FIRST_CREATED = datetime(2025, 11, 30, tzinfo=UTC)
 
 
 def _seed(dsn: str, n: int) -> None:
@@ -66,15 +66,32 @@ def _seed(dsn: str, n: int) -> None:
     tags = (["family"], ["work", "city"], [], ["habits"], ["health", "people", "dates"])
     with psycopg.connect(dsn) as conn:
         register_vector(conn)
-        with conn.cursor() as cur, cur.copy(
-            "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-            " embedding_model, tags, importance, salience, use_count, deleted_at, forget_reason,"
-            " created_at, updated_at)"
-            " FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                " embedding_model, tags, importance, salience, use_count, deleted_at, forget_reason,"
+                " created_at, updated_at)"
+                " FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy,
+        ):
             copy.set_types(
-                ["int8", "text", "text", "vector", "text", "text", "text[]", "float8", "float8", "int4",
-                 "timestamptz", "text", "timestamptz", "timestamptz"]
+                [
+                    "int8",
+                    "text",
+                    "text",
+                    "vector",
+                    "text",
+                    "text",
+                    "text[]",
+                    "float8",
+                    "float8",
+                    "int4",
+                    "timestamptz",
+                    "text",
+                    "timestamptz",
+                    "timestamptz",
+                ]
             )
             for i, text in enumerate(corpus.facts(n)):
                 vector = rng.standard_normal(DIMENSIONS).astype(np.float32)
@@ -166,7 +183,10 @@ async def _run(args: argparse.Namespace) -> dict[str, object]:
         "raw_embedder_sentences_per_s": {"before": round(raw_before), "after": round(raw_after)},
         "ratio_to_raw_embedder": round(import_rate / raw, 2),
     }
-    results["import_again_all_present"] = {"seconds": round(rerun_s, 1), "rows_per_s": round(args.n / rerun_s)}
+    results["import_again_all_present"] = {
+        "seconds": round(rerun_s, 1),
+        "rows_per_s": round(args.n / rerun_s),
+    }
     results["seed_seconds"] = round(seed_s, 1)
     return results
 
@@ -177,7 +197,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--batch-size", type=int, default=DEFAULT_IMPORT_BATCH)
-    parser.add_argument("--sample", type=int, default=4000, help="texts for the raw embedder figure")
+    parser.add_argument(
+        "--sample", type=int, default=4000, help="texts for the raw embedder figure"
+    )
     parser.add_argument("--workdir", default=".bench/backup")
     args = parser.parse_args()
     try:

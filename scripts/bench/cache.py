@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from memory.embedders import LocalEmbedder
-from memory.text import normalize_text
+from memory.providers.embedders import LocalEmbedder
+from memory.rules.text import normalize_text
 from storage import memories as store
 from storage.embedded import shared_buffers_bytes, start_embedded, stop_embedded
 from storage.migrate import migrate
@@ -52,7 +52,9 @@ def measure(workdir: Path, n: int, shared_buffers: int) -> dict[str, float]:
     dsn = start_embedded(workdir / "data", database="bench_cache", shared_buffers=shared_buffers)
     asyncio.run(migrate(dsn, dimensions=384))
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO users (username, password_hash) VALUES ('bench', 'x') ON CONFLICT DO NOTHING")
+        conn.execute(
+            "INSERT INTO users (username, password_hash) VALUES ('bench', 'x') ON CONFLICT DO NOTHING"
+        )
         row = conn.execute("SELECT id FROM users WHERE username = 'bench'").fetchone()
         assert row is not None
         user_id = int(row[0])
@@ -71,15 +73,31 @@ def measure(workdir: Path, n: int, shared_buffers: int) -> dict[str, float]:
         times: dict[str, list[float]] = {name: [] for name in steps}
         async with pool.connection() as conn:
             for b in range(BATCHES):
-                new_texts = [f"Cache bench {b}-{i}: {t}" for i, t in enumerate(corpus.facts(BATCH, seed=500 + b))]
+                new_texts = [
+                    f"Cache bench {b}-{i}: {t}"
+                    for i, t in enumerate(corpus.facts(BATCH, seed=500 + b))
+                ]
                 # Near stored facts, as a person's new facts often are.
-                near = vectors[rng.choice(n, BATCH)] + rng.normal(0, 0.02, (BATCH, vectors.shape[1]))
+                near = vectors[rng.choice(n, BATCH)] + rng.normal(
+                    0, 0.02, (BATCH, vectors.shape[1])
+                )
                 near = (near / np.linalg.norm(near, axis=1, keepdims=True)).astype(np.float32)
                 rows = [
-                    NewMemory(text=t, normalized_text=normalize_text(t), embedding=v, embedding_provider="local",
-                              embedding_model="bench-cache", tags=[], importance=0.5, keep=False,
-                              source_provider=None, capture_mode=None, session_id=None,
-                              last_confirmed_at=None, expires_at=None)
+                    NewMemory(
+                        text=t,
+                        normalized_text=normalize_text(t),
+                        embedding=v,
+                        embedding_provider="local",
+                        embedding_model="bench-cache",
+                        tags=[],
+                        importance=0.5,
+                        keep=False,
+                        source_provider=None,
+                        capture_mode=None,
+                        session_id=None,
+                        last_confirmed_at=None,
+                        expires_at=None,
+                    )
                     for t, v in zip(new_texts, near)
                 ]
                 marks = [time.perf_counter()]
@@ -107,11 +125,15 @@ def measure(workdir: Path, n: int, shared_buffers: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=Path(".bench/cache"))
-    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)  # shared_buffers of one measurement
+    parser.add_argument(
+        "--child", type=int, help=argparse.SUPPRESS
+    )  # shared_buffers of one measurement
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -119,15 +141,31 @@ def main() -> None:
         print(json.dumps(measure(workdir, args.n, args.child)))
         return
     sized = shared_buffers_bytes()
-    results: dict[str, list[dict[str, float]]] = {"128 MB (PostgreSQL default)": [], f"{sized // 2**20} MB (OwnSona)": []}
+    results: dict[str, list[dict[str, float]]] = {
+        "128 MB (PostgreSQL default)": [],
+        f"{sized // 2**20} MB (OwnSona)": [],
+    }
     try:
         for r in range(args.rounds):
             for label, size in zip(results, (DEFAULT_CACHE, sized)):
-                stop_embedded(workdir / "data")  # cold start for each round: the restart applies the size
+                stop_embedded(
+                    workdir / "data"
+                )  # cold start for each round: the restart applies the size
                 out = subprocess.run(
-                    [sys.executable, "-m", "scripts.bench.cache", "--n", str(args.n),
-                     "--workdir", str(workdir), "--child", str(size)],
-                    capture_output=True, text=True, check=True,
+                    [
+                        sys.executable,
+                        "-m",
+                        "scripts.bench.cache",
+                        "--n",
+                        str(args.n),
+                        "--workdir",
+                        str(workdir),
+                        "--child",
+                        str(size),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 )
                 figures = json.loads(out.stdout.strip().splitlines()[-1])
                 results[label].append(figures)

@@ -38,13 +38,12 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from memory.embedders import LocalEmbedder
-from memory.text import normalize_text
+from memory.providers.embedders import LocalEmbedder
+from memory.rules.text import normalize_text
 from storage.embedded import start_embedded, stop_embedded
 
 from . import corpus
 from .harness import free_port
-
 
 #: Recalls before measuring (caches, prepared statements, allocator warm).
 WARM_UP = 30
@@ -71,7 +70,11 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
-            **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "OWNSONA_PUBLIC_URL")},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("DATABASE_URL", "REDIS_URL", "OWNSONA_PUBLIC_URL")
+            },
             "PORT": str(self.port),
             "OWNSONA_DATA_DIR": str(workdir / "data"),
             "OWNSONA_LOGIN_USERNAME": "bench",
@@ -87,7 +90,10 @@ class Server:
         log = open(self.workdir / "serve.log", "a")
         started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scripts.cli", "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "scripts.cli", "serve"],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         probe = httpx.Client(timeout=5)
         token = None
@@ -101,11 +107,16 @@ class Server:
                         token = self.token()
                         self.client = httpx.Client(
                             base_url=self.url,
-                            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+                            headers={
+                                "Authorization": f"Bearer {token}",
+                                "Content-Type": "application/json",
+                            },
                             timeout=120,
                         )
                 if self.client is not None:
-                    reply = self.client.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "tools/list"})
+                    reply = self.client.post(
+                        "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "tools/list"}
+                    )
                     if reply.status_code == 200 and "result" in reply.json():
                         elapsed = time.perf_counter() - started
                         probe.close()
@@ -117,7 +128,10 @@ class Server:
     def token(self) -> str:
         out = subprocess.run(
             [sys.executable, "-m", "scripts.cli", "token", "--user", "bench", "--ttl", "86400"],
-            env=self.env, capture_output=True, text=True, check=True,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         return out.stdout.strip().splitlines()[-1]
 
@@ -130,7 +144,11 @@ class Server:
     def rss_mb(self) -> tuple[float, float]:
         assert self.proc is not None
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if line.startswith("Vm")}
+        fields = {
+            line.split(":")[0]: line.split()[1]
+            for line in status.splitlines()
+            if line.startswith("Vm")
+        }
         return int(fields["VmRSS"]) / 1024, int(fields["VmHWM"]) / 1024
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -138,8 +156,12 @@ class Server:
         self.rpc_id += 1
         reply = self.client.post(
             "/mcp",
-            json={"jsonrpc": "2.0", "id": self.rpc_id, "method": "tools/call",
-                  "params": {"name": tool, "arguments": arguments}},
+            json={
+                "jsonrpc": "2.0",
+                "id": self.rpc_id,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            },
         )
         reply.raise_for_status()
         payload = reply.json()["result"]["structuredContent"]
@@ -165,23 +187,37 @@ def seed(dsn: str, user_id: int, texts: list[str], vectors: np.ndarray, start: i
     """COPY rows ``start..len(texts)`` into the user's store (HNSW index kept live)."""
     with psycopg.connect(dsn) as conn:
         register_vector(conn)
-        with conn.cursor() as cur, cur.copy(
-            "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-            " embedding_model, tags) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                " embedding_model, tags) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy,
+        ):
             copy.set_types(["int8", "text", "text", "vector", "text", "text", "text[]"])
             for text, vector in zip(texts[start:], vectors[start:]):
-                copy.write_row([user_id, text, normalize_text(text), vector, "local",
-                                "all-MiniLM-L6-v2-onnx-int8", ["bench"]])
+                copy.write_row(
+                    [
+                        user_id,
+                        text,
+                        normalize_text(text),
+                        vector,
+                        "local",
+                        "all-MiniLM-L6-v2-onnx-int8",
+                        ["bench"],
+                    ]
+                )
     with psycopg.connect(dsn, autocommit=True) as conn:
         # Dead rows from an earlier run would otherwise still sit in the indexes.
         conn.execute("VACUUM ANALYZE memories")
 
 
-def raw_search_times(dsn: str, user_id: int, questions: list[str], vectors: np.ndarray) -> list[float]:
+def raw_search_times(
+    dsn: str, user_id: int, questions: list[str], vectors: np.ndarray
+) -> list[float]:
     """The SQL of one recall (hybrid: term statistics, lexical candidates, fused search),
     issued as memory.reading issues it, without the embedding."""
-    from memory import ranking
+    from memory.rules import ranking
     from storage import memories as store
     from storage.pool import make_pool
 
@@ -196,12 +232,21 @@ def raw_search_times(dsn: str, user_id: int, questions: list[str], vectors: np.n
                 terms = ranking.weigh_terms(counted.terms, counted.total)
                 weighted = [(term.term, term.weight) for term in terms]
                 ids = await store.lexical_candidates(
-                    conn, user_id, terms=weighted, probe=ranking.probe_terms(terms),
-                    candidates=ranking.lexical_candidate_count(8), tags=[],
+                    conn,
+                    user_id,
+                    terms=weighted,
+                    probe=ranking.probe_terms(terms),
+                    candidates=ranking.lexical_candidate_count(8),
+                    tags=[],
                 )
                 await store.search_hybrid(
-                    conn, user_id, v, candidates=ranking.candidate_count(8), terms=weighted,
-                    lexical_ids=ids, tags=[],
+                    conn,
+                    user_id,
+                    v,
+                    candidates=ranking.candidate_count(8),
+                    terms=weighted,
+                    lexical_ids=ids,
+                    tags=[],
                 )
                 times.append(time.perf_counter() - t)
         await pool.close()
@@ -210,7 +255,9 @@ def raw_search_times(dsn: str, user_id: int, questions: list[str], vectors: np.n
     return asyncio.run(run())
 
 
-def raw_write_p50(dsn: str, user_id: int, texts: list[str], vectors: np.ndarray) -> dict[str, float]:
+def raw_write_p50(
+    dsn: str, user_id: int, texts: list[str], vectors: np.ndarray
+) -> dict[str, float]:
     """The SQL of one remember: duplicate, near-duplicate and tombstone checks, insert,
     receipt, and the commit that makes it durable (the rows are deleted afterwards)."""
     from storage import memories as store
@@ -229,11 +276,30 @@ def raw_write_p50(dsn: str, user_id: int, texts: list[str], vectors: np.ndarray)
                     await store.find_exact(conn, user_id, [normalized])
                     await store.nearest_active(conn, user_id, [v], k=5, min_score=0.9)
                     await store.nearest_tombstones(conn, user_id, [v], k=5, min_score=0.9)
-                    await store.insert_memories(conn, user_id, [NewMemory(
-                        text=text, normalized_text=normalized, embedding=v, embedding_provider="local",
-                        embedding_model="bench", tags=[], importance=0.5, keep=False, source_provider=None,
-                        capture_mode=None, session_id=None, last_confirmed_at=None, expires_at=None)])
-                    await store.put_receipt(conn, user_id, f"bench-{time.perf_counter_ns()}", "remember", {"ok": True})
+                    await store.insert_memories(
+                        conn,
+                        user_id,
+                        [
+                            NewMemory(
+                                text=text,
+                                normalized_text=normalized,
+                                embedding=v,
+                                embedding_provider="local",
+                                embedding_model="bench",
+                                tags=[],
+                                importance=0.5,
+                                keep=False,
+                                source_provider=None,
+                                capture_mode=None,
+                                session_id=None,
+                                last_confirmed_at=None,
+                                expires_at=None,
+                            )
+                        ],
+                    )
+                    await store.put_receipt(
+                        conn, user_id, f"bench-{time.perf_counter_ns()}", "remember", {"ok": True}
+                    )
                 times.append(time.perf_counter() - t)
             await conn.execute(
                 "DELETE FROM memories WHERE user_id = %s AND embedding_model = 'bench'", (user_id,)
@@ -260,11 +326,15 @@ def embed_p50(embedder: LocalEmbedder, texts: list[str]) -> dict[str, float]:
     return summary(embed_times(embedder, texts))
 
 
-def batch_rates(server: Server, embedder: LocalEmbedder, batches: int, *, tag: int) -> dict[str, float]:
+def batch_rates(
+    server: Server, embedder: LocalEmbedder, batches: int, *, tag: int
+) -> dict[str, float]:
     """remember_batch of 200 vs the raw embedder on the same kind of batch, alternating."""
     rates, raw_rates = [], []
     for b in range(batches):
-        texts = [f"Batch {tag}-{b} item {i}: {t}" for i, t in enumerate(corpus.facts(200, seed=1000 + b))]
+        texts = [
+            f"Batch {tag}-{b} item {i}: {t}" for i, t in enumerate(corpus.facts(200, seed=1000 + b))
+        ]
         t = time.perf_counter()
         asyncio.run(embedder.embed(texts))
         raw_rates.append(200 / (time.perf_counter() - t))
@@ -282,13 +352,17 @@ def batch_rates(server: Server, embedder: LocalEmbedder, batches: int, *, tag: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--workdir", default=".bench/core")
-    parser.add_argument("--fresh", action="store_true", help="delete the work directory's database first")
+    parser.add_argument(
+        "--fresh", action="store_true", help="delete the work directory's database first"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = Path(args.workdir).resolve()
@@ -335,7 +409,9 @@ def main() -> None:
             sql_t += raw_search_times(dsn, user_id, questions[part], query_vectors[part])
         h, emb, sql = summary(http), summary(emb_t), summary(sql_t)
         results[f"recall_{size}"] = {
-            "http": h, "embed": emb, "sql": sql,
+            "http": h,
+            "embed": emb,
+            "sql": sql,
             "ratio_p50": round(h["p50"] / (emb["p50"] + sql["p50"]), 2),
             "p99_over_p50": round(h["p99"] / h["p50"], 2),
         }
@@ -355,10 +431,13 @@ def main() -> None:
     emb = embed_p50(embedder, probe_texts)
     sql = raw_write_p50(dsn, user_id, probe_texts, probe_vectors)
     h = summary(http)
-    results["remember"] = {"http": h, "embed": emb, "sql": sql,
-                           "ratio_p50": round(h["p50"] / (emb["p50"] + sql["p50"]), 2)}
+    results["remember"] = {
+        "http": h,
+        "embed": emb,
+        "sql": sql,
+        "ratio_p50": round(h["p50"] / (emb["p50"] + sql["p50"]), 2),
+    }
     print(json.dumps({"remember": results["remember"]}), flush=True)
-
 
     rss, hwm = server.rss_mb()
     results["serve_rss_mb"] = round(rss, 1)

@@ -9,31 +9,142 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-_NAMES = (
-    "Ana Colby Dana Lee Priya Omar Mei Jonas Sofia Mateo Aisha Liam Yuki Noah Elena Kofi Sven "
-    "Hana Diego Fatima Arjun Clara Tomas Ingrid Rafael Zoe Ibrahim Nora Felix Leila Marco Ava"
-).split()
-_RELATIONS = (
-    "sister brother mother father son daughter wife husband partner cousin aunt uncle "
-    "grandmother grandfather manager colleague neighbour friend mentor dentist doctor landlord"
-).split()
-_CITIES = (
-    "Lisbon Porto Berlin Munich Osaka Toronto Denver Austin Nairobi Lagos Lima Quito Oslo "
-    "Bergen Seoul Busan Lyon Nantes Perth Hobart Dublin Cork Vienna Graz Prague Krakow"
-).split()
-_JOBS = (
-    "nurse architect carpenter teacher pilot chef lawyer engineer farmer journalist "
-    "pharmacist translator electrician designer librarian veterinarian accountant"
-).split()
-_FOODS = (
-    "green tea|black coffee|oat porridge|miso soup|sourdough toast|mango smoothie|"
-    "lentil curry|ramen|falafel wraps|pad thai|tomato risotto|shakshuka|dumplings"
-).split("|")
-_HOBBIES = (
-    "bouldering|sailing|watercolour painting|chess|trail running|pottery|birdwatching|"
-    "baking bread|playing the cello|woodworking|salsa dancing|astronomy|knitting"
-).split("|")
-_DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+_NAMES = [
+    "Ana",
+    "Colby",
+    "Dana",
+    "Lee",
+    "Priya",
+    "Omar",
+    "Mei",
+    "Jonas",
+    "Sofia",
+    "Mateo",
+    "Aisha",
+    "Liam",
+    "Yuki",
+    "Noah",
+    "Elena",
+    "Kofi",
+    "Sven",
+    "Hana",
+    "Diego",
+    "Fatima",
+    "Arjun",
+    "Clara",
+    "Tomas",
+    "Ingrid",
+    "Rafael",
+    "Zoe",
+    "Ibrahim",
+    "Nora",
+    "Felix",
+    "Leila",
+    "Marco",
+    "Ava",
+]
+_RELATIONS = [
+    "sister",
+    "brother",
+    "mother",
+    "father",
+    "son",
+    "daughter",
+    "wife",
+    "husband",
+    "partner",
+    "cousin",
+    "aunt",
+    "uncle",
+    "grandmother",
+    "grandfather",
+    "manager",
+    "colleague",
+    "neighbour",
+    "friend",
+    "mentor",
+    "dentist",
+    "doctor",
+    "landlord",
+]
+_CITIES = [
+    "Lisbon",
+    "Porto",
+    "Berlin",
+    "Munich",
+    "Osaka",
+    "Toronto",
+    "Denver",
+    "Austin",
+    "Nairobi",
+    "Lagos",
+    "Lima",
+    "Quito",
+    "Oslo",
+    "Bergen",
+    "Seoul",
+    "Busan",
+    "Lyon",
+    "Nantes",
+    "Perth",
+    "Hobart",
+    "Dublin",
+    "Cork",
+    "Vienna",
+    "Graz",
+    "Prague",
+    "Krakow",
+]
+_JOBS = [
+    "nurse",
+    "architect",
+    "carpenter",
+    "teacher",
+    "pilot",
+    "chef",
+    "lawyer",
+    "engineer",
+    "farmer",
+    "journalist",
+    "pharmacist",
+    "translator",
+    "electrician",
+    "designer",
+    "librarian",
+    "veterinarian",
+    "accountant",
+]
+_FOODS = [
+    "green tea",
+    "black coffee",
+    "oat porridge",
+    "miso soup",
+    "sourdough toast",
+    "mango smoothie",
+    "lentil curry",
+    "ramen",
+    "falafel wraps",
+    "pad thai",
+    "tomato risotto",
+    "shakshuka",
+    "dumplings",
+]
+_HOBBIES = [
+    "bouldering",
+    "sailing",
+    "watercolour painting",
+    "chess",
+    "trail running",
+    "pottery",
+    "birdwatching",
+    "baking bread",
+    "playing the cello",
+    "woodworking",
+    "salsa dancing",
+    "astronomy",
+    "knitting",
+]
+_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 _TEMPLATES = (
     "My {rel} {name} lives in {city} and works as a {job}.",
@@ -49,8 +160,21 @@ _TEMPLATES = (
     "I promised {name} I would help with {hobby} next {day}.",
     "My {rel} {name} has {n} kids and a dog named {name2}.",
 )
-_MONTHS = "January February March April May June July August September October November December".split()
-_ROOMS = "hallway kitchen study attic basement living room".split(" ")
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+_ROOMS = ["hallway", "kitchen", "study", "attic", "basement", "living", "room"]
 
 _QUESTIONS = (
     "where does my {rel} live",

@@ -19,8 +19,7 @@ import random
 import statistics
 import time
 
-from memory.embedders import LOCAL_SUB_BATCH_SIZE
-from memory.embedders import LocalEmbedder
+from memory.providers.embedders import LOCAL_SUB_BATCH_SIZE, LocalEmbedder
 
 QUERY = "where does my sister work?"
 

@@ -77,7 +77,10 @@ def run_processes(
     log_path = tmp_path / "serve.log"
     log = open(log_path, "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "scripts.cli", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "scripts.cli", "serve"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     procs.append((server, log))
     try:

@@ -60,7 +60,13 @@ ATTRIBUTION = (
     "CC BY-NC 4.0 (non-commercial use only)."
 )
 KS = (1, 5, 10, 20)
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+CATEGORY_NAMES = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
 #: Items per remember_batch call (the default MAX_BATCH_SIZE).
 BATCH = 200
 
@@ -130,7 +136,9 @@ METRICS = (*(f"R@{k}" for k in KS), "hit@10", "MRR")
 class Tally:
     """Per-query metrics of one system, grouped."""
 
-    groups: dict[str, list[dict[str, float]]] = field(default_factory=lambda: collections.defaultdict(list))
+    groups: dict[str, list[dict[str, float]]] = field(
+        default_factory=lambda: collections.defaultdict(list)
+    )
 
     def add(self, category: int, metrics: dict[str, float]) -> None:
         self.groups["all"].append(metrics)
@@ -183,7 +191,7 @@ class BM25:
 
 async def cosine_rankings(conversations: Sequence[Conversation], k: int) -> list[list[list[int]]]:
     """For each conversation and question: the top-``k`` turns by exact cosine (local model)."""
-    from memory.embedders import LocalEmbedder
+    from memory.providers.embedders import LocalEmbedder
 
     embedder = LocalEmbedder.bundled()
     try:
@@ -215,7 +223,11 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         self.workdir = workdir
         self.env = {
-            **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "OWNSONA_PUBLIC_URL")},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("DATABASE_URL", "REDIS_URL", "OWNSONA_PUBLIC_URL")
+            },
             "PORT": str(port),
             "OWNSONA_DATA_DIR": str(workdir / "data"),
             "OWNSONA_LOGIN_USERNAME": "locomo-admin",
@@ -223,7 +235,10 @@ class Server:
         }
         self.log = open(workdir / "serve.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scripts.cli", "serve"], env=self.env, stdout=self.log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "scripts.cli", "serve"],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 180
         while True:
@@ -241,7 +256,11 @@ class Server:
     def _cli(self, *args: str, stdin: str | None = None) -> str:
         out = subprocess.run(
             [sys.executable, "-m", "scripts.cli", *args],
-            env=self.env, input=stdin, capture_output=True, text=True, timeout=120,
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if out.returncode != 0:
             raise SystemExit(f"ownsona {' '.join(args)} failed: {out.stderr.strip()}")
@@ -282,8 +301,12 @@ class McpClient:
         self.next_id += 1
         reply = self.http.post(
             "/mcp",
-            json={"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
-                  "params": {"name": tool, "arguments": arguments}},
+            json={
+                "jsonrpc": "2.0",
+                "id": self.next_id,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            },
         )
         reply.raise_for_status()
         body = reply.json()
@@ -308,7 +331,9 @@ def ingest(client: McpClient, conv: Conversation) -> dict[int, list[str]]:
             "remember_batch", {"items": [{"text": t} for t in texts], "dedup_policy": "insert"}
         )
         if out["summary"]["failed"]:
-            raise SystemExit(f"{conv.sample_id}: remember_batch failed for some items: {out['results']}")
+            raise SystemExit(
+                f"{conv.sample_id}: remember_batch failed for some items: {out['results']}"
+            )
         for key, result in zip(keys, out["results"]):
             by_id[int(result["memory_id"])].append(key)  # an exact repeat maps to the first copy
     return by_id
@@ -340,17 +365,26 @@ def table(tallies: dict[str, Tally]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, nargs="+", default=[DEFAULT_DATA],
-                        help="LoCoMo-format files or directories of them (default: %(default)s)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        nargs="+",
+        default=[DEFAULT_DATA],
+        help="LoCoMo-format files or directories of them (default: %(default)s)",
+    )
     parser.add_argument("--limit", type=int, default=20, help="recall limit (default 20)")
-    parser.add_argument("--workdir", type=Path, help="where the server's data goes (default: a temp dir)")
+    parser.add_argument(
+        "--workdir", type=Path, help="where the server's data goes (default: a temp dir)"
+    )
     parser.add_argument("--json", type=Path, help="also write every per-query ranking here")
     args = parser.parse_args(argv)
 
     conversations = load([p.resolve() for p in args.data])
     print(ATTRIBUTION)
-    print(f"{len(conversations)} conversations, {sum(len(c.texts) for c in conversations)} memories, "
-          f"{sum(len(c.queries) for c in conversations)} queries; recall limit {args.limit}")
+    print(
+        f"{len(conversations)} conversations, {sum(len(c.texts) for c in conversations)} memories, "
+        f"{sum(len(c.queries) for c in conversations)} queries; recall limit {args.limit}"
+    )
 
     tallies = {"ownsona recall": Tally(), "BM25": Tally(), "cosine only": Tally()}
     dump: list[dict[str, Any]] = []
@@ -362,25 +396,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = Server(workdir)
         try:
             for n, conv in enumerate(conversations):
-                client = server.client_for(f"locomo-{n}-{re.sub(r'[^a-z0-9]+', '-', conv.sample_id.lower())}")
+                client = server.client_for(
+                    f"locomo-{n}-{re.sub(r'[^a-z0-9]+', '-', conv.sample_id.lower())}"
+                )
                 started = time.perf_counter()
                 keys_of = ingest(client, conv)
                 ingested = time.perf_counter() - started
                 bm25 = BM25(conv.texts)
                 started = time.perf_counter()
                 for qi, query in enumerate(conv.queries):
-                    matches = client.call("recall", {"query": query.question, "limit": args.limit})["matches"]
+                    matches = client.call("recall", {"query": query.question, "limit": args.limit})[
+                        "matches"
+                    ]
                     ours = [k for m in matches for k in keys_of[int(m["id"])]]
                     lexical = [conv.keys[i] for i in bm25.top(query.question, args.limit)]
                     semantic = [conv.keys[i] for i in cosine[n][qi]]
-                    for system, ranked in (("ownsona recall", ours), ("BM25", lexical), ("cosine only", semantic)):
+                    for system, ranked in (
+                        ("ownsona recall", ours),
+                        ("BM25", lexical),
+                        ("cosine only", semantic),
+                    ):
                         tallies[system].add(query.category, query_metrics(ranked, query.evidence))
-                    dump.append({"id": query.id, "category": query.category, "evidence": query.evidence,
-                                 "ownsona": ours, "bm25": lexical, "cosine": semantic})
+                    dump.append(
+                        {
+                            "id": query.id,
+                            "category": query.category,
+                            "evidence": query.evidence,
+                            "ownsona": ours,
+                            "bm25": lexical,
+                            "cosine": semantic,
+                        }
+                    )
                 asked = time.perf_counter() - started
                 client.close()
-                print(f"{conv.sample_id}: {len(conv.texts)} memories stored in {ingested:.1f}s, "
-                      f"{len(conv.queries)} questions in {asked:.1f}s", flush=True)
+                print(
+                    f"{conv.sample_id}: {len(conv.texts)} memories stored in {ingested:.1f}s, "
+                    f"{len(conv.queries)} questions in {asked:.1f}s",
+                    flush=True,
+                )
         finally:
             server.stop()
 

@@ -90,7 +90,7 @@ def corpus(data: Path, size: int, seed: int = 11) -> tuple[list[str], list[str]]
 
 def embeddings(texts: list[str], workdir: Path) -> np.ndarray:
     """Vectors of ``texts`` by the local model, cached by text in ``workdir``."""
-    from memory.embedders import LocalEmbedder
+    from memory.providers.embedders import LocalEmbedder
 
     names, vectors_file = workdir / "corpus.json", workdir / "corpus.npy"
     cached: dict[str, int] = {}
@@ -106,7 +106,9 @@ def embeddings(texts: list[str], workdir: Path) -> np.ndarray:
         async def run() -> np.ndarray:
             parts = []
             for start in range(0, len(missing), 256):
-                parts.append(np.asarray(await embedder.embed(missing[start : start + 256]), dtype=np.float32))
+                parts.append(
+                    np.asarray(await embedder.embed(missing[start : start + 256]), dtype=np.float32)
+                )
             await embedder.aclose()
             return np.vstack(parts)
 
@@ -144,22 +146,27 @@ def fresh_databases(workdir: Path) -> tuple[str, str]:
 
 def seed(dsn: str, user_id: int, texts: Sequence[str], vectors: np.ndarray) -> float:
     """Copy rows into the user's store, rebuild the HNSW index, analyse; return seconds."""
-    from memory.text import normalize_text
+    from memory.rules.text import normalize_text
 
     started = time.perf_counter()
     with psycopg.connect(dsn) as conn:
         register_vector(conn)
         conn.execute("DROP INDEX IF EXISTS memories_embedding_hnsw")
-        with conn.cursor() as cur, cur.copy(
-            "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-            " embedding_model) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                " embedding_model) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy,
+        ):
             copy.set_types(["int8", "text", "text", "vector", "text", "text"])
             for text, vector in zip(texts, vectors):
                 copy.write_row([user_id, text, normalize_text(text), vector, "local", MODEL])
         conn.commit()  # the term statistics are counted here, by the deferred triggers
         conn.execute("SET maintenance_work_mem = '512MB'")
-        conn.execute("CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)")
+        conn.execute(
+            "CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)"
+        )
         conn.commit()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
@@ -171,28 +178,40 @@ def seed(dsn: str, user_id: int, texts: Sequence[str], vectors: np.ndarray) -> f
 
 async def _vector_only(deps: Any, user_id: int, query: str, limit: int) -> list[dict[str, Any]]:
     """Recall as it was before hybrid retrieval (SUPPLEMENT §4): HNSW candidates, learned ranking."""
-    from memory import ranking
+    from memory.rules import ranking
     from memory.shapes import match_shape
     from storage import memories as store
 
     embedding = await deps.embedder.embed_one(query)
     async with deps.pool.connection() as conn:
-        found = await store.search_by_vector(conn, user_id, embedding, candidates=ranking.candidate_count(limit))
+        found = await store.search_by_vector(
+            conn, user_id, embedding, candidates=ranking.candidate_count(limit)
+        )
     by_id = {c.row.id: c for c in found}
     ordered = ranking.rank(
         [
-            ranking.Candidate(c.row.id, c.cosine, c.row.salience, c.context_match,
-                              c.row.last_confirmed_at, c.row.updated_at, c.row.created_at)
+            ranking.Candidate(
+                c.row.id,
+                c.cosine,
+                c.row.salience,
+                c.context_match,
+                c.row.last_confirmed_at,
+                c.row.updated_at,
+                c.row.created_at,
+            )
             for c in found
         ],
-        w_s=deps.settings.rank_salience_weight, w_c=deps.settings.rank_context_weight,
-        min_score=None, limit=limit, w_l=0.0,
+        w_s=deps.settings.rank_salience_weight,
+        w_c=deps.settings.rank_context_weight,
+        min_score=None,
+        limit=limit,
+        w_l=0.0,
     )
     return [match_shape(by_id[c.key].row, by_id[c.key].cosine) for c in ordered]
 
 
 async def _sql_hybrid(pool: Any, user_id: int, query: str, vector: Any, limit: int) -> int:
-    from memory import ranking
+    from memory.rules import ranking
     from storage import memories as store
 
     async with pool.connection() as conn:
@@ -201,20 +220,31 @@ async def _sql_hybrid(pool: Any, user_id: int, query: str, vector: Any, limit: i
         probe = ranking.probe_terms(terms)
         weighted = [(t.term, t.weight) for t in terms]
         ids = await store.lexical_candidates(
-            conn, user_id, terms=weighted, probe=probe, candidates=ranking.lexical_candidate_count(limit)
+            conn,
+            user_id,
+            terms=weighted,
+            probe=probe,
+            candidates=ranking.lexical_candidate_count(limit),
         )
         await store.search_hybrid(
-            conn, user_id, vector, candidates=ranking.candidate_count(limit), terms=weighted, lexical_ids=ids
+            conn,
+            user_id,
+            vector,
+            candidates=ranking.candidate_count(limit),
+            terms=weighted,
+            lexical_ids=ids,
         )
     return sum(t.docs for t in terms if t.term in set(probe))
 
 
 async def _sql_vector(pool: Any, user_id: int, vector: Any, limit: int) -> None:
-    from memory import ranking
+    from memory.rules import ranking
     from storage import memories as store
 
     async with pool.connection() as conn:
-        await store.search_by_vector(conn, user_id, vector, candidates=ranking.candidate_count(limit))
+        await store.search_by_vector(
+            conn, user_id, vector, candidates=ranking.candidate_count(limit)
+        )
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -223,12 +253,18 @@ def pct(values: Sequence[float], q: float) -> float:
 
 
 async def measure(
-    dsn: str, before: str, user_id: int, questions: Sequence[str], count: int, limit: int, threads: int | None
+    dsn: str,
+    before: str,
+    user_id: int,
+    questions: Sequence[str],
+    count: int,
+    limit: int,
+    threads: int | None,
 ) -> dict[str, Any]:
+    from config.settings import Settings
     from memory import reading
     from memory.deps import Deps
-    from memory.embedders import LocalEmbedder
-    from memory.settings import Settings
+    from memory.providers.embedders import LocalEmbedder
     from storage.pool import make_pool
 
     embedder = LocalEmbedder.bundled(intra_op_threads=threads)
@@ -269,17 +305,29 @@ async def measure(
         await pool.close()
         await old_pool.close()
         await embedder.aclose()
-    out: dict[str, Any] = {name: {"p50": pct(v, 50), "p99": pct(v, 99)} for name, v in times.items()}
+    out: dict[str, Any] = {
+        name: {"p50": pct(v, 50), "p99": pct(v, 99)} for name, v in times.items()
+    }
     out["probed rows (mean)"] = statistics.fmean(probed)
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000", help="store sizes, ascending (default %(default)s)")
-    parser.add_argument("--queries", type=int, default=400, help="questions per size (default %(default)s)")
-    parser.add_argument("--limit", type=int, default=8, help="recall limit (default 8, the tools' default)")
-    parser.add_argument("--threads", type=int, help="embedder intra-op threads (default: the shipped one, every CPU)")
+    parser.add_argument(
+        "--sizes", default="10000,100000", help="store sizes, ascending (default %(default)s)"
+    )
+    parser.add_argument(
+        "--queries", type=int, default=400, help="questions per size (default %(default)s)"
+    )
+    parser.add_argument(
+        "--limit", type=int, default=8, help="recall limit (default 8, the tools' default)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="embedder intra-op threads (default: the shipped one, every CPU)",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo-format directory")
     parser.add_argument("--workdir", type=Path, default=Path(".bench/recall-latency"))
     args = parser.parse_args(argv)
@@ -305,14 +353,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         took = seed(dsn, user_id, texts[loaded:size], vectors[loaded:size])
         seed(before, user_id, texts[loaded:size], vectors[loaded:size])
         loaded = size
-        print(f"{size} memories seeded in {took:.0f}s; measuring {args.queries} questions ...", flush=True)
+        print(
+            f"{size} memories seeded in {took:.0f}s; measuring {args.queries} questions ...",
+            flush=True,
+        )
         results.append(
-            (size, asyncio.run(measure(dsn, before, user_id, questions, args.queries, args.limit, args.threads)))
+            (
+                size,
+                asyncio.run(
+                    measure(dsn, before, user_id, questions, args.queries, args.limit, args.threads)
+                ),
+            )
         )
 
     print()
-    print("| memories | path | vector, 0001 p50 / p99 | vector p50 / p99 | hybrid p50 / p99 "
-          "| hybrid / vector | hybrid / vector, 0001 |")
+    print(
+        "| memories | path | vector, 0001 p50 / p99 | vector p50 / p99 | hybrid p50 / p99 "
+        "| hybrid / vector | hybrid / vector, 0001 |"
+    )
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for size, r in results:
         for label, prefix in (("recall", ""), ("SQL only", "sql ")):
@@ -322,7 +380,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"| {h['p50']:.2f} / {h['p99']:.2f} | {h['p50'] / v['p50']:.2f} | {h['p50'] / old['p50']:.2f} |"
             )
     for size, r in results:
-        print(f"{size}: the lexical probe read {r['probed rows (mean)']:.0f} rows per query on average")
+        print(
+            f"{size}: the lexical probe read {r['probed rows (mean)']:.0f} rows per query on average"
+        )
     from storage.embedded import stop_embedded
 
     stop_embedded(args.workdir / "data")

@@ -40,10 +40,10 @@ from pathlib import Path
 
 import numpy as np
 
+from config.settings import Settings
 from memory.deps import Deps
-from memory.embedders import LocalEmbedder
+from memory.providers.embedders import LocalEmbedder
 from memory.service import USE_CASES
-from memory.settings import Settings
 from scripts import reembed
 from scripts.bench import corpus
 from storage.embedded import start_embedded, stop_embedded
@@ -131,21 +131,29 @@ def _drop_database(admin_dsn: str, database: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=5_000, help="the store re-embedded each round")
     parser.add_argument("--rounds", type=int, default=3, help="runs, each on a fresh store")
     parser.add_argument("--batch-size", type=int, default=reembed.DEFAULT_BATCH_SIZE)
     parser.add_argument("--in-flight", type=int, default=None)
     parser.add_argument(
-        "--old-dimensions", type=int, default=DIMENSIONS,
+        "--old-dimensions",
+        type=int,
+        default=DIMENSIONS,
         help="the older model's width; another than 384 measures a dimension switch (staged)",
     )
     parser.add_argument(
-        "--learned-fraction", type=float, default=0.2,
+        "--learned-fraction",
+        type=float,
+        default=0.2,
         help="share of rows with a learned context before the run (the swap resets them)",
     )
     parser.add_argument(
-        "--shared-buffers-mb", type=int, default=None,
+        "--shared-buffers-mb",
+        type=int,
+        default=None,
         help="the embedded cluster's shared_buffers (default: what OwnSona gives it)",
     )
     args = parser.parse_args()
@@ -191,8 +199,11 @@ def main() -> None:
                 if summary.swap_seconds is not None:
                     swap_s.append(summary.swap_seconds)
                 done += summary.done
-                print(f"round {r + 1}: {summary.line()}; raw embedder "
-                      f"{len(texts) / round_raw_s:.1f} rows/s", flush=True)
+                print(
+                    f"round {r + 1}: {summary.line()}; raw embedder "
+                    f"{len(texts) / round_raw_s:.1f} rows/s",
+                    flush=True,
+                )
                 _drop_database(admin_dsn, database)
         finally:
             stop_embedded(data)

@@ -17,71 +17,382 @@ import random
 #: Share of sentences that rewrite an earlier one lightly.
 NEAR_DUPLICATE_SHARE = 0.04
 
-_FIRST = (
-    "Ana Ben Chris Dana Eli Farah Gus Hana Ivan Jade Kai Lena Milo Nora Omar Pia Quinn Rosa "
-    "Sami Tara Uma Vik Wren Xena Yuri Zoe Aiden Bea Caleb Dev Esme Finn Gia Hugo Iris Jonas "
-    "Kira Leo Maya Nico Olga Paulo Rhea Sven Theo Una Vera Will Yara Zack Amir Bruno Cleo "
-    "Dario Elsa Felix Greta Hiro Ines Joel Kofi Lila Mateo Nadia Oscar Priya Rafael Sofia "
-    "Tomas Ulla Viktor Wanda Ximena Yusuf Zara"
-).split()
-_LAST = (
-    "Silva Chen Novak Okafor Duarte Kim Berg Rossi Haddad Patel Moreau Lindqvist Tanaka "
-    "Garcia Fischer Nowak Costa Ibrahim Walsh Ortiz Keller Sato Brennan Quist Varga Mensah"
-).split()
-_ROLES = (
-    "sister brother son daughter mother father wife husband partner cousin aunt uncle "
-    "niece nephew grandmother grandfather manager colleague friend neighbour roommate "
-    "mentor doctor dentist therapist landlord coach"
-).split()
-_CITIES = (
-    "Lisbon Porto Berlin Munich Hamburg Paris Lyon Madrid Valencia Rome Milan Vienna Prague "
-    "Warsaw Krakow Oslo Stockholm Helsinki Copenhagen Dublin Cork Edinburgh Glasgow London "
-    "Leeds Boston Denver Austin Seattle Portland Chicago Toronto Montreal Vancouver Tokyo "
-    "Osaka Seoul Taipei Singapore Sydney Melbourne Auckland Nairobi Lagos Accra Cairo Tunis "
-    "Istanbul Athens Sofia Bucharest Budapest Zagreb Ljubljana Tallinn Riga Vilnius Reykjavik "
-    "Lima Bogota Santiago Montevideo Quito Havana Mexico City Oaxaca"
-).split()
-_EMPLOYERS = (
-    "Acme Corp|Initech|Globex|Umbrella Labs|Stark Industries|Wayne Enterprises|Hooli|"
-    "Pied Piper|Vandelay Imports|Soylent Foods|Tyrell Systems|Cyberdyne|Wonka Industries|"
-    "the city hospital|a small design studio|the public library|a bakery downtown|"
-    "the university|a logistics startup|the regional bank|a climate nonprofit|"
-    "the local school district|a game studio|an architecture firm|the airport"
-).split("|")
-_JOBS = (
-    "software engineer|nurse|teacher|data analyst|product manager|carpenter|chef|"
-    "graphic designer|accountant|pharmacist|architect|paramedic|lawyer|translator|"
-    "electrician|journalist|physiotherapist|researcher|pilot|librarian"
-).split("|")
-_FOODS = (
-    "oat milk|dark chocolate|spicy ramen|green tea|black coffee|sourdough bread|"
-    "pistachio ice cream|fresh figs|grilled sardines|pad thai|mushroom risotto|falafel|"
-    "blue cheese|sparkling water|red wine|mango lassi|peanut butter|kimchi|olives|"
-    "lemon tart|strawberries|cilantro|anchovies|licorice|oysters|tofu|paneer|pho"
-).split("|")
-_HOBBIES = (
-    "bouldering|trail running|sourdough baking|birdwatching|chess|salsa dancing|"
-    "watercolour painting|playing the cello|open-water swimming|woodworking|"
-    "knitting|photography|gardening|cycling|rowing|pottery|yoga|sailing|"
-    "board games|learning Japanese|playing bass guitar|fly fishing|beekeeping"
-).split("|")
-_DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
-_MONTHS = (
-    "January February March April May June July August September October November December"
-).split()
-_ALLERGENS = "peanuts|shellfish|penicillin|cats|pollen|latex|gluten|bee stings|dust mites".split("|")
-_LANGS = "Portuguese|Spanish|German|French|Italian|Japanese|Korean|Swahili|Polish|Dutch|Greek".split("|")
-_DETAILS = (
-    "since last spring|for about three years|according to my notes|as of this year|"
-    "as far as I know|after the move|since the pandemic|most of the time|"
-    "at least twice a month|ever since college|when the weather allows|"
-    "on most weekends|since we met|for now"
-).split("|")
-_PLACES = (
-    "the corner cafe|the climbing gym|the farmers market|the river path|the old cinema|"
-    "the public pool|the community garden|the night market|the bookshop on Main Street|"
-    "the harbour|the ski lodge|the tennis club"
-).split("|")
+_FIRST = [
+    "Ana",
+    "Ben",
+    "Chris",
+    "Dana",
+    "Eli",
+    "Farah",
+    "Gus",
+    "Hana",
+    "Ivan",
+    "Jade",
+    "Kai",
+    "Lena",
+    "Milo",
+    "Nora",
+    "Omar",
+    "Pia",
+    "Quinn",
+    "Rosa",
+    "Sami",
+    "Tara",
+    "Uma",
+    "Vik",
+    "Wren",
+    "Xena",
+    "Yuri",
+    "Zoe",
+    "Aiden",
+    "Bea",
+    "Caleb",
+    "Dev",
+    "Esme",
+    "Finn",
+    "Gia",
+    "Hugo",
+    "Iris",
+    "Jonas",
+    "Kira",
+    "Leo",
+    "Maya",
+    "Nico",
+    "Olga",
+    "Paulo",
+    "Rhea",
+    "Sven",
+    "Theo",
+    "Una",
+    "Vera",
+    "Will",
+    "Yara",
+    "Zack",
+    "Amir",
+    "Bruno",
+    "Cleo",
+    "Dario",
+    "Elsa",
+    "Felix",
+    "Greta",
+    "Hiro",
+    "Ines",
+    "Joel",
+    "Kofi",
+    "Lila",
+    "Mateo",
+    "Nadia",
+    "Oscar",
+    "Priya",
+    "Rafael",
+    "Sofia",
+    "Tomas",
+    "Ulla",
+    "Viktor",
+    "Wanda",
+    "Ximena",
+    "Yusuf",
+    "Zara",
+]
+_LAST = [
+    "Silva",
+    "Chen",
+    "Novak",
+    "Okafor",
+    "Duarte",
+    "Kim",
+    "Berg",
+    "Rossi",
+    "Haddad",
+    "Patel",
+    "Moreau",
+    "Lindqvist",
+    "Tanaka",
+    "Garcia",
+    "Fischer",
+    "Nowak",
+    "Costa",
+    "Ibrahim",
+    "Walsh",
+    "Ortiz",
+    "Keller",
+    "Sato",
+    "Brennan",
+    "Quist",
+    "Varga",
+    "Mensah",
+]
+_ROLES = [
+    "sister",
+    "brother",
+    "son",
+    "daughter",
+    "mother",
+    "father",
+    "wife",
+    "husband",
+    "partner",
+    "cousin",
+    "aunt",
+    "uncle",
+    "niece",
+    "nephew",
+    "grandmother",
+    "grandfather",
+    "manager",
+    "colleague",
+    "friend",
+    "neighbour",
+    "roommate",
+    "mentor",
+    "doctor",
+    "dentist",
+    "therapist",
+    "landlord",
+    "coach",
+]
+_CITIES = [
+    "Lisbon",
+    "Porto",
+    "Berlin",
+    "Munich",
+    "Hamburg",
+    "Paris",
+    "Lyon",
+    "Madrid",
+    "Valencia",
+    "Rome",
+    "Milan",
+    "Vienna",
+    "Prague",
+    "Warsaw",
+    "Krakow",
+    "Oslo",
+    "Stockholm",
+    "Helsinki",
+    "Copenhagen",
+    "Dublin",
+    "Cork",
+    "Edinburgh",
+    "Glasgow",
+    "London",
+    "Leeds",
+    "Boston",
+    "Denver",
+    "Austin",
+    "Seattle",
+    "Portland",
+    "Chicago",
+    "Toronto",
+    "Montreal",
+    "Vancouver",
+    "Tokyo",
+    "Osaka",
+    "Seoul",
+    "Taipei",
+    "Singapore",
+    "Sydney",
+    "Melbourne",
+    "Auckland",
+    "Nairobi",
+    "Lagos",
+    "Accra",
+    "Cairo",
+    "Tunis",
+    "Istanbul",
+    "Athens",
+    "Sofia",
+    "Bucharest",
+    "Budapest",
+    "Zagreb",
+    "Ljubljana",
+    "Tallinn",
+    "Riga",
+    "Vilnius",
+    "Reykjavik",
+    "Lima",
+    "Bogota",
+    "Santiago",
+    "Montevideo",
+    "Quito",
+    "Havana",
+    "Mexico",
+    "City",
+    "Oaxaca",
+]
+_EMPLOYERS = [
+    "Acme Corp",
+    "Initech",
+    "Globex",
+    "Umbrella Labs",
+    "Stark Industries",
+    "Wayne Enterprises",
+    "Hooli",
+    "Pied Piper",
+    "Vandelay Imports",
+    "Soylent Foods",
+    "Tyrell Systems",
+    "Cyberdyne",
+    "Wonka Industries",
+    "the city hospital",
+    "a small design studio",
+    "the public library",
+    "a bakery downtown",
+    "the university",
+    "a logistics startup",
+    "the regional bank",
+    "a climate nonprofit",
+    "the local school district",
+    "a game studio",
+    "an architecture firm",
+    "the airport",
+]
+_JOBS = [
+    "software engineer",
+    "nurse",
+    "teacher",
+    "data analyst",
+    "product manager",
+    "carpenter",
+    "chef",
+    "graphic designer",
+    "accountant",
+    "pharmacist",
+    "architect",
+    "paramedic",
+    "lawyer",
+    "translator",
+    "electrician",
+    "journalist",
+    "physiotherapist",
+    "researcher",
+    "pilot",
+    "librarian",
+]
+_FOODS = [
+    "oat milk",
+    "dark chocolate",
+    "spicy ramen",
+    "green tea",
+    "black coffee",
+    "sourdough bread",
+    "pistachio ice cream",
+    "fresh figs",
+    "grilled sardines",
+    "pad thai",
+    "mushroom risotto",
+    "falafel",
+    "blue cheese",
+    "sparkling water",
+    "red wine",
+    "mango lassi",
+    "peanut butter",
+    "kimchi",
+    "olives",
+    "lemon tart",
+    "strawberries",
+    "cilantro",
+    "anchovies",
+    "licorice",
+    "oysters",
+    "tofu",
+    "paneer",
+    "pho",
+]
+_HOBBIES = [
+    "bouldering",
+    "trail running",
+    "sourdough baking",
+    "birdwatching",
+    "chess",
+    "salsa dancing",
+    "watercolour painting",
+    "playing the cello",
+    "open-water swimming",
+    "woodworking",
+    "knitting",
+    "photography",
+    "gardening",
+    "cycling",
+    "rowing",
+    "pottery",
+    "yoga",
+    "sailing",
+    "board games",
+    "learning Japanese",
+    "playing bass guitar",
+    "fly fishing",
+    "beekeeping",
+]
+_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+_ALLERGENS = [
+    "peanuts",
+    "shellfish",
+    "penicillin",
+    "cats",
+    "pollen",
+    "latex",
+    "gluten",
+    "bee stings",
+    "dust mites",
+]
+_LANGS = [
+    "Portuguese",
+    "Spanish",
+    "German",
+    "French",
+    "Italian",
+    "Japanese",
+    "Korean",
+    "Swahili",
+    "Polish",
+    "Dutch",
+    "Greek",
+]
+_DETAILS = [
+    "since last spring",
+    "for about three years",
+    "according to my notes",
+    "as of this year",
+    "as far as I know",
+    "after the move",
+    "since the pandemic",
+    "most of the time",
+    "at least twice a month",
+    "ever since college",
+    "when the weather allows",
+    "on most weekends",
+    "since we met",
+    "for now",
+]
+_PLACES = [
+    "the corner cafe",
+    "the climbing gym",
+    "the farmers market",
+    "the river path",
+    "the old cinema",
+    "the public pool",
+    "the community garden",
+    "the night market",
+    "the bookshop on Main Street",
+    "the harbour",
+    "the ski lodge",
+    "the tennis club",
+]
 
 
 def _person(rng: random.Random) -> str:
@@ -121,8 +432,14 @@ def _fact(rng: random.Random) -> tuple[str, list[str]]:
         (f"I am learning {lang} and practise for {n} minutes a day.", ["languages"]),
         (f"The dentist appointment is every {month} with Dr {rng.choice(_LAST)}.", ["health"]),
         (f"I take the {n}:15 train on {day}s to visit my {role} in {city}.", ["routine"]),
-        (f"My {role} {p} and I play {rng.choice(['chess', 'tennis', 'padel', 'squash'])} on {day} evenings.", ["hobbies"]),
-        (f"I prefer window seats and flights that leave after {n % 12 + 1} am.", ["travel", "preferences"]),
+        (
+            f"My {role} {p} and I play {rng.choice(['chess', 'tennis', 'padel', 'squash'])} on {day} evenings.",
+            ["hobbies"],
+        ),
+        (
+            f"I prefer window seats and flights that leave after {n % 12 + 1} am.",
+            ["travel", "preferences"],
+        ),
         (f"When travelling to {city}, I stay near {place} if I can.", ["travel"]),
         (f"I would like to visit {city} in {month} next year.", ["travel", "plans"]),
         (f"My {role} {p} has a dog called {rng.choice(_FIRST)}.", ["pets", "family"]),
@@ -134,9 +451,18 @@ def _fact(rng: random.Random) -> tuple[str, list[str]]:
         (f"I usually drink {food} while reading in the evening.", ["routine", "food"]),
         (f"I stopped eating {food} after a bad experience in {city}.", ["food", "health"]),
         (f"My doctor said I should walk {n} thousand steps a day.", ["health"]),
-        (f"I keep my passport in the blue folder in the {rng.choice(['desk', 'closet', 'safe'])}.", ["admin"]),
-        (f"I renew my {rng.choice(['car insurance', 'gym membership', 'library card', 'phone plan'])} every {month}.", ["admin"]),
-        (f"My {role} {p} studies {rng.choice(['medicine', 'law', 'history', 'physics', 'design'])} in {city}.", ["family", "education"]),
+        (
+            f"I keep my passport in the blue folder in the {rng.choice(['desk', 'closet', 'safe'])}.",
+            ["admin"],
+        ),
+        (
+            f"I renew my {rng.choice(['car insurance', 'gym membership', 'library card', 'phone plan'])} every {month}.",
+            ["admin"],
+        ),
+        (
+            f"My {role} {p} studies {rng.choice(['medicine', 'law', 'history', 'physics', 'design'])} in {city}.",
+            ["family", "education"],
+        ),
         (f"I met {p} at {place} {detail}.", ["people"]),
         (f"I am saving for a trip to {city} with {p}.", ["travel", "plans", "money"]),
     ]

@@ -36,24 +36,26 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from memory import knn
-from memory.clusters import cluster_pairs
+from config.settings import Settings
 from memory.deps import Deps
-from memory.embedders import LocalEmbedder
+from memory.providers.embedders import LocalEmbedder
+from memory.rules import knn
+from memory.rules.clusters import cluster_pairs
+from memory.rules.text import normalize_text
 from memory.scans import NEIGHBOURS, qualifying_pairs
 from memory.service import USE_CASES
-from memory.settings import Settings
-from memory.text import normalize_text
+from storage import scans as scan_store
 from storage.embedded import start_embedded
 from storage.migrate import migrate
-from storage import scans as scan_store
 from storage.pool import make_pool
 
 from .scan_corpus import facts
 
 USERNAME = "bench-scans"
 _EMBED_BATCH = 1024
-_INDEX_SQL = "CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)"
+_INDEX_SQL = (
+    "CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)"
+)
 
 
 def _embed_cached(embedder: LocalEmbedder, texts: list[str], workdir: Path) -> np.ndarray:
@@ -105,14 +107,25 @@ def seed(dsn: str, embedder: LocalEmbedder, n: int, workdir: Path) -> int:
         register_vector(conn)
         conn.execute("DELETE FROM memories WHERE user_id = %s", (user_id,))
         conn.execute("DROP INDEX IF EXISTS memories_embedding_hnsw")
-        with conn.cursor() as cur, cur.copy(
-            "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-            " embedding_model, tags) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                " embedding_model, tags) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy,
+        ):
             copy.set_types(["int8", "text", "text", "vector", "text", "text", "text[]"])
             for (text, tags), vector in zip(rows, vectors):
                 copy.write_row(
-                    [user_id, text, normalize_text(text), vector, embedder.provider, embedder.model, tags]
+                    [
+                        user_id,
+                        text,
+                        normalize_text(text),
+                        vector,
+                        embedder.provider,
+                        embedder.model,
+                        tags,
+                    ]
                 )
         conn.commit()
         copied = time.perf_counter() - started
@@ -128,7 +141,9 @@ def seed(dsn: str, embedder: LocalEmbedder, n: int, workdir: Path) -> int:
     return user_id
 
 
-async def run_scans(dsn: str, embedder: LocalEmbedder, user_id: int, runs: int, hnsw: bool) -> dict[str, Any]:
+async def run_scans(
+    dsn: str, embedder: LocalEmbedder, user_id: int, runs: int, hnsw: bool
+) -> dict[str, Any]:
     settings = Settings()
     pool = make_pool(dsn, min_size=1, max_size=settings.db_pool_max, name="bench-scans")
     await pool.open(wait=True)
@@ -153,12 +168,16 @@ async def run_scans(dsn: str, embedder: LocalEmbedder, user_id: int, runs: int, 
                 "rows_per_s": round(active / statistics.median(times)),
                 "groups_returned": payload["summary"]["groups"],
                 "pairs_in_returned_groups": payload["summary"]["pairs"],
-                "largest_group": max((g.get("size", len(g["ids"])) for g in payload["groups"]), default=0),
+                "largest_group": max(
+                    (g.get("size", len(g["ids"])) for g in payload["groups"]), default=0
+                ),
                 "parts_s": await _parts(deps, user_id, threshold, shared_tag),
             }
             if hnsw:
                 started = time.perf_counter()
-                await qualifying_pairs(deps, user_id, threshold=threshold, shared_tag=shared_tag, in_memory_limit=0)
+                await qualifying_pairs(
+                    deps, user_id, threshold=threshold, shared_tag=shared_tag, in_memory_limit=0
+                )
                 results[tool]["hnsw_pairs_s"] = round(time.perf_counter() - started, 2)
             print(json.dumps({tool: results[tool]}), flush=True)
     finally:
@@ -173,7 +192,9 @@ async def _parts(deps: Deps, user_id: int, threshold: float, shared_tag: bool) -
         found = await scan_store.active_vectors(conn, user_id)
     fetched = time.perf_counter()
     probe = np.array([bool(t) for t in found.tags]) if shared_tag else None
-    rows, cols, sims = knn.neighbour_pairs(found.vectors, k=NEIGHBOURS, min_similarity=threshold, probe=probe)
+    rows, cols, sims = knn.neighbour_pairs(
+        found.vectors, k=NEIGHBOURS, min_similarity=threshold, probe=probe
+    )
     searched = time.perf_counter()
     cluster_pairs(zip(rows.tolist(), cols.tolist(), sims.tolist()))
     grouped = time.perf_counter()
@@ -191,7 +212,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path(".bench/scans"))
     parser.add_argument("--database-url", default=None, help="use this PostgreSQL instead")
     parser.add_argument(
-        "--hnsw", action="store_true", help="also time the batched-HNSW path (stores over the in-memory limit)"
+        "--hnsw",
+        action="store_true",
+        help="also time the batched-HNSW path (stores over the in-memory limit)",
     )
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)

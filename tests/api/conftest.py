@@ -21,8 +21,8 @@ from api.runtime import Runtime
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
 from auth.tokens import issue_access_token
+from config.settings import Settings
 from memory.deps import Deps
-from memory.settings import Settings
 from tests.conftest import make_user
 
 PUBLIC_URL = "https://mem.example"

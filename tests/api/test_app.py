@@ -6,11 +6,13 @@ import json
 from typing import Any
 
 import falcon.testing
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from api.app import create_app
 from api.runtime import Runtime
-from memory.settings import Settings
+from config.settings import Settings
 from tests.api.conftest import FakeUseCases, Mcp
 
 
@@ -115,8 +117,9 @@ async def test_streamed_body_is_capped_while_reading(
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 _call_params = st.fixed_dictionaries({"name": st.text(max_size=15), "arguments": _json})

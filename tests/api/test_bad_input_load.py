@@ -25,8 +25,8 @@ import pytest
 
 from api.app import create_app
 from api.runtime import Runtime
+from config.settings import Settings
 from memory.deps import Deps
-from memory.settings import Settings
 from tests.api.conftest import PUBLIC_URL, Mcp
 from tests.api.test_service_roundtrip import InlineWriteQueue
 
@@ -171,7 +171,9 @@ def _bad_call(rng: random.Random, tool: dict[str, Any]) -> tuple[Any, set[str]]:
     while not broken:
         choice = rng.choice(["unknown", "missing", "type", "surrogate", "surrogate-key"])
         if choice == "unknown":
-            key = rng.choice(["zz", "Text", "ID", "__proto__", "limit ", "", "arguments", "ünknown"])
+            key = rng.choice(
+                ["zz", "Text", "ID", "__proto__", "limit ", "", "arguments", "ünknown"]
+            )
             if key not in props:
                 args[key] = rng.choice(JSON_SAMPLES)
                 broken.add("unknown")

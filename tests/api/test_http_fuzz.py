@@ -13,10 +13,12 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from api.mcp.tools import tool_specs
-from memory.settings import Settings
+from config.settings import Settings
 from tests.api.conftest import PUBLIC_URL, Mcp
 
 TOOLS = {name: spec.listing()["inputSchema"] for name, spec in tool_specs(Settings()).items()}
@@ -45,13 +47,15 @@ _scalars = st.one_of(
     _texts,
 )
 _json = st.recursive(
-    _scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_texts, inner, max_size=4), max_leaves=12
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_texts, inner, max_size=4),
+    max_leaves=12,
 )
 
 
 @st.composite
 def _arguments(draw: st.DrawFn, tool: str) -> Any:
-    props = list((TOOLS[tool].get("properties") or {}))
+    props = list(TOOLS[tool].get("properties") or {})
     if draw(st.integers(0, 9)) == 0:
         return draw(_json)  # arguments that are not an object at all
     keys = st.one_of(st.sampled_from(props), _texts) if props else _texts
@@ -85,7 +89,9 @@ def _check_response(response: Any) -> None:
         assert error.get("code") != "INTERNAL_ERROR", result
 
 
-@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(body=_bodies)
 async def test_any_json_gets_a_json_rpc_answer(mcp: Mcp, body: Any) -> None:
     # ensure_ascii: lone surrogates go out as \u escapes, the only way JSON text can carry them.
@@ -115,7 +121,11 @@ async def test_any_json_gets_a_json_rpc_answer(mcp: Mcp, body: Any) -> None:
 )
 @pytest.mark.parametrize("position", ["id", "method", "params", "argument"])
 async def test_extreme_literals_in_every_position(mcp: Mcp, fragment: str, position: str) -> None:
-    fields = {"id": "1", "method": '"tools/call"', "params": '{"name":"recall","arguments":{"query":"x"}}'}
+    fields = {
+        "id": "1",
+        "method": '"tools/call"',
+        "params": '{"name":"recall","arguments":{"query":"x"}}',
+    }
     if position == "argument":
         fields["params"] = '{"name":"recall","arguments":{"query":"x","limit":%s}}' % fragment
     else:

@@ -16,7 +16,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -48,7 +48,7 @@ FREE = 4
 DELAY_S = 120
 ATTEMPTS = 30
 ADDRESS = "203.0.113.7"
-START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+START = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 class Clock:
@@ -68,8 +68,12 @@ def clock() -> Clock:
 @pytest.fixture
 def oauth_options(clock: Clock) -> OAuthOptions:
     # The address allowance is far above the burst: only the username's count is at stake.
-    policy = ThrottlePolicy(free_per_username=FREE, free_per_address=10 * ATTEMPTS,
-                            base_delay_s=DELAY_S, max_delay_s=10 * DELAY_S)
+    policy = ThrottlePolicy(
+        free_per_username=FREE,
+        free_per_address=10 * ATTEMPTS,
+        base_delay_s=DELAY_S,
+        max_delay_s=10 * DELAY_S,
+    )
     return OAuthOptions(throttle=policy, clock=clock)
 
 
@@ -108,10 +112,16 @@ class Browser:
 
 
 @pytest.fixture
-async def app(api_settings: Any, runtime: Runtime, use_cases: Any, oauth_options: OAuthOptions,
-              oauth_clean: str) -> Any:
-    return create_app(api_settings, runtime=runtime, use_cases=use_cases,
-                      oauth_options=oauth_options)
+async def app(
+    api_settings: Any,
+    runtime: Runtime,
+    use_cases: Any,
+    oauth_options: OAuthOptions,
+    oauth_clean: str,
+) -> Any:
+    return create_app(
+        api_settings, runtime=runtime, use_cases=use_cases, oauth_options=oauth_options
+    )
 
 
 @pytest.fixture
@@ -131,8 +141,9 @@ async def second_app(
             keystore=keystore,
             bearer=BearerValidator(keystore, api_settings),
         )
-        yield create_app(api_settings, runtime=other, use_cases=use_cases,
-                         oauth_options=oauth_options)
+        yield create_app(
+            api_settings, runtime=other, use_cases=use_cases, oauth_options=oauth_options
+        )
     finally:
         await pool.close()
 
@@ -161,15 +172,18 @@ def _checked(caplog: pytest.LogCaptureFixture) -> int:
 
 
 def _failures(dsn: str, username: str) -> int:
-    return int(rows(dsn, "SELECT count(*) FROM oauth_login_failures WHERE username = %s",
-                    username)[0][0])
+    return int(
+        rows(dsn, "SELECT count(*) FROM oauth_login_failures WHERE username = %s", username)[0][0]
+    )
 
 
 async def _burst(browsers: list[Browser], username: str) -> Counter[int]:
-    answers = await asyncio.gather(*(
-        browsers[n % len(browsers)].sign_in(username, f"wrong password {n}")
-        for n in range(ATTEMPTS)
-    ))
+    answers = await asyncio.gather(
+        *(
+            browsers[n % len(browsers)].sign_in(username, f"wrong password {n}")
+            for n in range(ATTEMPTS)
+        )
+    )
     for answer in answers:
         if answer.status_code == 429:
             assert answer.headers["retry-after"] == str(DELAY_S)
@@ -181,7 +195,10 @@ async def _burst(browsers: list[Browser], username: str) -> Counter[int]:
 
 @pytest.mark.parametrize("username", ["alice", "nobody"])
 async def test_concurrent_wrong_passwords_check_at_most_the_free_number(
-    browser: Browser, alice_account: int, oauth_clean: str, username: str,
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
+    username: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="ownsona.auth.login")
@@ -192,7 +209,10 @@ async def test_concurrent_wrong_passwords_check_at_most_the_free_number(
 
 
 async def test_two_web_processes_share_the_count(
-    browser: Browser, second_browser: Browser, alice_account: int, oauth_clean: str,
+    browser: Browser,
+    second_browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="ownsona.auth.login")
@@ -205,7 +225,10 @@ async def test_two_web_processes_share_the_count(
 
 
 async def test_right_password_waits_for_the_delay_then_clears_the_failures(
-    browser: Browser, alice_account: int, oauth_clean: str, clock: Clock,
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
+    clock: Clock,
 ) -> None:
     answers = await _burst([browser], "alice")
     assert answers[400] == FREE
@@ -227,7 +250,9 @@ async def test_right_password_waits_for_the_delay_then_clears_the_failures(
 
 
 async def test_a_throttled_username_refuses_a_burst_without_queueing_on_its_lock(
-    browser: Browser, alice_account: int, oauth_clean: str,
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
 ) -> None:
     first = await _burst([browser], "alice")
     assert first[400] == FREE
@@ -270,11 +295,18 @@ asyncio.run(main())
 
 
 async def test_a_separate_web_process_shares_the_count(
-    browser: Browser, alice_account: int, oauth_clean: str,
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
 ) -> None:
     other = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _OTHER_PROCESS, oauth_clean,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=dict(os.environ),
+        sys.executable,
+        "-c",
+        _OTHER_PROCESS,
+        oauth_clean,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=dict(os.environ),
     )
     assert other.stdin is not None and other.stdout is not None
     try:
@@ -283,8 +315,9 @@ async def test_a_separate_web_process_shares_the_count(
         other.stdin.write(b"go\n")
         await other.stdin.drain()
         here, there = await asyncio.gather(
-            asyncio.gather(*(browser.sign_in("alice", f"wrong password {n}")
-                             for n in range(ATTEMPTS // 2))),
+            asyncio.gather(
+                *(browser.sign_in("alice", f"wrong password {n}") for n in range(ATTEMPTS // 2))
+            ),
             asyncio.wait_for(other.stdout.readline(), timeout=60),
         )
         assert await asyncio.wait_for(other.wait(), timeout=60) == 0

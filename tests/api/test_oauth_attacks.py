@@ -37,8 +37,11 @@ def _nothing_issued(dsn: str) -> None:
 
 
 def _refresh_form(client_id: str, refresh_token: str) -> list[tuple[str, str]]:
-    return [("grant_type", "refresh_token"), ("refresh_token", refresh_token),
-            ("client_id", client_id)]
+    return [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh_token),
+        ("client_id", client_id),
+    ]
 
 
 # --- PKCE ------------------------------------------------------------------------------
@@ -54,7 +57,11 @@ def _refresh_form(client_id: str, refresh_token: str) -> list[tuple[str, str]]:
     ],
 )
 async def test_pkce_missing_or_plain_is_refused(
-    oauth_http: Any, browser: Browser, alice_account: int, oauth_clean: str, overrides: dict[str, Any]
+    oauth_http: Any,
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
+    overrides: dict[str, Any],
 ) -> None:
     client = await register(oauth_http)
     params = client.authorization_params(**overrides)
@@ -110,10 +117,16 @@ async def test_code_of_another_client_is_refused(
     victim = await register(oauth_http)
     thief = await register(oauth_http, client_name="Thief")
     code = await authorize(browser, victim)
-    stolen = await token(oauth_http, [
-        ("grant_type", "authorization_code"), ("code", code), ("client_id", thief.client_id),
-        ("redirect_uri", victim.redirect_uri), ("code_verifier", victim.verifier),
-    ])
+    stolen = await token(
+        oauth_http,
+        [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("client_id", thief.client_id),
+            ("redirect_uri", victim.redirect_uri),
+            ("code_verifier", victim.verifier),
+        ],
+    )
     assert stolen.status_code == 400 and stolen.json["error"] == "invalid_grant"
     _nothing_issued(oauth_clean)
 
@@ -124,12 +137,15 @@ async def test_code_with_another_redirect_uri_is_refused(
     client = await register(
         oauth_http,
         redirect_uri="https://claude.ai/api/mcp/auth_callback",
-        redirect_uris=["https://claude.ai/api/mcp/auth_callback",
-                       "https://claude.com/api/mcp/auth_callback"],
+        redirect_uris=[
+            "https://claude.ai/api/mcp/auth_callback",
+            "https://claude.com/api/mcp/auth_callback",
+        ],
     )
     code = await authorize(browser, client)
-    other = await token(oauth_http, client.token_form(
-        code, redirect_uri="https://claude.com/api/mcp/auth_callback"))
+    other = await token(
+        oauth_http, client.token_form(code, redirect_uri="https://claude.com/api/mcp/auth_callback")
+    )
     assert other.status_code == 400 and other.json["error"] == "invalid_grant"
     _nothing_issued(oauth_clean)
 
@@ -155,10 +171,16 @@ async def test_code_for_another_resource_is_refused(
     ],
 )
 async def test_unregistered_redirect_uri_gets_an_error_page_not_a_redirect(
-    oauth_http: Any, browser: Browser, alice_account: int, oauth_clean: str, redirect_uri: str | None
+    oauth_http: Any,
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
+    redirect_uri: str | None,
 ) -> None:
     client = await register(oauth_http)
-    result = await browser.get("/oauth/authorize", client.authorization_params(redirect_uri=redirect_uri))
+    result = await browser.get(
+        "/oauth/authorize", client.authorization_params(redirect_uri=redirect_uri)
+    )
     assert result.status_code == 400
     assert "location" not in result.headers
     assert result.headers["content-type"].startswith("text/html")
@@ -166,7 +188,9 @@ async def test_unregistered_redirect_uri_gets_an_error_page_not_a_redirect(
     assert count(oauth_clean, "oauth_codes") == 0
 
 
-async def test_unknown_client_gets_an_error_page(oauth_http: Any, browser: Browser, alice_account: int) -> None:
+async def test_unknown_client_gets_an_error_page(
+    oauth_http: Any, browser: Browser, alice_account: int
+) -> None:
     client = await register(oauth_http)
     result = await browser.get("/oauth/authorize", client.authorization_params(client_id="nope"))
     assert result.status_code == 400 and "location" not in result.headers
@@ -215,8 +239,10 @@ async def test_refresh_token_of_another_client_is_refused(
     tokens = (await token(oauth_http, client.token_form(await authorize(browser, client)))).json
     stolen = await token(oauth_http, _refresh_form(thief.client_id, tokens["refresh_token"]))
     assert stolen.status_code == 400 and stolen.json["error"] == "invalid_grant"
-    widened = await token(oauth_http, _refresh_form(client.client_id, tokens["refresh_token"])
-                          + [("scope", "memory:read admin")])
+    widened = await token(
+        oauth_http,
+        _refresh_form(client.client_id, tokens["refresh_token"]) + [("scope", "memory:read admin")],
+    )
     assert widened.status_code == 400 and widened.json["error"] == "invalid_scope"
 
 
@@ -231,8 +257,13 @@ def _b64(data: dict[str, Any]) -> str:
 def _claims(**changes: Any) -> dict[str, Any]:
     now = int(time.time())
     claims = {
-        "iss": "https://mem.example", "aud": "https://mem.example/mcp", "sub": "1",
-        "client_id": "c", "scope": "memory:read memory:write", "iat": now, "exp": now + 600,
+        "iss": "https://mem.example",
+        "aud": "https://mem.example/mcp",
+        "sub": "1",
+        "client_id": "c",
+        "scope": "memory:read memory:write",
+        "iat": now,
+        "exp": now + 600,
         "jti": "j",
     }
     claims.update(changes)
@@ -261,15 +292,23 @@ async def _forged(kind: str, keystore: Any) -> str:
         from joserfc.jwk import OctKey
 
         public = json.dumps(key.as_dict(private=False)).encode()
-        return jwt.encode({**header, "alg": "HS256"}, _claims(), OctKey.import_key(public),
-                          algorithms=["HS256"])
+        return jwt.encode(
+            {**header, "alg": "HS256"}, _claims(), OctKey.import_key(public), algorithms=["HS256"]
+        )
     raise AssertionError(kind)
 
 
 @pytest.mark.parametrize(
     "kind",
-    ["alg_none", "wrong_signature", "unknown_kid", "wrong_aud", "wrong_iss", "expired",
-     "hs256_with_public_key"],
+    [
+        "alg_none",
+        "wrong_signature",
+        "unknown_kid",
+        "wrong_aud",
+        "wrong_iss",
+        "expired",
+        "hs256_with_public_key",
+    ],
 )
 async def test_forged_access_tokens_are_refused(
     oauth_http: Any, keystore: Any, alice_account: int, use_cases: Any, kind: str
@@ -349,11 +388,20 @@ async def test_token_of_alice_acts_only_as_alice(
     oauth_http: Any, browser: Browser, alice_account: int, bob_account: int, use_cases: Any
 ) -> None:
     client = await register(oauth_http)
-    alice_tokens = (await token(oauth_http, client.token_form(await authorize(browser, client)))).json
+    alice_tokens = (
+        await token(oauth_http, client.token_form(await authorize(browser, client)))
+    ).json
     bob_browser = Browser(oauth_http)
-    bob_tokens = (await token(oauth_http, client.token_form(
-        await authorize(bob_browser, client, username="bob", password="bob's own long password")
-    ))).json
+    bob_tokens = (
+        await token(
+            oauth_http,
+            client.token_form(
+                await authorize(
+                    bob_browser, client, username="bob", password="bob's own long password"
+                )
+            ),
+        )
+    ).json
     await Mcp(oauth_http, alice_tokens["access_token"]).call_tool("list_memories", {})
     await Mcp(oauth_http, bob_tokens["access_token"]).call_tool("list_memories", {})
     assert [c[1] for c in use_cases.calls] == [alice_account, bob_account]

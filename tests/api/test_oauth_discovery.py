@@ -8,7 +8,7 @@ import falcon.testing
 import pytest
 
 from api.app import create_app
-from memory.settings import Settings
+from config.settings import Settings
 from tests.auth.oauth_flow import count, oauth_clean, oauth_http, oauth_options
 
 __all__ = ["oauth_clean", "oauth_http", "oauth_options"]
@@ -27,7 +27,10 @@ async def test_authorization_server_metadata(oauth_http: Any) -> None:
     assert doc["response_types_supported"] == ["code"]
     assert doc["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert doc["token_endpoint_auth_methods_supported"] == [
-        "none", "client_secret_basic", "client_secret_post"]
+        "none",
+        "client_secret_basic",
+        "client_secret_post",
+    ]
     assert doc["authorization_response_iss_parameter_supported"] is True
     assert doc["scopes_supported"] == ["memory:read", "memory:write"]
     assert "client_id_metadata_document_supported" not in doc
@@ -53,21 +56,31 @@ async def test_401_challenge_names_metadata_and_scope(oauth_http: Any) -> None:
     )
     assert result.status_code == 401
     challenge = result.headers["www-authenticate"]
-    assert 'resource_metadata="https://mem.example/.well-known/oauth-protected-resource"' in challenge
+    assert (
+        'resource_metadata="https://mem.example/.well-known/oauth-protected-resource"' in challenge
+    )
     assert 'scope="memory:read memory:write"' in challenge
 
 
 @pytest.mark.parametrize(
     "path",
-    ["/oauth/token", "/oauth/register", "/oauth/revoke", "/.well-known/oauth-authorization-server",
-     "/.well-known/oauth-protected-resource/mcp"],
+    [
+        "/oauth/token",
+        "/oauth/register",
+        "/oauth/revoke",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-protected-resource/mcp",
+    ],
 )
 async def test_cors_preflight_for_browser_clients(oauth_http: Any, path: str) -> None:
-    result = await oauth_http.simulate_options(path, headers={
-        "Origin": "http://localhost:6274",
-        "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "content-type, mcp-protocol-version",
-    })
+    result = await oauth_http.simulate_options(
+        path,
+        headers={
+            "Origin": "http://localhost:6274",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type, mcp-protocol-version",
+        },
+    )
     assert result.status_code == 204
     assert result.headers["access-control-allow-origin"] == "*"
     assert "mcp-protocol-version" in result.headers["access-control-allow-headers"]
@@ -78,33 +91,50 @@ async def test_cors_preflight_for_browser_clients(oauth_http: Any, path: str) ->
 
 CLIENTS = {
     "claude.ai": {
-        "client_name": "Claude", "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
-        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+        "client_name": "Claude",
+        "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
         "token_endpoint_auth_method": "none",
     },
-    "claude.com": {"redirect_uris": ["https://claude.com/api/mcp/auth_callback"],
-                   "client_name": "Claude"},
+    "claude.com": {
+        "redirect_uris": ["https://claude.com/api/mcp/auth_callback"],
+        "client_name": "Claude",
+    },
     "claude code": {
-        "client_name": "Claude Code (ownsona)", "redirect_uris": ["http://localhost:53127/callback"],
-        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-        "token_endpoint_auth_method": "none", "scope": "memory:read memory:write",
+        "client_name": "Claude Code (ownsona)",
+        "redirect_uris": ["http://localhost:53127/callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "scope": "memory:read memory:write",
     },
     "chatgpt": {
-        "client_name": "ChatGPT", "redirect_uris": ["https://chatgpt.com/connector_platform_oauth_redirect"],
-        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-        "token_endpoint_auth_method": "client_secret_post", "application_type": "web",
+        "client_name": "ChatGPT",
+        "redirect_uris": ["https://chatgpt.com/connector_platform_oauth_redirect"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "client_secret_post",
+        "application_type": "web",
     },
     "inspector": {
-        "redirect_uris": ["http://localhost:6274/oauth/callback",
-                          "http://localhost:6274/oauth/callback/debug"],
-        "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"],
-        "response_types": ["code"], "client_name": "MCP Inspector",
+        "redirect_uris": [
+            "http://localhost:6274/oauth/callback",
+            "http://localhost:6274/oauth/callback/debug",
+        ],
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "client_name": "MCP Inspector",
         "client_uri": "https://github.com/modelcontextprotocol/inspector",
     },
     "python sdk": {
-        "redirect_uris": ["http://localhost:3030/callback"], "response_types": ["code"],
-        "grant_types": ["authorization_code", "refresh_token"], "application_type": "native",
-        "client_name": "ownsona-e2e", "scope": "memory:read memory:write unknown:scope",
+        "redirect_uris": ["http://localhost:3030/callback"],
+        "response_types": ["code"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "application_type": "native",
+        "client_name": "ownsona-e2e",
+        "scope": "memory:read memory:write unknown:scope",
     },
 }
 
@@ -133,12 +163,21 @@ async def test_real_client_registrations_are_accepted(oauth_http: Any, name: str
         ({"redirect_uris": ["javascript:alert(1)"]}, "invalid_redirect_uri"),
         ({"redirect_uris": ["https://a.example/cb#frag"]}, "invalid_redirect_uri"),
         ({"redirect_uris": ["/relative"]}, "invalid_redirect_uri"),
-        ({"redirect_uris": ["https://a.example/cb"], "grant_types": ["client_credentials"]},
-         "invalid_client_metadata"),
-        ({"redirect_uris": ["https://a.example/cb"], "response_types": ["token"]},
-         "invalid_client_metadata"),
-        ({"redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": "private_key_jwt"},
-         "invalid_client_metadata"),
+        (
+            {"redirect_uris": ["https://a.example/cb"], "grant_types": ["client_credentials"]},
+            "invalid_client_metadata",
+        ),
+        (
+            {"redirect_uris": ["https://a.example/cb"], "response_types": ["token"]},
+            "invalid_client_metadata",
+        ),
+        (
+            {
+                "redirect_uris": ["https://a.example/cb"],
+                "token_endpoint_auth_method": "private_key_jwt",
+            },
+            "invalid_client_metadata",
+        ),
         ([1, 2], "invalid_client_metadata"),
     ],
 )
@@ -170,14 +209,17 @@ async def test_token_endpoint_errors_are_rfc6749_json(oauth_http: Any) -> None:
     def form(body: str) -> dict[str, Any]:
         return {"body": body, "headers": {"Content-Type": "application/x-www-form-urlencoded"}}
 
-    unsupported = await oauth_http.simulate_post("/oauth/token", **form("grant_type=password&client_id=x"))
+    unsupported = await oauth_http.simulate_post(
+        "/oauth/token", **form("grant_type=password&client_id=x")
+    )
     assert unsupported.status_code == 400 and unsupported.json["error"] == "unsupported_grant_type"
     missing = await oauth_http.simulate_post("/oauth/token", **form("client_id=x"))
     assert missing.json["error"] == "invalid_request"
     repeated = await oauth_http.simulate_post("/oauth/token", **form("grant_type=a&grant_type=b"))
     assert repeated.json["error"] == "invalid_request"
     unknown = await oauth_http.simulate_post(
-        "/oauth/token", **form("grant_type=authorization_code&code=x&client_id=nobody"))
+        "/oauth/token", **form("grant_type=authorization_code&code=x&client_id=nobody")
+    )
     assert unknown.status_code == 401 and unknown.json["error"] == "invalid_client"
     assert unknown.headers["cache-control"] == "no-store"
     as_json = await oauth_http.simulate_post("/oauth/token", json={"grant_type": "refresh_token"})
@@ -186,12 +228,14 @@ async def test_token_endpoint_errors_are_rfc6749_json(oauth_http: Any) -> None:
 
 def test_allowed_origins_setting_feeds_the_origin_policy() -> None:
     from api.origins import OriginPolicy
-    from memory.settings import SettingsError
+    from config.settings import SettingsError
 
-    settings = Settings.from_env({
-        "OWNSONA_PUBLIC_URL": "https://mem.example",
-        "OWNSONA_ALLOWED_ORIGINS": "https://claude.ai, https://chatgpt.com/",
-    })
+    settings = Settings.from_env(
+        {
+            "OWNSONA_PUBLIC_URL": "https://mem.example",
+            "OWNSONA_ALLOWED_ORIGINS": "https://claude.ai, https://chatgpt.com/",
+        }
+    )
     assert settings.allowed_origins == ("https://claude.ai", "https://chatgpt.com")
     assert settings.secure_cookies
     policy = OriginPolicy(settings)

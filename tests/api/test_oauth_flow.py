@@ -28,7 +28,9 @@ from tests.auth.oauth_flow import (
 __all__ = ["alice_account", "bob_account", "browser", "oauth_clean", "oauth_http", "oauth_options"]
 
 
-async def test_full_flow_then_mcp(oauth_http: Any, browser: Browser, alice_account: int, use_cases: Any) -> None:
+async def test_full_flow_then_mcp(
+    oauth_http: Any, browser: Browser, alice_account: int, use_cases: Any
+) -> None:
     client = await register(oauth_http)
     code = await authorize(browser, client)
     result = await token(oauth_http, client.token_form(code))
@@ -62,7 +64,9 @@ def _claims(token_value: str) -> dict[str, Any]:
     return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
 
 
-async def test_login_page_is_plain_accessible_html(oauth_http: Any, browser: Browser, alice_account: int) -> None:
+async def test_login_page_is_plain_accessible_html(
+    oauth_http: Any, browser: Browser, alice_account: int
+) -> None:
     client = await register(oauth_http)
     page = await browser.get("/oauth/authorize", client.authorization_params())
     assert page.status_code == 200
@@ -87,8 +91,11 @@ async def test_login_page_is_plain_accessible_html(oauth_http: Any, browser: Bro
 async def test_consent_names_client_scopes_and_destination(
     oauth_http: Any, browser: Browser, alice_account: int
 ) -> None:
-    client = await register(oauth_http, client_name="ChatGPT",
-                            redirect_uri="https://chatgpt.com/connector_platform_oauth_redirect")
+    client = await register(
+        oauth_http,
+        client_name="ChatGPT",
+        redirect_uri="https://chatgpt.com/connector_platform_oauth_redirect",
+    )
     page = await browser.get("/oauth/authorize", client.authorization_params())
     consent = await browser.submit(page, username="Alice", password=PASSWORD)
     assert consent.status_code == 200
@@ -126,8 +133,9 @@ async def test_session_skips_password_but_new_client_still_asks_consent(
     assert again.status_code == 302
     assert query_of(again.headers["location"])["state"] == first.state
     # A new client: no password, but consent.
-    second = await register(oauth_http, client_name="MCP Inspector",
-                            redirect_uri="http://localhost:6274/oauth/callback")
+    second = await register(
+        oauth_http, client_name="MCP Inspector", redirect_uri="http://localhost:6274/oauth/callback"
+    )
     page = await browser.get("/oauth/authorize", second.authorization_params())
     assert page.status_code == 200
     assert 'name="password"' not in page.text
@@ -158,19 +166,29 @@ async def test_refresh_rotates_and_keeps_working(
     client = await register(oauth_http)
     code = await authorize(browser, client)
     first = (await token(oauth_http, client.token_form(code))).json
-    refreshed = await token(oauth_http, [
-        ("grant_type", "refresh_token"), ("refresh_token", first["refresh_token"]),
-        ("client_id", client.client_id), ("resource", "https://mem.example/mcp"),
-    ])
+    refreshed = await token(
+        oauth_http,
+        [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", first["refresh_token"]),
+            ("client_id", client.client_id),
+            ("resource", "https://mem.example/mcp"),
+        ],
+    )
     assert refreshed.status_code == 200, refreshed.text
     assert refreshed.headers["cache-control"] == "no-store"
     second = refreshed.json
     assert second["refresh_token"] != first["refresh_token"]
     assert second["access_token"] != first["access_token"]
-    narrowed = await token(oauth_http, [
-        ("grant_type", "refresh_token"), ("refresh_token", second["refresh_token"]),
-        ("client_id", client.client_id), ("scope", "memory:read"),
-    ])
+    narrowed = await token(
+        oauth_http,
+        [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", second["refresh_token"]),
+            ("client_id", client.client_id),
+            ("scope", "memory:read"),
+        ],
+    )
     assert narrowed.status_code == 200 and narrowed.json["scope"] == "memory:read"
     mcp = Mcp(oauth_http, narrowed.json["access_token"])
     assert (await mcp.request("tools/list")).status_code == 200
@@ -217,10 +235,14 @@ async def test_revoking_a_refresh_token_revokes_its_access_tokens(
     )
     assert revoked.status_code == 200
     assert (await mcp.request("tools/list")).status_code == 401
-    again = await token(oauth_http, [
-        ("grant_type", "refresh_token"), ("refresh_token", body["refresh_token"]),
-        ("client_id", client.client_id),
-    ])
+    again = await token(
+        oauth_http,
+        [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", body["refresh_token"]),
+            ("client_id", client.client_id),
+        ],
+    )
     assert again.status_code == 400 and again.json["error"] == "invalid_grant"
 
 
@@ -237,25 +259,37 @@ async def test_revoking_an_access_token_denies_it_at_once(
     )
     assert result.status_code == 200
     denied = await mcp.request("tools/list")
-    assert denied.status_code == 401 and 'error="invalid_token"' in denied.headers["www-authenticate"]
+    assert (
+        denied.status_code == 401 and 'error="invalid_token"' in denied.headers["www-authenticate"]
+    )
     assert count(oauth_clean, "oauth_revoked_tokens") == 1
     # The refresh token still works: only that access token was revoked.
-    refreshed = await token(oauth_http, [
-        ("grant_type", "refresh_token"), ("refresh_token", body["refresh_token"]),
-        ("client_id", client.client_id),
-    ])
+    refreshed = await token(
+        oauth_http,
+        [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", body["refresh_token"]),
+            ("client_id", client.client_id),
+        ],
+    )
     assert refreshed.status_code == 200
     # Unknown tokens are accepted silently (RFC 7009 §2.2).
     unknown = await oauth_http.simulate_post(
-        "/oauth/revoke", body=f"token=nonsense&client_id={client.client_id}",
+        "/oauth/revoke",
+        body=f"token=nonsense&client_id={client.client_id}",
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert unknown.status_code == 200
 
 
 async def test_restart_keeps_everyone_signed_in(
-    api_settings: Any, runtime: Any, use_cases: Any, browser: Browser, alice_account: int,
-    oauth_http: Any, pool: Any,
+    api_settings: Any,
+    runtime: Any,
+    use_cases: Any,
+    browser: Browser,
+    alice_account: int,
+    oauth_http: Any,
+    pool: Any,
 ) -> None:
     """A new app and key store over the same database: tokens and refresh tokens still work."""
     from api.app import create_app
@@ -267,14 +301,23 @@ async def test_restart_keeps_everyone_signed_in(
     body = (await token(oauth_http, client.token_form(await authorize(browser, client)))).json
     keystore = KeyStore(pool, access_token_ttl_s=api_settings.access_token_ttl_s)
     await keystore.load()
-    fresh = Runtime(api_settings, runtime.deps, runtime.write_queue, keystore,
-                    BearerValidator(keystore, api_settings))
+    fresh = Runtime(
+        api_settings,
+        runtime.deps,
+        runtime.write_queue,
+        keystore,
+        BearerValidator(keystore, api_settings),
+    )
     async with falcon.testing.ASGIConductor(create_app(api_settings, runtime=fresh)) as after:
         assert (await Mcp(after, body["access_token"]).request("tools/list")).status_code == 200
-        refreshed = await token(after, [
-            ("grant_type", "refresh_token"), ("refresh_token", body["refresh_token"]),
-            ("client_id", client.client_id),
-        ])
+        refreshed = await token(
+            after,
+            [
+                ("grant_type", "refresh_token"),
+                ("refresh_token", body["refresh_token"]),
+                ("client_id", client.client_id),
+            ],
+        )
         assert refreshed.status_code == 200
 
 

@@ -26,7 +26,9 @@ __all__ = ["alice_account", "bob_account", "oauth_clean"]
 
 
 @pytest.fixture
-async def real_http(api_settings: Any, pool: Any, embedder: Any, runtime: Runtime, oauth_clean: str):
+async def real_http(
+    api_settings: Any, pool: Any, embedder: Any, runtime: Runtime, oauth_clean: str
+):
     deps = Deps(settings=api_settings, pool=pool, embedder=embedder)
     real = Runtime(api_settings, deps, InlineWriteQueue(deps), runtime.keystore, runtime.bearer)
     async with falcon.testing.ASGIConductor(create_app(api_settings, runtime=real)) as conductor:

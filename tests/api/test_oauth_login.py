@@ -24,8 +24,9 @@ __all__ = ["alice_account", "browser", "oauth_clean", "oauth_http"]
 
 @pytest.fixture
 def oauth_options() -> OAuthOptions:
-    return OAuthOptions(throttle=ThrottlePolicy(free_per_username=2, free_per_address=50,
-                                                base_delay_s=120))
+    return OAuthOptions(
+        throttle=ThrottlePolicy(free_per_username=2, free_per_address=50, base_delay_s=120)
+    )
 
 
 @pytest.mark.parametrize("username", ["alice", "nobody"])

@@ -40,8 +40,16 @@ def _mcp(conductor: Any, keystore: Any, settings: Any, user_id: int, scope: str)
     ],
 )
 async def test_missing_scope_is_403_insufficient_scope(
-    oauth_http: Any, keystore: Any, api_settings: Any, alice_account: int, use_cases: Any,
-    write_queue: Any, scope: str, tool: str, arguments: dict[str, Any], missing: str,
+    oauth_http: Any,
+    keystore: Any,
+    api_settings: Any,
+    alice_account: int,
+    use_cases: Any,
+    write_queue: Any,
+    scope: str,
+    tool: str,
+    arguments: dict[str, Any],
+    missing: str,
 ) -> None:
     mcp = _mcp(oauth_http, keystore, api_settings, alice_account, scope)
     result = await mcp.request("tools/call", {"name": tool, "arguments": arguments})
@@ -49,7 +57,9 @@ async def test_missing_scope_is_403_insufficient_scope(
     challenge = result.headers["www-authenticate"]
     assert 'error="insufficient_scope"' in challenge
     assert f'scope="{missing}"' in challenge
-    assert 'resource_metadata="https://mem.example/.well-known/oauth-protected-resource"' in challenge
+    assert (
+        'resource_metadata="https://mem.example/.well-known/oauth-protected-resource"' in challenge
+    )
     assert result.json["error"] == "insufficient_scope"
     assert use_cases.calls == [] and write_queue.calls == []
 
@@ -63,8 +73,13 @@ async def test_missing_scope_is_403_insufficient_scope(
     ],
 )
 async def test_matching_scope_is_served(
-    oauth_http: Any, keystore: Any, api_settings: Any, alice_account: int,
-    scope: str, tool: str, arguments: dict[str, Any],
+    oauth_http: Any,
+    keystore: Any,
+    api_settings: Any,
+    alice_account: int,
+    scope: str,
+    tool: str,
+    arguments: dict[str, Any],
 ) -> None:
     mcp = _mcp(oauth_http, keystore, api_settings, alice_account, scope)
     result = await mcp.request("tools/call", {"name": tool, "arguments": arguments})
@@ -76,8 +91,11 @@ async def test_any_valid_token_may_initialize_and_list(
 ) -> None:
     mcp = _mcp(oauth_http, keystore, api_settings, alice_account, "")
     assert (await mcp.request("tools/list")).status_code == 200
-    init = {"protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}
+    init = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
     assert (await mcp.request("initialize", init)).status_code == 200
 
 
@@ -86,10 +104,18 @@ async def test_a_batch_with_one_unauthorised_call_is_refused_whole(
 ) -> None:
     mcp = _mcp(oauth_http, keystore, api_settings, alice_account, "memory:read")
     batch = [
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-         "params": {"name": "recall", "arguments": {"query": "x"}}},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "remember", "arguments": {"text": "x y z"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"query": "x"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"text": "x y z"}},
+        },
     ]
     result = await mcp.post(batch)
     assert result.status_code == 403 and use_cases.calls == []
@@ -103,6 +129,8 @@ async def test_read_only_client_gets_a_read_only_token(
     body = (await token(oauth_http, client.token_form(code))).json
     assert body["scope"] == "memory:read"
     mcp = Mcp(oauth_http, body["access_token"])
-    assert (await mcp.request("tools/call", {"name": "recall", "arguments": {"query": "x"}})).status_code == 200
+    assert (
+        await mcp.request("tools/call", {"name": "recall", "arguments": {"query": "x"}})
+    ).status_code == 200
     refused = await mcp.request("tools/call", {"name": "remember", "arguments": {"text": "x y"}})
     assert refused.status_code == 403

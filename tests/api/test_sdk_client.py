@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from api.app import create_app
 from api.runtime import Runtime
-from memory.settings import Settings
+from config.settings import Settings
 from tests.api.conftest import PUBLIC_URL, FakeUseCases, FakeWriteQueue
 
 
@@ -46,7 +46,9 @@ def connect(
     @asynccontextmanager
     async def connect() -> AsyncIterator[tuple[Client, Recorder]]:
         app = create_app(
-            api_settings, runtime=runtime, use_cases=use_cases  # type: ignore[arg-type]
+            api_settings,
+            runtime=runtime,
+            use_cases=use_cases,  # type: ignore[arg-type]
         )
         recorder = Recorder(app)
         http = httpx2.AsyncClient(transport=recorder, headers={"Authorization": f"Bearer {token}"})

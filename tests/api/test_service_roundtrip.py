@@ -13,9 +13,9 @@ import pytest
 
 from api.app import create_app
 from api.runtime import Runtime
+from config.settings import Settings
 from memory.deps import Deps
 from memory.service import USE_CASES
-from memory.settings import Settings
 from tests.api.conftest import Mcp, open_session
 
 

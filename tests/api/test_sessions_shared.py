@@ -23,8 +23,8 @@ from api.mcp.sessions import SESSION_LIFETIME_S, SessionBook
 from api.runtime import Runtime
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
+from config.settings import Settings
 from memory.deps import Deps
-from memory.settings import Settings
 from storage.pool import make_pool
 from tests.api.conftest import FakeUseCases, Mcp, open_session
 from tests.auth.oauth_flow import rows
@@ -84,7 +84,12 @@ async def test_a_session_ended_on_one_process_is_404_on_the_other(mcp: Mcp, othe
 
 
 async def test_a_restarted_server_still_refuses_an_ended_session(
-    mcp: Mcp, dsn: str, api_settings: Settings, runtime: Runtime, use_cases: FakeUseCases, token: str
+    mcp: Mcp,
+    dsn: str,
+    api_settings: Settings,
+    runtime: Runtime,
+    use_cases: FakeUseCases,
+    token: str,
 ) -> None:
     ended = await open_session(mcp)
     kept = await open_session(mcp)
@@ -129,7 +134,11 @@ async def test_ending_a_session_prunes_entries_past_the_lifetime(
             "INSERT INTO mcp_ended_sessions (session_key, user_id, ended_at) VALUES"
             " ('stale', %(u)s, now() - make_interval(secs => %(old)s)),"
             " ('recent', %(u)s, now() - make_interval(secs => %(young)s))",
-            {"u": user_id, "old": SESSION_LIFETIME_S + 2 * 86_400, "young": SESSION_LIFETIME_S - 60},
+            {
+                "u": user_id,
+                "old": SESSION_LIFETIME_S + 2 * 86_400,
+                "young": SESSION_LIFETIME_S - 60,
+            },
         )
     session = await open_session(mcp)
     assert await _delete(mcp, session) == 204

@@ -10,9 +10,9 @@ from jsonschema import Draft202012Validator
 
 from api.mcp.dispatch import idempotency_key
 from api.mcp.tools import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, tool_specs
+from config.settings import Settings
 from memory.errors import NOT_FOUND, MemoryServiceError
 from memory.service import USE_CASES
-from memory.settings import Settings
 from tests.api.conftest import FakeUseCases, FakeWriteQueue, Mcp, open_session
 
 TOOLS = {
@@ -217,7 +217,7 @@ async def test_queued_tools_go_through_the_write_queue(
     result = await mcp.call_tool("remember", {"text": SECRET})
     assert result["structuredContent"] == write_queue.payload and result["isError"] is False
     assert use_cases.calls == []
-    (use_case, uid, args, key), = write_queue.calls
+    ((use_case, uid, args, key),) = write_queue.calls
     assert (use_case, uid, args) == ("remember", user_id, {"text": SECRET})
     assert len(key) >= 32
 

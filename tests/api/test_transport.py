@@ -9,7 +9,7 @@ import pytest
 from api.mcp.dispatch import INSTRUCTIONS, LATEST_VERSION, SUPPORTED_VERSIONS
 from auth.keys import KeyStore
 from auth.tokens import issue_access_token
-from memory.settings import Settings
+from config.settings import Settings
 from tests.api.conftest import PUBLIC_URL, FakeUseCases, Mcp, open_session
 from tests.conftest import make_user
 
@@ -94,7 +94,11 @@ async def test_another_users_session_id_is_404(
 ) -> None:
     session = await open_session(mcp)
     bob = issue_access_token(
-        keystore, api_settings, user_id=make_user(clean_db, "bob"), client_id="c", scope="memory:read"
+        keystore,
+        api_settings,
+        user_id=make_user(clean_db, "bob"),
+        client_id="c",
+        scope="memory:read",
     )
     result = await Mcp(mcp.conductor, bob).request("ping", mcp_session_id=session)
     assert result.status_code == 404
@@ -152,7 +156,9 @@ async def test_ping(mcp: Mcp) -> None:
 
 async def test_delete_with_session_id_is_204(mcp: Mcp) -> None:
     session = await open_session(mcp)
-    result = await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers(mcp_session_id=session))
+    result = await mcp.conductor.simulate_delete(
+        "/mcp", headers=mcp.headers(mcp_session_id=session)
+    )
     assert result.status_code == 204
 
 

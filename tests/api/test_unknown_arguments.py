@@ -16,9 +16,9 @@ import pytest
 from api.app import create_app
 from api.mcp.tools import tool_specs
 from api.runtime import Runtime
+from config.settings import Settings
 from memory.deps import Deps
 from memory.service import USE_CASES
-from memory.settings import Settings
 from tests.api.conftest import Mcp, open_session
 from tests.service.helpers import fingerprint
 
@@ -48,7 +48,9 @@ def queue(deps: Deps) -> CountingWriteQueue:
 
 
 @pytest.fixture
-async def real_mcp(api_settings: Settings, deps: Deps, queue: CountingWriteQueue, runtime: Runtime, token: str):
+async def real_mcp(
+    api_settings: Settings, deps: Deps, queue: CountingWriteQueue, runtime: Runtime, token: str
+):
     real = Runtime(api_settings, deps, queue, runtime.keystore, runtime.bearer)
     async with falcon.testing.ASGIConductor(create_app(api_settings, runtime=real)) as conductor:
         yield Mcp(conductor, token)
@@ -57,7 +59,9 @@ async def real_mcp(api_settings: Settings, deps: Deps, queue: CountingWriteQueue
 @pytest.fixture
 async def seeded(real_mcp: Mcp, queue: CountingWriteQueue) -> int:
     """One stored memory for the destructive tools to (not) touch; the queue starts empty."""
-    stored = await real_mcp.call_tool("remember", {"text": "I have a cat named Tom.", "tags": ["pets"]})
+    stored = await real_mcp.call_tool(
+        "remember", {"text": "I have a cat named Tom.", "tags": ["pets"]}
+    )
     assert stored["isError"] is False, stored
     queue.submitted.clear()
     return int(stored["structuredContent"]["memory_id"])
@@ -74,7 +78,11 @@ def _cases(n: int) -> dict[str, tuple[dict[str, Any], str, str | None]]:
         ),
         "recall": ({"query": "cat", "limt": 3}, "limt", "limit"),
         "search_memory": ({"query": "cat", "limt": 3}, "limt", "limit"),
-        "build_context_prompt": ({"user_prompt": "My cat?", "max_char": 500}, "max_char", "max_chars"),
+        "build_context_prompt": (
+            {"user_prompt": "My cat?", "max_char": 500},
+            "max_char",
+            "max_chars",
+        ),
         "list_memories": ({"offest": 0}, "offest", "offset"),
         "update_memory": ({"id": n, "importance": 0.9, "dryRun": True}, "dryRun", "dry_run"),
         "update_memory_batch": (
@@ -171,21 +179,33 @@ async def test_a_long_unknown_name_is_cut_short_in_the_answer(real_mcp: Mcp) -> 
     [
         (
             "remember_batch",
-            [{"text": "Tea is best at 80 degrees."}, {"text": "Kites fly in spring.", "tagz": ["kites"]},
-             {"text": "The bus leaves at seven."}],
+            [
+                {"text": "Tea is best at 80 degrees."},
+                {"text": "Kites fly in spring.", "tagz": ["kites"]},
+                {"text": "The bus leaves at seven."},
+            ],
             "tagz",
         ),
         (
             "update_memory_batch",
-            [{"id": "SEED", "importance": 0.9}, {"id": "SEED", "tags": ["cats"], "imp": 0.1},
-             {"id": "SEED", "tags": ["home"]}],
+            [
+                {"id": "SEED", "importance": 0.9},
+                {"id": "SEED", "tags": ["cats"], "imp": 0.1},
+                {"id": "SEED", "tags": ["home"]},
+            ],
             "imp",
         ),
     ],
 )
 async def test_an_unknown_field_in_a_batch_item_fails_that_item_only(
-    real_mcp: Mcp, deps: Deps, queue: CountingWriteQueue, user_id: int, seeded: int,
-    tool: str, items: list[dict[str, Any]], bad_field: str,
+    real_mcp: Mcp,
+    deps: Deps,
+    queue: CountingWriteQueue,
+    user_id: int,
+    seeded: int,
+    tool: str,
+    items: list[dict[str, Any]],
+    bad_field: str,
 ) -> None:
     items = [{k: (seeded if v == "SEED" else v) for k, v in item.items()} for item in items]
     result = await real_mcp.call_tool(tool, {"items": items})
@@ -201,7 +221,9 @@ async def test_an_unknown_field_in_a_batch_item_fails_that_item_only(
         found = await real_mcp.call_tool("text_search", {"text": "Kites"})
         assert found["structuredContent"]["memories"] == []
     else:
-        memory = (await real_mcp.call_tool("get_memory", {"id": seeded}))["structuredContent"]["memory"]
+        memory = (await real_mcp.call_tool("get_memory", {"id": seeded}))["structuredContent"][
+            "memory"
+        ]
         assert memory["importance"] == 0.9 and memory["tags"] == ["home"]
 
 
@@ -251,8 +273,15 @@ def test_the_timestamp_table_covers_every_timestamp_argument(api_settings: Setti
 @pytest.mark.parametrize(("tool", "base", "field", "good"), TIMESTAMP_FIELDS)
 @pytest.mark.parametrize("pad", ["lead", "trail"])
 async def test_a_timestamp_with_surrounding_spaces_is_malformed(
-    real_mcp: Mcp, deps: Deps, user_id: int, seeded: int, tool: str, base: dict[str, Any],
-    field: str, good: str, pad: str,
+    real_mcp: Mcp,
+    deps: Deps,
+    user_id: int,
+    seeded: int,
+    tool: str,
+    base: dict[str, Any],
+    field: str,
+    good: str,
+    pad: str,
 ) -> None:
     args = {k: (seeded if v == "SEED" else v) for k, v in base.items()}
     before = await fingerprint(deps, user_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from auth.keys import KeyStore
-from memory.settings import Settings
+from config.settings import Settings
 
 
 @pytest.fixture

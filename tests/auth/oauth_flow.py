@@ -83,9 +83,13 @@ class Browser:
         for name, cookie in result.cookies.items():
             self.cookies[name] = cookie.value
 
-    async def get(self, path: str, params: dict[str, str] | list[tuple[str, str]]) -> falcon.testing.Result:
+    async def get(
+        self, path: str, params: dict[str, str] | list[tuple[str, str]]
+    ) -> falcon.testing.Result:
         result = await self.conductor.simulate_get(
-            path, query_string=urlencode(params), cookies=self.cookies,
+            path,
+            query_string=urlencode(params),
+            cookies=self.cookies,
             remote_addr=self.remote_addr,
         )
         self._keep(result)
@@ -169,7 +173,10 @@ async def register(
 
 
 async def authorize(
-    browser: Browser, client: Client, username: str = "alice", password: str = PASSWORD,
+    browser: Browser,
+    client: Client,
+    username: str = "alice",
+    password: str = PASSWORD,
     **overrides: str | None,
 ) -> str:
     """Sign in and allow; the code from the redirect (checks state and iss on the way)."""
@@ -238,7 +245,9 @@ async def oauth_http(
     """A conductor over the app with the real OAuth server and fake tool work."""
     from api.app import create_app
 
-    app = create_app(api_settings, runtime=runtime, use_cases=use_cases, oauth_options=oauth_options)
+    app = create_app(
+        api_settings, runtime=runtime, use_cases=use_cases, oauth_options=oauth_options
+    )
     async with falcon.testing.ASGIConductor(app) as conductor:
         yield conductor
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC
 
 import pytest
 from argon2 import PasswordHasher
@@ -16,7 +17,7 @@ from auth.accounts import (
     normalize_username,
 )
 from auth.errors import AccountError
-from memory.settings import Settings
+from config.settings import Settings
 from storage import users
 
 
@@ -176,14 +177,14 @@ async def test_configured_user_started_together_is_created_once(pool, clean_db):
 
 
 async def test_change_password_replaces_it_and_ends_browser_sign_ins(pool, clean_db):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from auth.accounts import change_password
     from storage import oauth as oauth_store
 
     alice = await add_user(pool, "alice", "correct horse")
     bob = await add_user(pool, "bob", "bobs horse")
-    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    later = datetime.now(UTC) + timedelta(hours=1)
     async with pool.connection() as conn:
         await oauth_store.insert_session(conn, "alice-browser", alice, later)
         await oauth_store.insert_session(conn, "bob-browser", bob, later)
@@ -222,7 +223,11 @@ def test_user_commands_create_an_account_and_set_its_password(clean_db):
     def ownsona(*args: str, password: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "scripts.cli", *args],
-            input=password + "\n", env=env, capture_output=True, text=True, timeout=60,
+            input=password + "\n",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
     created = ownsona("user", "add", "carol", password="first password")

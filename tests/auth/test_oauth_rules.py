@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -87,26 +87,38 @@ def test_with_params_keeps_the_existing_query() -> None:
 
 
 def test_scope_helpers() -> None:
-    assert parse_scope(" memory:write  memory:read memory:write ") == ["memory:write", "memory:read"]
+    assert parse_scope(" memory:write  memory:read memory:write ") == [
+        "memory:write",
+        "memory:read",
+    ]
     assert canonical(["memory:write", "other", "memory:read"]) == "memory:read memory:write"
     assert canonical([]) == ""
 
 
 CLIENT = ClientRow(
-    client_id="c1", client_secret_hash=None, client_name="Claude",
+    client_id="c1",
+    client_secret_hash=None,
+    client_name="Claude",
     redirect_uris=["https://claude.ai/api/mcp/auth_callback"],
-    grant_types=["authorization_code", "refresh_token"], response_types=["code"],
-    scope="memory:read memory:write", token_endpoint_auth_method="none",
-    application_type=None, metadata={}, created_at=datetime.now(timezone.utc),
+    grant_types=["authorization_code", "refresh_token"],
+    response_types=["code"],
+    scope="memory:read memory:write",
+    token_endpoint_auth_method="none",
+    application_type=None,
+    metadata={},
+    created_at=datetime.now(UTC),
 )
 RESOURCE = "https://mem.example/mcp"
 
 
 def _params(**changes: str | None) -> list[tuple[str, str]]:
     base: dict[str, str | None] = {
-        "response_type": "code", "client_id": "c1",
-        "redirect_uri": "https://claude.ai/api/mcp/auth_callback", "state": "s",
-        "code_challenge": RFC_CHALLENGE, "code_challenge_method": "S256",
+        "response_type": "code",
+        "client_id": "c1",
+        "redirect_uri": "https://claude.ai/api/mcp/auth_callback",
+        "state": "s",
+        "code_challenge": RFC_CHALLENGE,
+        "code_challenge_method": "S256",
     }
     base.update(changes)
     return [(k, v) for k, v in base.items() if v is not None]

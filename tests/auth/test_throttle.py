@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -20,13 +20,14 @@ from tests.auth.oauth_flow import PASSWORD, oauth_clean, rows
 
 __all__ = ["oauth_clean"]
 
-POLICY = ThrottlePolicy(window_s=600, free_per_username=3, free_per_address=5,
-                        base_delay_s=10, max_delay_s=60)
+POLICY = ThrottlePolicy(
+    window_s=600, free_per_username=3, free_per_address=5, base_delay_s=10, max_delay_s=60
+)
 
 
 class Clock:
     def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now
@@ -97,9 +98,9 @@ async def test_concurrent_attempts_from_one_address_check_at_most_its_free_numbe
 ) -> None:
     login, _clock, _ = guard
     caplog.set_level(logging.INFO, logger="ownsona.auth.login")
-    outcomes = await asyncio.gather(*(
-        login.sign_in(f"user{n}", "wrong password", "198.51.100.7") for n in range(20)
-    ))
+    outcomes = await asyncio.gather(
+        *(login.sign_in(f"user{n}", "wrong password", "198.51.100.7") for n in range(20))
+    )
     # Every username is fresh; only the address's count (5 free) can refuse them.
     assert sum(o.retry_after_s is None for o in outcomes) == 5
     assert {o.retry_after_s for o in outcomes} == {None, 10}
@@ -124,9 +125,12 @@ async def test_a_throttled_username_answers_without_waiting_for_its_lock(
     # A burst larger than the pool: had each attempt queued on the lock, holding a
     # pool connection, none would answer until the lock is released.
     async with holding_throttle_lock(oauth_clean, "alice", "198.51.100.1"):
-        outcomes = await asyncio.wait_for(asyncio.gather(*(
-            login.sign_in("alice", PASSWORD, f"198.51.100.{10 + n}") for n in range(30)
-        )), timeout=10)
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(
+                *(login.sign_in("alice", PASSWORD, f"198.51.100.{10 + n}") for n in range(30))
+            ),
+            timeout=10,
+        )
     assert {o.retry_after_s for o in outcomes} == {10}
     assert rows(oauth_clean, "SELECT count(*) FROM oauth_login_failures")[0][0] == 3
 
@@ -145,7 +149,8 @@ async def test_an_attempt_below_the_limit_queues_on_the_username_lock(
             oauth_clean,
             "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
             " AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 2",
-            lock_class & 0xFFFF_FFFF, lock_object & 0xFFFF_FFFF,
+            lock_class & 0xFFFF_FFFF,
+            lock_object & 0xFFFF_FFFF,
         ):
             assert time.monotonic() < deadline, "the attempt did not wait for the username lock"
             assert not attempt.done(), attempt
@@ -154,4 +159,3 @@ async def test_an_attempt_below_the_limit_queues_on_the_username_lock(
     outcome = await asyncio.wait_for(attempt, timeout=30)
     assert outcome.user_id is None and outcome.retry_after_s is None
     assert rows(oauth_clean, "SELECT count(*) FROM oauth_login_failures")[0][0] == 1
-

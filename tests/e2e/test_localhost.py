@@ -39,11 +39,17 @@ __all__ = ["oauth_clean"]
         ("http://localhost/mcp", "http://127.0.0.1/mcp", False),  # no explicit port: left as it is
         ("http://localhost:8000/other", "http://127.0.0.1:8000/mcp", False),
         ("http://memory.example.com/mcp", "https://memory.example.com/mcp", False),
-        ("http://127.0.0.1:8000/mcp", "https://memory.example.com/mcp", False),  # a public URL: exact
+        (
+            "http://127.0.0.1:8000/mcp",
+            "https://memory.example.com/mcp",
+            False,
+        ),  # a public URL: exact
         ("https://memory.example.com/mcp/", "https://memory.example.com/mcp", True),
     ],
 )
-def test_only_the_loopback_names_of_one_port_are_one_resource(requested: str, resource: str, same: bool) -> None:
+def test_only_the_loopback_names_of_one_port_are_one_resource(
+    requested: str, resource: str, same: bool
+) -> None:
     assert same_resource(requested, resource) is same
 
 
@@ -65,17 +71,28 @@ async def test_the_sdk_client_connects_to_localhost_and_tokens_work_on_both_name
         port = server.url.rsplit(":", 1)[1]
         localhost = f"http://localhost:{port}"
         async with httpx.AsyncClient(timeout=30) as http:
-            bare = await http.post(f"{localhost}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            bare = await http.post(
+                f"{localhost}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            )
             assert bare.status_code == 401
-            assert f'resource_metadata="{localhost}/.well-known/' in bare.headers["www-authenticate"]
-            for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"):
+            assert (
+                f'resource_metadata="{localhost}/.well-known/' in bare.headers["www-authenticate"]
+            )
+            for path in (
+                "/.well-known/oauth-protected-resource",
+                "/.well-known/oauth-protected-resource/mcp",
+            ):
                 seen = (await http.get(f"{localhost}{path}")).json()
                 assert seen["resource"] == f"{localhost}/mcp"
                 assert seen["authorization_servers"] == [server.url]  # one issuer for both names
                 canonical = (await http.get(f"{server.url}{path}")).json()
                 assert canonical["resource"] == f"{server.url}/mcp"
-                other = (await http.get(f"{server.url}{path}", headers={"Host": f"evil.example:{port}"})).json()
-                assert other["resource"] == f"{server.url}/mcp"  # only loopback names follow the Host
+                other = (
+                    await http.get(f"{server.url}{path}", headers={"Host": f"evil.example:{port}"})
+                ).json()
+                assert (
+                    other["resource"] == f"{server.url}/mcp"
+                )  # only loopback names follow the Host
 
         storage = MemoryTokenStorage()
         browser = FormFillingBrowser()
@@ -92,8 +109,13 @@ async def test_the_sdk_client_connects_to_localhost_and_tokens_work_on_both_name
             callback_handler=browser.callback,
         )
         http2 = httpx2.AsyncClient(auth=provider, timeout=60)
-        async with http2, Client(streamable_http_client(f"{localhost}/mcp", http_client=http2)) as client:
-            stored = await client.call_tool("remember", {"text": "The spare key is under the blue pot."})
+        async with (
+            http2,
+            Client(streamable_http_client(f"{localhost}/mcp", http_client=http2)) as client,
+        ):
+            stored = await client.call_tool(
+                "remember", {"text": "The spare key is under the blue pot."}
+            )
             assert stored.is_error is False, stored.structured_content
         assert storage.tokens is not None
         # The client's token (got through localhost) on 127.0.0.1, and a CLI token on localhost.

@@ -48,14 +48,21 @@ async def _scenario(url: str, token: str) -> None:
         await client.call_tool("remember", {"text": "Dana's husband is Lee."})
         edges: list = []
         for _ in range(100):
-            graph = await client.call_tool("query_relations", {"entity": "my manager", "max_hops": 2})
+            graph = await client.call_tool(
+                "query_relations", {"entity": "my manager", "max_hops": 2}
+            )
             edges = graph.structured_content["relations"]
             if len(edges) >= 2:
                 break
             await asyncio.sleep(0.1)
-        assert {e["source_text"] for e in edges} == {"Dana is my manager.", "Dana's husband is Lee."}
+        assert {e["source_text"] for e in edges} == {
+            "Dana is my manager.",
+            "Dana's husband is Lee.",
+        }
 
-        helped = await client.call_tool("reinforce", {"memory_ids": [tea_id], "query": "morning drink"})
+        helped = await client.call_tool(
+            "reinforce", {"memory_ids": [tea_id], "query": "morning drink"}
+        )
         assert helped.structured_content["reinforced"][0]["id"] == tea_id
 
         missing = await client.call_tool("get_memory", {"id": 999999})
@@ -74,6 +81,8 @@ async def test_embedded_default_end_to_end(tmp_path):
 
 async def test_redis_and_separate_worker_end_to_end(tmp_path, dsn, redis_url, clean_db):
     """DATABASE_URL + REDIS_URL: writes run on a separate `ownsona worker` process."""
-    with run_processes(tmp_path, {"DATABASE_URL": dsn, "REDIS_URL": redis_url}, workers=1) as server:
+    with run_processes(
+        tmp_path, {"DATABASE_URL": dsn, "REDIS_URL": redis_url}, workers=1
+    ) as server:
         await _scenario(server.url, server.token())
         assert "in-process" not in server.log()

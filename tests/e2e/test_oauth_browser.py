@@ -76,9 +76,15 @@ def callback_server() -> Iterator[str]:
 def driver(tmp_path: Path) -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=412,915", "--force-device-scale-factor=1",
-                f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=412,915",
+        "--force-device-scale-factor=1",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
         options.add_argument(arg)
     browser = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     try:
@@ -112,16 +118,25 @@ async def test_sign_in_and_allow_in_chromium(
 ) -> None:
     with run_processes(tmp_path, {"DATABASE_URL": dsn}) as server:
         async with httpx.AsyncClient(timeout=30) as http:
-            registered = await http.post(f"{server.url}/oauth/register", json={
-                "client_name": "Claude Code", "redirect_uris": [callback_server],
-            })
+            registered = await http.post(
+                f"{server.url}/oauth/register",
+                json={
+                    "client_name": "Claude Code",
+                    "redirect_uris": [callback_server],
+                },
+            )
         assert registered.status_code == 201, registered.text
         client_id = registered.json()["client_id"]
         verifier, challenge = pkce_pair()
         params = {
-            "response_type": "code", "client_id": client_id, "redirect_uri": callback_server,
-            "state": "xyz-state", "code_challenge": challenge, "code_challenge_method": "S256",
-            "scope": "memory:read memory:write", "resource": f"{server.url}/mcp",
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": callback_server,
+            "state": "xyz-state",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "scope": "memory:read memory:write",
+            "resource": f"{server.url}/mcp",
         }
         driver.get(f"{server.url}/oauth/authorize?{urlencode(params)}")
         assert "Sign in to connect Claude Code" in driver.page_source
@@ -146,20 +161,30 @@ async def test_sign_in_and_allow_in_chromium(
         assert _Callback.hits and "code=" in _Callback.hits[0]
 
         async with httpx.AsyncClient(timeout=30) as http:
-            exchanged = await http.post(f"{server.url}/oauth/token", data={
-                "grant_type": "authorization_code", "code": query["code"],
-                "redirect_uri": callback_server, "client_id": client_id,
-                "code_verifier": verifier, "resource": f"{server.url}/mcp",
-            })
+            exchanged = await http.post(
+                f"{server.url}/oauth/token",
+                data={
+                    "grant_type": "authorization_code",
+                    "code": query["code"],
+                    "redirect_uri": callback_server,
+                    "client_id": client_id,
+                    "code_verifier": verifier,
+                    "resource": f"{server.url}/mcp",
+                },
+            )
         assert exchanged.status_code == 200, exchanged.text
         assert exchanged.json()["token_type"] == "Bearer"
 
         # Signed in now: the next authorization skips the password, still asks consent
         # for a client this user has not allowed.
         async with httpx.AsyncClient(timeout=30) as http:
-            other = await http.post(f"{server.url}/oauth/register", json={
-                "client_name": "MCP Inspector", "redirect_uris": [callback_server],
-            })
+            other = await http.post(
+                f"{server.url}/oauth/register",
+                json={
+                    "client_name": "MCP Inspector",
+                    "redirect_uris": [callback_server],
+                },
+            )
         params.update(client_id=other.json()["client_id"])
         driver.get(f"{server.url}/oauth/authorize?{urlencode(params)}")
         assert "Allow MCP Inspector" in driver.page_source

@@ -79,7 +79,9 @@ class FormFillingBrowser:
     async def callback(self) -> AuthorizationCodeResult:
         assert self.location is not None and self.location.startswith(REDIRECT_URI)
         query = query_of(self.location)
-        return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
+        return AuthorizationCodeResult(
+            code=query["code"], state=query.get("state"), iss=query.get("iss")
+        )
 
 
 async def _scenario(url: str) -> None:
@@ -131,7 +133,9 @@ async def test_sdk_client_connects_through_oauth(tmp_path: Any, dsn: str, oauth_
     with run_processes(tmp_path, env) as server:
         # Without a token the server asks for one and says where to learn how.
         async with httpx.AsyncClient(timeout=30) as http:
-            bare = await http.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            bare = await http.post(
+                f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            )
         assert bare.status_code == 401
         assert "resource_metadata=" in bare.headers["www-authenticate"]
         await _scenario(server.url)

@@ -26,9 +26,18 @@ DIMENSIONS = 384
 
 #: Variables the test process may carry that would change what a server it starts does.
 SERVER_VARIABLES = (
-    "DATABASE_URL", "REDIS_URL", "OWNSONA_PUBLIC_URL", "OWNSONA_HOST", "OWNSONA_LOGIN_PASSWORD",
-    "OWNSONA_LOGIN_USERNAME", "EMBEDDING_PROVIDER", "EMBEDDING_BASE_URL", "EMBEDDING_MODEL",
-    "EMBEDDING_DIMENSIONS", "FORWARDED_ALLOW_IPS", "SHUTDOWN_TIMEOUT",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "OWNSONA_PUBLIC_URL",
+    "OWNSONA_HOST",
+    "OWNSONA_LOGIN_PASSWORD",
+    "OWNSONA_LOGIN_USERNAME",
+    "EMBEDDING_PROVIDER",
+    "EMBEDDING_BASE_URL",
+    "EMBEDDING_MODEL",
+    "EMBEDDING_DIMENSIONS",
+    "FORWARDED_ALLOW_IPS",
+    "SHUTDOWN_TIMEOUT",
 )
 
 
@@ -36,9 +45,16 @@ def base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in SERVER_VARIABLES}
 
 
-def call_tool(url: str, token: str, name: str, arguments: dict[str, Any], *, timeout: float = 90) -> dict[str, Any]:
+def call_tool(
+    url: str, token: str, name: str, arguments: dict[str, Any], *, timeout: float = 90
+) -> dict[str, Any]:
     """The tool's structured result; fails the test on a JSON-RPC or tool error."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
     answer = httpx.post(
         f"{url}/mcp",
         json=body,

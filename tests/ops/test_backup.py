@@ -24,8 +24,8 @@ import pytest
 from auth.accounts import authenticate_password, ensure_login_user
 from memory.backup import export_store, import_store
 from memory.deps import Deps
-from memory.embedders import OpenAIEmbedder
 from memory.errors import MemoryServiceError
+from memory.providers.embedders import OpenAIEmbedder
 from memory.relations import extract_relations
 from memory.service import USE_CASES
 from storage.migrate import migrate
@@ -92,7 +92,9 @@ async def user_id(deps: Deps, name: str) -> int:
     rows = await sql(deps, "SELECT id FROM users WHERE username = %s", (name,))
     if rows:
         return int(rows[0][0])
-    rows = await sql(deps, "INSERT INTO users (username, password_hash) VALUES (%s, 'x') RETURNING id", (name,))
+    rows = await sql(
+        deps, "INSERT INTO users (username, password_hash) VALUES (%s, 'x') RETURNING id", (name,)
+    )
     return int(rows[0][0])
 
 
@@ -115,42 +117,88 @@ async def build_store(deps: Deps) -> dict[str, int]:
         "remember_batch",
         items=[
             {"text": ALICE_FACTS[0], "tags": ["family", "Places"], "importance": 0.9, "keep": True},
-            {"text": ALICE_FACTS[1], "tags": ["habits"], "source_provider": "claude", "capture_mode": "explicit"},
-            {"text": ALICE_FACTS[2], "tags": ["health"], "session_id": "s-42", "capture_mode": "inferred"},
+            {
+                "text": ALICE_FACTS[1],
+                "tags": ["habits"],
+                "source_provider": "claude",
+                "capture_mode": "explicit",
+            },
+            {
+                "text": ALICE_FACTS[2],
+                "tags": ["health"],
+                "session_id": "s-42",
+                "capture_mode": "inferred",
+            },
             {"text": ALICE_FACTS[3], "expires_at": "2099-01-01T00:00:00.250000Z"},
             {"text": ALICE_FACTS[4], "last_confirmed_at": "2026-01-02T03:04:05Z"},
         ],
         dedup_policy="insert",
     )
     ids = [r["memory_id"] for r in out["results"]]
-    ids_by_name = {"sister": ids[0], "tea": ids[1], "dentist": ids[2], "colby": ids[3], "wifi": ids[4]}
-    old_job = await call(deps, alice, "remember", text="I work as a nurse at the city hospital.", tags=["work"])
+    ids_by_name = {
+        "sister": ids[0],
+        "tea": ids[1],
+        "dentist": ids[2],
+        "colby": ids[3],
+        "wifi": ids[4],
+    }
+    old_job = await call(
+        deps, alice, "remember", text="I work as a nurse at the city hospital.", tags=["work"]
+    )
     new_job = await call(
-        deps, alice, "remember", text="I work as a pharmacist now, since March.", supersedes=[old_job["memory_id"]]
+        deps,
+        alice,
+        "remember",
+        text="I work as a pharmacist now, since March.",
+        supersedes=[old_job["memory_id"]],
     )
     ids_by_name["old_job"], ids_by_name["new_job"] = old_job["memory_id"], new_job["memory_id"]
-    gone = await call(deps, alice, "remember", text="My locker code at the gym is on a sticky note.", tags=["gym"])
+    gone = await call(
+        deps, alice, "remember", text="My locker code at the gym is on a sticky note.", tags=["gym"]
+    )
     await call(deps, alice, "forget", id=gone["memory_id"], reason="moved gyms")
     ids_by_name["forgotten"] = gone["memory_id"]
-    expired = await call(deps, alice, "remember", text="The plumber comes on Thursday at nine. Über früh!")
-    await sql(deps, "UPDATE memories SET expires_at = now() - interval '1 day' WHERE id = %s", (expired["memory_id"],))
+    expired = await call(
+        deps, alice, "remember", text="The plumber comes on Thursday at nine. Über früh!"
+    )
+    await sql(
+        deps,
+        "UPDATE memories SET expires_at = now() - interval '1 day' WHERE id = %s",
+        (expired["memory_id"],),
+    )
     ids_by_name["expired"] = expired["memory_id"]
     # Feedback: salience, use counts and a learned context centroid.
-    await call(deps, alice, "reinforce", memory_ids=[ids[0], ids[1]], delta=0.7, query="where does my sister live")
+    await call(
+        deps,
+        alice,
+        "reinforce",
+        memory_ids=[ids[0], ids[1]],
+        delta=0.7,
+        query="where does my sister live",
+    )
     await call(deps, alice, "reinforce", memory_ids=[ids[0]], delta=0.4, query="family in Portugal")
     await call(deps, alice, "reinforce", memory_ids=[ids[2]], delta=-0.5)
     # No tool writes metadata; an older or newer version may have.
-    await sql(deps, """UPDATE memories SET metadata = '{"origin": "import", "n": [1, 2.5], "ü": null}' WHERE id = %s""", (ids[1],))
+    await sql(
+        deps,
+        """UPDATE memories SET metadata = '{"origin": "import", "n": [1, 2.5], "ü": null}' WHERE id = %s""",
+        (ids[1],),
+    )
     for mid in (ids[0], ids[3], new_job["memory_id"]):
         await extract_relations(deps, alice, mid)
     bob_out = await call(
         deps,
         bob,
         "remember_batch",
-        items=[{"text": ALICE_FACTS[1], "tags": ["habits"]}, {"text": "My brother Omar lives in Oslo."}],
+        items=[
+            {"text": ALICE_FACTS[1], "tags": ["habits"]},
+            {"text": "My brother Omar lives in Oslo."},
+        ],
         dedup_policy="insert",
     )
-    ids_by_name["bob_tea"], ids_by_name["bob_brother"] = (r["memory_id"] for r in bob_out["results"])
+    ids_by_name["bob_tea"], ids_by_name["bob_brother"] = (
+        r["memory_id"] for r in bob_out["results"]
+    )
     await extract_relations(deps, bob, ids_by_name["bob_brother"])
     return ids_by_name
 
@@ -189,7 +237,8 @@ async def rows_of(deps: Deps) -> dict[int, dict[str, Any]]:
 
 async def term_statistics(deps: Deps) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     totals = await sql(
-        deps, "SELECT u.username, t.docs FROM memory_term_totals t JOIN users u ON u.id = t.user_id ORDER BY 1"
+        deps,
+        "SELECT u.username, t.docs FROM memory_term_totals t JOIN users u ON u.id = t.user_id ORDER BY 1",
     )
     terms = await sql(
         deps,
@@ -198,7 +247,9 @@ async def term_statistics(deps: Deps) -> tuple[list[tuple[Any, ...]], list[tuple
     return totals, terms
 
 
-def ownsona(dsn: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def ownsona(
+    dsn: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The real ``ownsona`` command, on the given database."""
     environment = {**os.environ, "DATABASE_URL": dsn, **(env or {})}
     return subprocess.run(
@@ -218,15 +269,22 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 # --- the round trip ----------------------------------------------------------------------
 
 
-async def test_round_trip_through_the_commands_loses_and_changes_nothing(deps, target, target_dsn, dsn, tmp_path):
+async def test_round_trip_through_the_commands_loses_and_changes_nothing(
+    deps, target, target_dsn, dsn, tmp_path
+):
     ids = await build_store(deps)
     before = await rows_of(deps)
     stats_before = await term_statistics(deps)
     assert len(before) == 11 and any(r["relations"] for r in before.values())
-    assert before[ids["sister"]]["context_centroid"] is not None and before[ids["sister"]]["context_count"] == 2
+    assert (
+        before[ids["sister"]]["context_centroid"] is not None
+        and before[ids["sister"]]["context_count"] == 2
+    )
 
     first = tmp_path / "backup.jsonl"
-    exported = done = await asyncio.to_thread(ownsona, dsn, "export", "--all-users", "--output", str(first))
+    exported = done = await asyncio.to_thread(
+        ownsona, dsn, "export", "--all-users", "--output", str(first)
+    )
     assert done.returncode == 0, done.stderr
     assert "exported 11 memories" in done.stderr
     header, *records = lines_of(first)
@@ -235,7 +293,9 @@ async def test_round_trip_through_the_commands_loses_and_changes_nothing(deps, t
     assert [(u["username"], u["memories"]) for u in header["users"]] == [("alice", 9), ("bob", 2)]
     assert "embedding" not in records[0] and all(r["user"] in ("alice", "bob") for r in records)
 
-    imported = done = await asyncio.to_thread(ownsona, target_dsn, "import", str(first), "--batch-size", "4")
+    imported = done = await asyncio.to_thread(
+        ownsona, target_dsn, "import", str(first), "--batch-size", "4"
+    )
     assert done.returncode == 0, done.stderr
     assert "imported 11 memories (0 under new ids)" in done.stdout
     assert "created accounts without a password: alice, bob" in done.stdout
@@ -306,7 +366,15 @@ async def test_one_account_goes_into_another_and_other_models_lose_learned_conte
         assert (row["embedding_provider"], row["embedding_model"]) == ("openai", "other-embedder")
         assert row["context_centroid"] is None and row["context_count"] == 0
         assert row["salience"] == original["salience"] and row["use_count"] == original["use_count"]
-        for key in ("text", "tags", "created_at", "updated_at", "deleted_at", "replaced_by_id", "relations"):
+        for key in (
+            "text",
+            "tags",
+            "created_at",
+            "updated_at",
+            "deleted_at",
+            "replaced_by_id",
+            "relations",
+        ):
             if key == "relations":
                 assert [e[:4] for e in row[key]] == [e[:4] for e in original[key]]
             else:
@@ -315,10 +383,14 @@ async def test_one_account_goes_into_another_and_other_models_lose_learned_conte
 
     # carol was created without a password; the login settings give her one.
     assert await authenticate_password(target.pool, "carol", "anything-at-all") is None
-    login = target.settings.with_overrides(login_username="carol", login_password="carol-password-1")
+    login = target.settings.with_overrides(
+        login_username="carol", login_password="carol-password-1"
+    )
     account = await ensure_login_user(target.pool, login)
     assert account is not None and account.password_updated
-    assert await authenticate_password(target.pool, "carol", "carol-password-1") == await user_id(target, "carol")
+    assert await authenticate_password(target.pool, "carol", "carol-password-1") == await user_id(
+        target, "carol"
+    )
 
 
 async def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_written(
@@ -343,16 +415,36 @@ async def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_writte
     record = json.loads(lines[5])
     cases = {
         "json": (variant("json.jsonl", 5, lines[5][:-10]), 6, "not valid JSON"),
-        "tags": (variant("tags.jsonl", 7, json.dumps({**json.loads(lines[7]), "tags": "family"})), 8, "tags"),
-        "time": (variant("time.jsonl", 3, json.dumps({**json.loads(lines[3]), "created_at": "yesterday"})), 4, "created_at"),
-        "dup": (variant("dup.jsonl", 9, json.dumps({**json.loads(lines[9]), "id": record["id"]})), 10, "appears twice"),
-        "header": (variant("header.jsonl", 0, '{"format": "something-else"}'), 1, "not an OwnSona export"),
+        "tags": (
+            variant("tags.jsonl", 7, json.dumps({**json.loads(lines[7]), "tags": "family"})),
+            8,
+            "tags",
+        ),
+        "time": (
+            variant(
+                "time.jsonl", 3, json.dumps({**json.loads(lines[3]), "created_at": "yesterday"})
+            ),
+            4,
+            "created_at",
+        ),
+        "dup": (
+            variant("dup.jsonl", 9, json.dumps({**json.loads(lines[9]), "id": record["id"]})),
+            10,
+            "appears twice",
+        ),
+        "header": (
+            variant("header.jsonl", 0, '{"format": "something-else"}'),
+            1,
+            "not an OwnSona export",
+        ),
     }
     for name, (path, line_no, words) in cases.items():
         with pytest.raises(MemoryServiceError) as caught:
             await import_store(target.pool, target.embedder, path)
         assert caught.value.code == "INVALID_INPUT", name
-        assert caught.value.message.startswith(f"line {line_no}: ") and words in caught.value.message, (
+        assert (
+            caught.value.message.startswith(f"line {line_no}: ") and words in caught.value.message
+        ), (
             name,
             caught.value.message,
         )
@@ -370,7 +462,9 @@ async def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_writte
     assert await sql(target, "SELECT count(*) FROM memories") == [(0,)]
 
 
-async def test_import_into_a_store_in_use_keeps_its_rows_and_renumbers_clashing_ids(deps, target, tmp_path):
+async def test_import_into_a_store_in_use_keeps_its_rows_and_renumbers_clashing_ids(
+    deps, target, tmp_path
+):
     ids = await build_store(deps)
     before = await rows_of(deps)
     path = tmp_path / "backup.jsonl"
@@ -452,7 +546,9 @@ class _StopAfter:
             raise _Interrupted
 
 
-async def test_an_interrupted_import_keeps_whole_batches_and_a_rerun_finishes_it(deps, target, tmp_path):
+async def test_an_interrupted_import_keeps_whole_batches_and_a_rerun_finishes_it(
+    deps, target, tmp_path
+):
     await build_store(deps)
     before = await rows_of(deps)
     path = tmp_path / "backup.jsonl"

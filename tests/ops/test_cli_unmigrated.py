@@ -37,8 +37,13 @@ def _cli(data: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess
     env = {**base_env(), "OWNSONA_DATA_DIR": str(data), "LOG_LEVEL": "WARNING"}
     env.pop("DATABASE_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "scripts.cli", *args], cwd=REPO, env=env, input=stdin,
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "scripts.cli", *args],
+        cwd=REPO,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

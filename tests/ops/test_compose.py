@@ -29,7 +29,7 @@ import pytest
 import yaml
 from jsonschema import Draft201909Validator
 
-from memory.settings import Settings
+from config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = Path(__file__).with_name("compose_spec.json")

@@ -31,7 +31,12 @@ RECOVERY_S = 60
 
 
 def _post_tool(url: str, token: str, name: str, arguments: dict[str, Any]) -> httpx.Response:
-    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
     return httpx.post(f"{url}/mcp", json=body, headers=headers, timeout=120)
 
@@ -62,11 +67,14 @@ def test_tool_calls_answer_database_error_while_postgresql_is_down(tmp_path: Pat
     provider = FakeProvider()
     provider.dims = DIMENSIONS
     try:
-        with provider_server(provider) as base_url, run_processes(
-            tmp_path, {"DATABASE_URL": dsn, **provider_env(base_url)}
-        ) as server:
+        with (
+            provider_server(provider) as base_url,
+            run_processes(tmp_path, {"DATABASE_URL": dsn, **provider_env(base_url)}) as server,
+        ):
             token = server.token()
-            call_tool(server.url, token, "remember", {"text": "Before the outage, the sky was blue."})
+            call_tool(
+                server.url, token, "remember", {"text": "Before the outage, the sky was blue."}
+            )
 
             stop_embedded(cluster)
             for name, arguments in [

@@ -40,7 +40,11 @@ def tmp_path() -> Iterator[Path]:
 def _cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**base_env(), "OWNSONA_DATA_DIR": str(data)}
     return subprocess.run(
-        [sys.executable, "-m", "scripts.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "scripts.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -56,7 +60,10 @@ def test_a_cli_command_alone_stops_the_cluster_it_started(tmp_path):
     assert not cluster_status(data).running
     status = _cli(data, "db", "status")
     assert status.returncode == 0, status.stderr
-    assert "embedded PostgreSQL: not running" in status.stdout and "no OwnSona process" in status.stdout
+    assert (
+        "embedded PostgreSQL: not running" in status.stdout
+        and "no OwnSona process" in status.stdout
+    )
 
 
 def test_a_cluster_someone_else_started_is_left_running(tmp_path):
@@ -64,9 +71,17 @@ def test_a_cluster_someone_else_started_is_left_running(tmp_path):
     does not stop it on exit (the test suite's own cluster is such a one)."""
     data = tmp_path / "data"
     started = subprocess.run(
-        [sys.executable, "-c", "import sys, pathlib; from storage.embedded import start_embedded;"
-         " start_embedded(pathlib.Path(sys.argv[1]))", str(data)],
-        env=base_env(), capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "import sys, pathlib; from storage.embedded import start_embedded;"
+            " start_embedded(pathlib.Path(sys.argv[1]))",
+            str(data),
+        ],
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert started.returncode == 0, started.stderr
     assert cluster_status(data).running
@@ -99,7 +114,9 @@ def test_a_killed_server_leaves_a_stale_reference_that_db_stop_and_the_next_serv
     assert cluster_status(data).running  # left behind: nobody could stop it
     assert cluster_status(data).users == []  # the dead server's file counts for nothing
     status = _cli(data, "db", "status")
-    assert "no OwnSona process" in status.stdout and "`ownsona db stop` stops it" in status.stdout, status
+    assert (
+        "no OwnSona process" in status.stdout and "`ownsona db stop` stops it" in status.stdout
+    ), status
     stopped = _cli(data, "db", "stop")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped
     assert not cluster_status(data).running
@@ -110,17 +127,24 @@ def test_a_killed_server_leaves_a_stale_reference_that_db_stop_and_the_next_serv
     assert _cli(data, "db", "stop").stdout.strip().endswith("is not running")
 
 
-def test_ctrl_c_during_a_batch_in_the_embedded_default_answers_it_exits_and_stops_the_cluster(tmp_path):
+def test_ctrl_c_during_a_batch_in_the_embedded_default_answers_it_exits_and_stops_the_cluster(
+    tmp_path,
+):
     data = tmp_path / "data"
     gated = GatedProvider(gate_at=200)
-    items = [{"text": f"Embedded fact {i}: box {i} holds the fuses.", "dedup_policy": "insert"} for i in range(200)]
+    items = [
+        {"text": f"Embedded fact {i}: box {i} holds the fuses.", "dedup_policy": "insert"}
+        for i in range(200)
+    ]
     with provider_server(gated) as base_url:
         env = {"METRICS_ENABLED": "true", "SHUTDOWN_TIMEOUT": "5", **provider_env(base_url)}
         with run_processes(tmp_path, env) as server:
             token = server.token()
             answer: dict[str, object] = {}
             caller = threading.Thread(
-                target=lambda: answer.update(call_tool(server.url, token, "remember_batch", {"items": items}))
+                target=lambda: answer.update(
+                    call_tool(server.url, token, "remember_batch", {"items": items})
+                )
             )
             caller.start()
             assert gated.held.wait(30), server.log()
@@ -128,7 +152,9 @@ def test_ctrl_c_during_a_batch_in_the_embedded_default_answers_it_exits_and_stop
             signalled = time.monotonic()
             gated.release()
             caller.join(STOP_S)
-            assert answer.get("summary") == {"total": 200, "succeeded": 200, "failed": 0}, server.log()
+            assert answer.get("summary") == {"total": 200, "succeeded": 200, "failed": 0}, (
+                server.log()
+            )
             assert server.process.wait(5 + CLOSE_GRACE_S + 5) == 0, server.log()
             assert time.monotonic() - signalled < 5 + CLOSE_GRACE_S + 5
             assert "Traceback" not in server.log()

@@ -38,7 +38,10 @@ PLATFORM_GRACE_S = 30
 
 
 def _items(tag: str) -> list[dict[str, Any]]:
-    return [{"text": f"{tag} fact {i}: shelf {i} holds the jars.", "dedup_policy": "insert"} for i in range(BATCH)]
+    return [
+        {"text": f"{tag} fact {i}: shelf {i} holds the jars.", "dedup_policy": "insert"}
+        for i in range(BATCH)
+    ]
 
 
 @pytest.fixture
@@ -90,7 +93,9 @@ def test_serve_finishes_the_batch_in_flight_and_exits_cleanly(clean_db, provider
         assert caller.is_alive()  # no answer yet: the write is still waiting for its embeddings
         gated.release()
         caller.join(PLATFORM_GRACE_S)
-        assert answer.get("summary") == {"total": BATCH, "succeeded": BATCH, "failed": 0}, server.log()
+        assert answer.get("summary") == {"total": BATCH, "succeeded": BATCH, "failed": 0}, (
+            server.log()
+        )
         assert server.process.wait(PLATFORM_GRACE_S) == 0, server.log()
         assert time.monotonic() - signalled < PLATFORM_GRACE_S
     assert sorted(_user_rows(clean_db, "e2e")) == sorted(item["text"] for item in items)
@@ -101,7 +106,10 @@ def _start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[str]:
     out = open(log, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "scripts.cli", "worker", "--threads", "2"],
-        env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     out.close()
     deadline = time.monotonic() + 60
@@ -146,7 +154,9 @@ async def test_a_stopped_worker_finishes_or_hands_back_its_batch(
     first = second = None
     try:
         first = _start_worker(env, tmp_path / "first.log")
-        call = asyncio.create_task(queue.submit("remember_batch", alice, {"items": items}, "sigterm-1"))
+        call = asyncio.create_task(
+            queue.submit("remember_batch", alice, {"items": items}, "sigterm-1")
+        )
         await _wait_until_taken(redis_url)
         assert await asyncio.to_thread(gated.held.wait, 30)  # the first worker is embedding
         second = _start_worker(env, tmp_path / "second.log")
@@ -188,10 +198,17 @@ EXIT_MARGIN_S = 5
 
 def _metrics_server_env(clean_db: str, base_url: str) -> dict[str, str]:
     # The in-process worker (no REDIS_URL) with metrics on: the configuration that hung.
-    return {"DATABASE_URL": clean_db, "METRICS_ENABLED": "true", "SHUTDOWN_TIMEOUT": "5", **provider_env(base_url)}
+    return {
+        "DATABASE_URL": clean_db,
+        "METRICS_ENABLED": "true",
+        "SHUTDOWN_TIMEOUT": "5",
+        **provider_env(base_url),
+    }
 
 
-def test_ctrl_c_during_a_batch_answers_it_and_exits_within_the_grace_period(clean_db, provider, tmp_path):
+def test_ctrl_c_during_a_batch_answers_it_and_exits_within_the_grace_period(
+    clean_db, provider, tmp_path
+):
     from api.lifecycle import CLOSE_GRACE_S
 
     gated, base_url = provider
@@ -200,7 +217,9 @@ def test_ctrl_c_during_a_batch_answers_it_and_exits_within_the_grace_period(clea
         items = _items("Interrupted")
         answer: dict[str, Any] = {}
         caller = threading.Thread(
-            target=lambda: answer.update(call_tool(server.url, token, "remember_batch", {"items": items}))
+            target=lambda: answer.update(
+                call_tool(server.url, token, "remember_batch", {"items": items})
+            )
         )
         caller.start()
         assert gated.held.wait(30), server.log()
@@ -208,7 +227,9 @@ def test_ctrl_c_during_a_batch_answers_it_and_exits_within_the_grace_period(clea
         signalled = time.monotonic()
         gated.release()
         caller.join(PLATFORM_GRACE_S)
-        assert answer.get("summary") == {"total": BATCH, "succeeded": BATCH, "failed": 0}, server.log()
+        assert answer.get("summary") == {"total": BATCH, "succeeded": BATCH, "failed": 0}, (
+            server.log()
+        )
         try:
             code = server.process.wait(5 + CLOSE_GRACE_S + EXIT_MARGIN_S)
         except subprocess.TimeoutExpired:
@@ -227,7 +248,9 @@ def test_a_second_ctrl_c_exits_at_once_without_a_traceback(clean_db, provider, t
 
         def call() -> None:
             try:
-                outcome.append(call_tool(server.url, token, "remember_batch", {"items": _items("Twice")}))
+                outcome.append(
+                    call_tool(server.url, token, "remember_batch", {"items": _items("Twice")})
+                )
             except BaseException as ex:  # the connection drops: the batch is not acknowledged
                 outcome.append(ex)
 
@@ -245,7 +268,9 @@ def test_a_second_ctrl_c_exits_at_once_without_a_traceback(clean_db, provider, t
         try:
             code = server.process.wait(5)
         except subprocess.TimeoutExpired:
-            raise AssertionError("a second Ctrl-C did not stop the server:\n" + server.log()) from None
+            raise AssertionError(
+                "a second Ctrl-C did not stop the server:\n" + server.log()
+            ) from None
         assert time.monotonic() - interrupted < 5
         assert code == 130, server.log()
         assert "Traceback" not in server.log() and "interrupted again" in server.log()
@@ -273,13 +298,19 @@ async def test_a_second_ctrl_c_stops_a_worker_at_once_and_its_batch_goes_to_anot
     first = second = None
     try:
         first = _start_worker(env, tmp_path / "first.log")
-        call = asyncio.create_task(queue.submit("remember_batch", alice, {"items": items}, "sigint-twice"))
+        call = asyncio.create_task(
+            queue.submit("remember_batch", alice, {"items": items}, "sigint-twice")
+        )
         await _wait_until_taken(redis_url)
         assert await asyncio.to_thread(gated.held.wait, 30)  # the first worker is embedding
         first.send_signal(signal.SIGINT)
         deadline = time.monotonic() + 10
-        while "Shutting down" not in (tmp_path / "first.log").read_text():  # the first Ctrl-C is being handled
-            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()
+        while (
+            "Shutting down" not in (tmp_path / "first.log").read_text()
+        ):  # the first Ctrl-C is being handled
+            assert first.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "first.log"
+            ).read_text()
             await asyncio.sleep(0.05)
         assert first.poll() is None  # ... and waits for the running batch
         first.send_signal(signal.SIGINT)
@@ -288,7 +319,9 @@ async def test_a_second_ctrl_c_stops_a_worker_at_once_and_its_batch_goes_to_anot
         assert time.monotonic() - interrupted < 5
         log = (tmp_path / "first.log").read_text()
         assert "Traceback" not in log and "interrupted again" in log
-        assert not call.done() and _rows(clean_db, alice) == []  # nothing acknowledged, nothing stored
+        assert (
+            not call.done() and _rows(clean_db, alice) == []
+        )  # nothing acknowledged, nothing stored
         gated.release()
         # The abandoned message is redelivered after the heartbeat timeout: stored once.
         second = _start_worker(env, tmp_path / "second.log")
@@ -300,7 +333,9 @@ async def test_a_second_ctrl_c_stops_a_worker_at_once_and_its_batch_goes_to_anot
         await queue.aclose()
         bundle.broker.close()
     assert payload["summary"] == {"total": BATCH, "succeeded": BATCH, "failed": 0}
-    assert sorted(text for _, text in _rows(clean_db, alice)) == sorted(item["text"] for item in items)
+    assert sorted(text for _, text in _rows(clean_db, alice)) == sorted(
+        item["text"] for item in items
+    )
 
 
 def test_one_ctrl_c_in_a_terminal_stops_worker_processes_gracefully(clean_db, redis_url, tmp_path):
@@ -317,7 +352,10 @@ def test_one_ctrl_c_in_a_terminal_stops_worker_processes_gracefully(clean_db, re
     with open(log, "w") as out:
         parent = subprocess.Popen(
             [sys.executable, "-m", "scripts.cli", "worker"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         deadline = time.monotonic() + 60

@@ -20,9 +20,9 @@ from api.runtime import Runtime
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
 from auth.tokens import issue_access_token
+from config.settings import Settings
 from memory.deps import Deps
-from memory.embedders import OpenAIEmbedder
-from memory.settings import Settings
+from memory.providers.embedders import OpenAIEmbedder
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
 from tasks.broker import make_broker
@@ -351,7 +351,7 @@ async def test_queue_depth_counts_writes_no_worker_has_taken(
 
 
 def test_metrics_settings_are_validated() -> None:
-    from memory.settings import SettingsError
+    from config.settings import SettingsError
 
     assert Settings.from_env({}).metrics_enabled is False
     on = Settings.from_env({"METRICS_ENABLED": "true", "METRICS_TOKEN": METRICS_TOKEN})

@@ -33,8 +33,8 @@ import pytest
 from api.app import create_app
 from api.logs import log_handler, safe_exception_text
 from api.runtime import Runtime
+from config.settings import Settings
 from memory.deps import Deps
-from memory.settings import Settings
 from tests.auth.oauth_flow import parse_form, pkce_pair
 from tests.e2e.server import free_port
 

@@ -41,4 +41,3 @@ def test_the_forwarded_address_counts_behind_a_configured_proxy(no_failures, tmp
     with run_processes(tmp_path, env) as server:
         failed_sign_in(server.url, f"{SPOOFED}, 127.0.0.1")
     assert _addresses(no_failures) == [SPOOFED]
-

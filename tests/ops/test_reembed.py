@@ -29,34 +29,57 @@ import numpy as np
 import psycopg
 import pytest
 
+from config.settings import Settings
 from memory.deps import Deps
-from memory.embedders import LOCAL_MODEL_ID, LocalEmbedder, make_embedder
 from memory.errors import MemoryServiceError
+from memory.providers.embedders import LOCAL_MODEL_ID, LocalEmbedder, make_embedder
 from memory.service import USE_CASES
-from memory.settings import Settings
 from scripts import cli, reembed
 from storage.errors import StorageError
 from storage.migrate import migrate
 from storage.pool import make_pool
 from tests.conftest import TEST_DIMENSIONS
-from tests.unit.test_openai_embedder import FakeProvider, Reply, Request, _handler
+from tests.providers.test_openai_embedder import FakeProvider, Reply, Request, _handler
 
 BOW_MODEL = "bow-test"
 OTHER_DIMENSIONS = 96
 
 PEOPLE = [
-    ("Colby", "Los Angeles", "surfing"), ("Maren", "Oslo", "knitting"), ("Tobias", "Munich", "chess"),
-    ("Priya", "Pune", "badminton"), ("Luca", "Turin", "cycling"), ("Ines", "Lisbon", "pottery"),
-    ("Kenji", "Osaka", "karate"), ("Amara", "Lagos", "painting"), ("Sven", "Uppsala", "skiing"),
-    ("Nadia", "Casablanca", "tennis"), ("Owen", "Cardiff", "rugby"), ("Leila", "Tehran", "poetry"),
-    ("Diego", "Seville", "flamenco"), ("Hana", "Seoul", "archery"), ("Piet", "Utrecht", "rowing"),
-    ("Zoe", "Melbourne", "climbing"), ("Ravi", "Chennai", "cricket"), ("Anya", "Kyiv", "ballet"),
-    ("Mateo", "Bogota", "football"), ("Freya", "Bergen", "sailing"), ("Omar", "Cairo", "squash"),
-    ("Elif", "Izmir", "baking"), ("Jonas", "Vilnius", "basketball"), ("Mei", "Taipei", "calligraphy"),
-    ("Pablo", "Valencia", "paella"), ("Greta", "Graz", "yodelling"), ("Tariq", "Dubai", "falconry"),
-    ("Lena", "Leipzig", "violin"), ("Ivo", "Zagreb", "handball"), ("Saoirse", "Galway", "hurling"),
-    ("Bruno", "Porto", "fado"), ("Yara", "Recife", "capoeira"), ("Hugo", "Lyon", "fencing"),
-    ("Kaia", "Tartu", "orienteering"), ("Felix", "Basel", "origami"),
+    ("Colby", "Los Angeles", "surfing"),
+    ("Maren", "Oslo", "knitting"),
+    ("Tobias", "Munich", "chess"),
+    ("Priya", "Pune", "badminton"),
+    ("Luca", "Turin", "cycling"),
+    ("Ines", "Lisbon", "pottery"),
+    ("Kenji", "Osaka", "karate"),
+    ("Amara", "Lagos", "painting"),
+    ("Sven", "Uppsala", "skiing"),
+    ("Nadia", "Casablanca", "tennis"),
+    ("Owen", "Cardiff", "rugby"),
+    ("Leila", "Tehran", "poetry"),
+    ("Diego", "Seville", "flamenco"),
+    ("Hana", "Seoul", "archery"),
+    ("Piet", "Utrecht", "rowing"),
+    ("Zoe", "Melbourne", "climbing"),
+    ("Ravi", "Chennai", "cricket"),
+    ("Anya", "Kyiv", "ballet"),
+    ("Mateo", "Bogota", "football"),
+    ("Freya", "Bergen", "sailing"),
+    ("Omar", "Cairo", "squash"),
+    ("Elif", "Izmir", "baking"),
+    ("Jonas", "Vilnius", "basketball"),
+    ("Mei", "Taipei", "calligraphy"),
+    ("Pablo", "Valencia", "paella"),
+    ("Greta", "Graz", "yodelling"),
+    ("Tariq", "Dubai", "falconry"),
+    ("Lena", "Leipzig", "violin"),
+    ("Ivo", "Zagreb", "handball"),
+    ("Saoirse", "Galway", "hurling"),
+    ("Bruno", "Porto", "fado"),
+    ("Yara", "Recife", "capoeira"),
+    ("Hugo", "Lyon", "fencing"),
+    ("Kaia", "Tartu", "orienteering"),
+    ("Felix", "Basel", "origami"),
 ]
 
 
@@ -113,8 +136,10 @@ class BagOfWords(FakeProvider):
 @pytest.fixture(scope="module")
 def bow_server() -> Iterator[tuple[BagOfWords, str, dict[int, BagOfWords]]]:
     """One HTTP server; ``/d<N>/v1`` answers with N-dimension vectors."""
-    models: dict[int, BagOfWords] = {OTHER_DIMENSIONS: BagOfWords(OTHER_DIMENSIONS),
-                                     TEST_DIMENSIONS: BagOfWords(TEST_DIMENSIONS)}
+    models: dict[int, BagOfWords] = {
+        OTHER_DIMENSIONS: BagOfWords(OTHER_DIMENSIONS),
+        TEST_DIMENSIONS: BagOfWords(TEST_DIMENSIONS),
+    }
     server = ThreadingHTTPServer(("127.0.0.1", 0), _routing_handler(models))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
@@ -224,7 +249,9 @@ def column_width(url: str, column: str) -> int | None:
 
 
 def table_options(url: str) -> list[str]:
-    return sql(url, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'memories'::regclass")[0][0]
+    return sql(
+        url, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'memories'::regclass"
+    )[0][0]
 
 
 async def seed(deps: Deps, user: int, texts: list[str]) -> dict[str, int]:
@@ -246,22 +273,35 @@ async def assert_recall(deps: Deps, user: int, cases: list[tuple[str, str, int]]
         payload = await USE_CASES["recall"](deps, user, {"query": query, "limit": 3})
         top = payload["matches"][0]
         assert top["id"] == memory_id, (query, payload["matches"])
-        assert top["score"] == pytest.approx(await expected_cosine(deps.embedder, query, text), abs=2e-3)
+        assert top["score"] == pytest.approx(
+            await expected_cosine(deps.embedder, query, text), abs=2e-3
+        )
 
 
-def recall_cases(ids: dict[str, int], people: list[tuple[str, str, str]]) -> list[tuple[str, str, int]]:
-    return [(f"{name} lives in {city}", fact(name, city, hobby), ids[fact(name, city, hobby)])
-            for name, city, hobby in people]
+def recall_cases(
+    ids: dict[str, int], people: list[tuple[str, str, str]]
+) -> list[tuple[str, str, int]]:
+    return [
+        (f"{name} lives in {city}", fact(name, city, hobby), ids[fact(name, city, hobby)])
+        for name, city, hobby in people
+    ]
 
 
 def new_user(url: str) -> int:
-    return int(sql(url, "INSERT INTO users (username, password_hash) VALUES ('alice', 'x') RETURNING id")[0][0])
+    return int(
+        sql(url, "INSERT INTO users (username, password_hash) VALUES ('alice', 'x') RETURNING id")[
+            0
+        ][0]
+    )
 
 
 def run_cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "scripts.cli", "reembed", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -286,8 +326,11 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
 
     ids = asyncio.run(before())
     # A learned context (a centroid in the local model's space) on two rows.
-    sql(url, "UPDATE memories SET context_centroid = embedding, context_count = 3 WHERE id = ANY(%s)",
-        [ids[FACTS[0]], ids[FACTS[1]]])
+    sql(
+        url,
+        "UPDATE memories SET context_centroid = embedding, context_count = 3 WHERE id = ANY(%s)",
+        [ids[FACTS[0]], ids[FACTS[1]]],
+    )
     total = len(FACTS)
 
     # The dry run counts every row (the tombstone too) and changes nothing.
@@ -311,10 +354,14 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
     while time.monotonic() < deadline and staged < 12:
         time.sleep(0.05)
         if column_width(url, "embedding_next") is not None:
-            staged = sql(url, "SELECT count(*) FROM memories WHERE embedding_next IS NOT NULL")[0][0]
+            staged = sql(url, "SELECT count(*) FROM memories WHERE embedding_next IS NOT NULL")[0][
+                0
+            ]
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=10)
-    staged_ids = {r[0] for r in sql(url, "SELECT id FROM memories WHERE embedding_next IS NOT NULL")}
+    staged_ids = {
+        r[0] for r in sql(url, "SELECT id FROM memories WHERE embedding_next IS NOT NULL")
+    }
     assert 12 <= len(staged_ids) < total
     assert column_width(url, "embedding_next") == OTHER_DIMENSIONS
     assert meta(url)["embedding_dimensions"] == str(TEST_DIMENSIONS)
@@ -353,8 +400,17 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
     async def resume() -> tuple[int, str, str]:
         served = 0
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scripts.cli", "reembed", "--batch-size", "4", "--in-flight", "1",
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "scripts.cli",
+            "reembed",
+            "--batch-size",
+            "4",
+            "--in-flight",
+            "1",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         communicate = asyncio.create_task(proc.communicate())
         async with Store(url, local_settings, local_embedder()) as deps:
@@ -376,19 +432,31 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
     served, out, err = asyncio.run(resume())
     assert served >= 2
     assert len(bow_model.texts()) - texts_before == left
-    assert re.search(rf"re-embedded {left} rows, skipped 0, in [\d.]+ s \([\d.]+ rows/s\)", out), out
+    assert re.search(rf"re-embedded {left} rows, skipped 0, in [\d.]+ s \([\d.]+ rows/s\)", out), (
+        out
+    )
     assert "rows/s]" in err or "row/s]" in err  # the progress bar's rate
 
     # Swapped in one go: the new width, the new model on every row, no staging left.
     assert column_width(url, "embedding") == OTHER_DIMENSIONS
     assert column_width(url, "embedding_next") is None
     assert column_width(url, "context_centroid") == OTHER_DIMENSIONS
-    assert meta(url) == {"embedding_dimensions": str(OTHER_DIMENSIONS), "embedding_provider": "openai",
-                         "embedding_model": BOW_MODEL}
-    assert sql(url, "SELECT DISTINCT embedding_provider, embedding_model FROM memories") == [("openai", BOW_MODEL)]
+    assert meta(url) == {
+        "embedding_dimensions": str(OTHER_DIMENSIONS),
+        "embedding_provider": "openai",
+        "embedding_model": BOW_MODEL,
+    }
+    assert sql(url, "SELECT DISTINCT embedding_provider, embedding_model FROM memories") == [
+        ("openai", BOW_MODEL)
+    ]
     assert sql(url, "SELECT count(*) FROM memories") == [(total + 1,)]
-    assert sql(url, "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0") == [(0,)]
-    assert sql(url, "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_embedding_hnsw'") == [(1,)]
+    assert sql(
+        url,
+        "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0",
+    ) == [(0,)]
+    assert sql(
+        url, "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_embedding_hnsw'"
+    ) == [(1,)]
     # The run that finished gave the table back to autovacuum, its own options kept.
     assert table_options(url) == ["toast_tuple_target=4096"]
 
@@ -403,15 +471,29 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
         runtime = await build_runtime(new_settings, in_process_worker=True)
         try:
             deps = runtime.deps
-            await assert_recall(deps, user, recall_cases(ids, sample[1:]) + [
-                ("Colby San Diego kayaking", edited_text, ids[edited]),
-                ("Wilhelmina keeps bees in Hamburg", late_text, late_id),
-            ])
+            await assert_recall(
+                deps,
+                user,
+                recall_cases(ids, sample[1:])
+                + [
+                    ("Colby San Diego kayaking", edited_text, ids[edited]),
+                    ("Wilhelmina keeps bees in Hamburg", late_text, late_id),
+                ],
+            )
             written = await runtime.write_queue.submit(
                 "remember", user, {"text": "My cousin Ottilie breeds alpacas in Peru."}, "k-1"
             )
-            await assert_recall(deps, user, [
-                ("Ottilie alpacas", "My cousin Ottilie breeds alpacas in Peru.", written["memory_id"])])
+            await assert_recall(
+                deps,
+                user,
+                [
+                    (
+                        "Ottilie alpacas",
+                        "My cousin Ottilie breeds alpacas in Peru.",
+                        written["memory_id"],
+                    )
+                ],
+            )
         finally:
             await close_runtime(runtime)
 
@@ -425,8 +507,12 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
 
     async def back() -> None:
         async with Store(url, local_settings, local_embedder()) as deps:
-            await assert_recall(deps, user, recall_cases(ids, sample[1:]) + [
-                ("Where does Wilhelmina keep bees?", late_text, late_id)])
+            await assert_recall(
+                deps,
+                user,
+                recall_cases(ids, sample[1:])
+                + [("Where does Wilhelmina keep bees?", late_text, late_id)],
+            )
 
     asyncio.run(back())
 
@@ -446,9 +532,15 @@ def test_same_dimension_rewrites_in_place(own_dsn: str, bow_server, capsys) -> N
             return ids
 
     ids = asyncio.run(before())
-    sql(url, "UPDATE memories SET context_centroid = embedding, context_count = 2 WHERE id = %s",
-        ids[fact(*people[0])])
-    attnum = sql(url, "SELECT attnum FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'")
+    sql(
+        url,
+        "UPDATE memories SET context_centroid = embedding, context_count = 2 WHERE id = %s",
+        ids[fact(*people[0])],
+    )
+    attnum = sql(
+        url,
+        "SELECT attnum FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'",
+    )
     stamps = sql(url, "SELECT id, updated_at FROM memories ORDER BY id")
     new_settings = bow_settings(url, base, TEST_DIMENSIONS)
 
@@ -460,16 +552,27 @@ def test_same_dimension_rewrites_in_place(own_dsn: str, bow_server, capsys) -> N
     assert len(same.texts()) - embedded == len(people)
 
     # Rewritten in place: the same column, no staging, timestamps untouched, contexts cleared.
-    assert sql(url, "SELECT attnum FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'") == attnum
+    assert (
+        sql(
+            url,
+            "SELECT attnum FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'",
+        )
+        == attnum
+    )
     assert column_width(url, "embedding_next") is None
     assert sql(url, "SELECT id, updated_at FROM memories ORDER BY id") == stamps
-    assert sql(url, "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0") == [(0,)]
+    assert sql(
+        url,
+        "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0",
+    ) == [(0,)]
     assert meta(url)["embedding_model"] == BOW_MODEL
     # Autovacuum given back, and the rewritten rows' old versions vacuumed by the run itself.
     assert table_options(url) == ["toast_tuple_target=4096"]
     assert summary.vacuum_seconds > 0
     deadline = time.monotonic() + 10  # the statistics reach the view within a second or so
-    while sql(url, "SELECT last_vacuum FROM pg_stat_user_tables WHERE relname = 'memories'") == [(None,)]:
+    while sql(url, "SELECT last_vacuum FROM pg_stat_user_tables WHERE relname = 'memories'") == [
+        (None,)
+    ]:
         assert time.monotonic() < deadline, "the run did not vacuum memories"
         time.sleep(0.1)
 
@@ -503,14 +606,18 @@ def test_a_failed_run_gives_the_table_back_to_autovacuum(own_dsn: str, bow_serve
     models[TEST_DIMENSIONS].fail_status = 400  # the provider refuses every batch
     try:
         with pytest.raises(reembed.ReembedError, match="HTTP 400"):
-            asyncio.run(reembed.run(bow_settings(url, base, TEST_DIMENSIONS), batch_size=3, progress=None))
+            asyncio.run(
+                reembed.run(bow_settings(url, base, TEST_DIMENSIONS), batch_size=3, progress=None)
+            )
     finally:
         models[TEST_DIMENSIONS].fail_status = None
     assert table_options(url) == ["toast_tuple_target=4096"]
     assert sql(url, "SELECT DISTINCT embedding_model FROM memories") == [(LOCAL_MODEL_ID,)]
 
 
-def test_with_redis_the_batches_run_on_the_new_models_workers(own_dsn: str, bow_server, redis_url: str) -> None:
+def test_with_redis_the_batches_run_on_the_new_models_workers(
+    own_dsn: str, bow_server, redis_url: str
+) -> None:
     """A dimension switch on Redis: `ownsona reembed --worker` (new settings) takes the batches."""
     from tests.conftest import QUEUE_NAMESPACE
 
@@ -524,12 +631,18 @@ def test_with_redis_the_batches_run_on_the_new_models_workers(own_dsn: str, bow_
             return await seed(deps, user, [fact(*p) for p in people])
 
     ids = asyncio.run(before())
-    env = {**bow_env(url, base, OTHER_DIMENSIONS), "REDIS_URL": redis_url, "QUEUE_NAMESPACE": QUEUE_NAMESPACE}
+    env = {
+        **bow_env(url, base, OTHER_DIMENSIONS),
+        "REDIS_URL": redis_url,
+        "QUEUE_NAMESPACE": QUEUE_NAMESPACE,
+    }
     worker = run_cli(env, "--worker", "--threads", "2")
     try:
         assert worker.stdout is not None
         line = worker.stdout.readline()
-        assert "re-embedding worker running" in line, line + (worker.stderr.read() if worker.poll() is not None else "")
+        assert "re-embedding worker running" in line, line + (
+            worker.stderr.read() if worker.poll() is not None else ""
+        )
         embedded = len(bow_model.texts())
         settings = bow_settings(url, base, OTHER_DIMENSIONS).with_overrides(
             redis_url=redis_url, queue_namespace=QUEUE_NAMESPACE
@@ -555,7 +668,9 @@ def test_with_redis_the_batches_run_on_the_new_models_workers(own_dsn: str, bow_
     asyncio.run(after())
 
 
-def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str, bow_server) -> None:
+def test_the_swap_writes_no_row_however_many_have_learned_contexts(
+    own_dsn: str, bow_server
+) -> None:
     """The swap holds off the server, so it changes the catalog only: every row keeps the
     version the fill wrote (no UPDATE of each learned context under the lock), and yet
     every context is reset and the new vectors are live, with a valid HNSW index even
@@ -575,8 +690,11 @@ def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str,
 
     ids = asyncio.run(seed_store())
     learned = sorted(ids.values())[::2]
-    sql(url, "UPDATE memories SET context_centroid = embedding, context_count = 3 WHERE id = ANY(%s)",
-        learned)
+    sql(
+        url,
+        "UPDATE memories SET context_centroid = embedding, context_count = 3 WHERE id = ANY(%s)",
+        learned,
+    )
 
     async def fill_then_swap() -> dict[int, str]:
         embedder = make_embedder(new_settings)
@@ -590,8 +708,11 @@ def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str,
                 # An earlier run was stopped while building the index: an invalid one is left.
                 async with deps.pool.connection() as conn:
                     assert await store_reembed.build_staging_index(conn)
-                sql(url, "UPDATE pg_index SET indisvalid = false"
-                         " WHERE indexrelid = 'memories_embedding_next_hnsw'::regclass")
+                sql(
+                    url,
+                    "UPDATE pg_index SET indisvalid = false"
+                    " WHERE indexrelid = 'memories_embedding_next_hnsw'::regclass",
+                )
                 filled = dict(sql(url, "SELECT id, ctid::text FROM memories"))
                 # Never live without a valid index; the next run's build mends it.
                 with pytest.raises(StorageError, match="no valid HNSW index"):
@@ -604,13 +725,19 @@ def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str,
 
     filled = asyncio.run(fill_then_swap())
     assert dict(sql(url, "SELECT id, ctid::text FROM memories")) == filled
-    assert sql(url, "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0") == [(0,)]
+    assert sql(
+        url,
+        "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0",
+    ) == [(0,)]
     assert column_width(url, "embedding") == OTHER_DIMENSIONS
     assert column_width(url, "context_centroid") == OTHER_DIMENSIONS
     assert meta(url)["embedding_dimensions"] == str(OTHER_DIMENSIONS)
-    assert sql(url, "SELECT i.indisvalid, a.attname FROM pg_index i"
-                    " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
-                    " WHERE i.indexrelid = 'memories_embedding_hnsw'::regclass") == [(True, "embedding")]
+    assert sql(
+        url,
+        "SELECT i.indisvalid, a.attname FROM pg_index i"
+        " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+        " WHERE i.indexrelid = 'memories_embedding_hnsw'::regclass",
+    ) == [(True, "embedding")]
 
     async def recall_on_the_new_model() -> None:
         embedder = make_embedder(new_settings)
@@ -627,5 +754,8 @@ def test_the_swap_writes_no_row_however_many_have_learned_contexts(own_dsn: str,
             await embedder.aclose()
 
     asyncio.run(recall_on_the_new_model())
-    assert sql(url, "SELECT context_count, vector_dims(context_centroid) FROM memories WHERE id = %s",
-               ids[fact(*people[0])]) == [(1, OTHER_DIMENSIONS)]
+    assert sql(
+        url,
+        "SELECT context_count, vector_dims(context_centroid) FROM memories WHERE id = %s",
+        ids[fact(*people[0])],
+    ) == [(1, OTHER_DIMENSIONS)]

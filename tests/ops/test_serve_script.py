@@ -41,7 +41,10 @@ def _checkout(tmp_path: Path) -> Path:
 def _serve(root: Path, *args: str) -> tuple[str, list[str]]:
     done = subprocess.run(
         ["bash", str(root / "scripts" / "serve"), *args],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "PIP_NO_INDEX": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PIP_NO_INDEX": "1"},
     )
     assert done.returncode == 0, done.stderr
     log = root / ".venv" / "pip.log"

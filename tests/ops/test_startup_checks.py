@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memory.settings import Settings, SettingsError, is_loopback_host, public_listen_problem
+from config.settings import Settings, SettingsError, is_loopback_host, public_listen_problem
 from tests.e2e.server import free_port
 
 PASSWORD = "correct horse battery"
@@ -35,7 +35,9 @@ def _refused(tmp_path: Path, **values: str) -> SettingsError:
 # -- the settings rules ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("host", ["http://0.0.0.0", "0.0.0.0:8000", "my host", "-bad.example", "a..b"])
+@pytest.mark.parametrize(
+    "host", ["http://0.0.0.0", "0.0.0.0:8000", "my host", "-bad.example", "a..b"]
+)
 def test_a_listen_address_that_is_not_one_is_refused(tmp_path, host):
     error = _refused(tmp_path, OWNSONA_HOST=host)
     assert error.variable == "OWNSONA_HOST"
@@ -44,8 +46,14 @@ def test_a_listen_address_that_is_not_one_is_refused(tmp_path, host):
 
 @pytest.mark.parametrize(
     ("host", "stored"),
-    [("0.0.0.0", "0.0.0.0"), ("::", "::"), ("[::1]", "::1"), ("localhost", "localhost"),
-     ("my-box.lan", "my-box.lan"), ("192.168.1.20", "192.168.1.20")],
+    [
+        ("0.0.0.0", "0.0.0.0"),
+        ("::", "::"),
+        ("[::1]", "::1"),
+        ("localhost", "localhost"),
+        ("my-box.lan", "my-box.lan"),
+        ("192.168.1.20", "192.168.1.20"),
+    ],
 )
 def test_addresses_and_host_names_are_accepted(tmp_path, host, stored):
     assert Settings.from_env(_env(tmp_path, OWNSONA_HOST=host)).host == stored
@@ -69,8 +77,11 @@ def test_a_data_dir_that_cannot_be_created_is_refused(tmp_path):
     (tmp_path / "a-file").write_text("not a directory")
     error = _refused(tmp_path, OWNSONA_DATA_DIR=str(tmp_path / "a-file" / "ownsona"))
     assert error.variable == "OWNSONA_DATA_DIR" and "is not a directory" in str(error)
-    with_database = {**_env(tmp_path), "OWNSONA_DATA_DIR": str(tmp_path / "a-file" / "ownsona"),
-                     "DATABASE_URL": "postgres://db/ownsona"}
+    with_database = {
+        **_env(tmp_path),
+        "OWNSONA_DATA_DIR": str(tmp_path / "a-file" / "ownsona"),
+        "DATABASE_URL": "postgres://db/ownsona",
+    }
     # With DATABASE_URL the embedded cluster is never started, so the directory is not checked.
     assert Settings.from_env(with_database).database_url == "postgres://db/ownsona"
 
@@ -92,7 +103,10 @@ def test_a_model_dir_needs_the_model_and_its_tokenizer(tmp_path):
     error = _refused(tmp_path, EMBEDDING_MODEL_DIR=str(model_dir))
     assert error.variable == "EMBEDDING_MODEL_DIR" and "tokenizer.json" in str(error)
     (model_dir / "tokenizer.json").write_text("{}")
-    assert Settings.from_env(_env(tmp_path, EMBEDDING_MODEL_DIR=str(model_dir))).embedding_model_dir == model_dir
+    assert (
+        Settings.from_env(_env(tmp_path, EMBEDDING_MODEL_DIR=str(model_dir))).embedding_model_dir
+        == model_dir
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,7 +125,10 @@ def test_bad_database_urls_are_refused_without_echoing_them(tmp_path, url, probl
 
 @pytest.mark.parametrize(
     "url",
-    ["postgres://u:p@db.example:5432/ownsona?sslmode=require", "postgresql:///ownsona?host=/run/pg"],
+    [
+        "postgres://u:p@db.example:5432/ownsona?sslmode=require",
+        "postgresql:///ownsona?host=/run/pg",
+    ],
 )
 def test_platform_database_urls_are_kept_whole(tmp_path, url):
     # The query string (sslmode, a socket directory) is libpq's: it must reach it intact.
@@ -137,7 +154,9 @@ def test_redis_url_rules(tmp_path):
 
 
 def test_llm_base_url_must_be_a_url(tmp_path):
-    error = _refused(tmp_path, RELATION_EXTRACTOR="llm", LLM_BASE_URL="localhost:11434", LLM_MODEL="m")
+    error = _refused(
+        tmp_path, RELATION_EXTRACTOR="llm", LLM_BASE_URL="localhost:11434", LLM_MODEL="m"
+    )
     assert error.variable == "LLM_BASE_URL"
 
 
@@ -159,8 +178,16 @@ def test_shutdown_timeout_is_a_positive_number_of_seconds(tmp_path):
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.8.0.1", True), ("::1", True), ("localhost", True),
-     ("0.0.0.0", False), ("::", False), ("192.168.1.20", False), ("my-box.lan", False)],
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.20", False),
+        ("my-box.lan", False),
+    ],
 )
 def test_loopback_addresses(host, loopback):
     assert is_loopback_host(host) is loopback
@@ -189,13 +216,23 @@ def _serve(tmp_path: Path, *args: str, **values: str) -> subprocess.CompletedPro
     env.update(_env(tmp_path, PORT=str(free_port()), **values))
     return subprocess.run(
         [sys.executable, "-m", "scripts.cli", "serve", *args],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
 #: Variables the test process may carry that would change what serve does.
-_OURS = ("DATABASE_URL", "REDIS_URL", "OWNSONA_PUBLIC_URL", "OWNSONA_HOST",
-         "OWNSONA_LOGIN_PASSWORD", "OWNSONA_LOGIN_USERNAME", "EMBEDDING_PROVIDER")
+_OURS = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "OWNSONA_PUBLIC_URL",
+    "OWNSONA_HOST",
+    "OWNSONA_LOGIN_PASSWORD",
+    "OWNSONA_LOGIN_USERNAME",
+    "EMBEDDING_PROVIDER",
+)
 
 
 @pytest.mark.parametrize(
@@ -203,13 +240,23 @@ _OURS = ("DATABASE_URL", "REDIS_URL", "OWNSONA_PUBLIC_URL", "OWNSONA_HOST",
     [
         ((), {"OWNSONA_HOST": "0.0.0.0"}, ["OWNSONA_PUBLIC_URL", "OWNSONA_LOGIN_PASSWORD"], []),
         (("--host", "::"), {}, ["OWNSONA_PUBLIC_URL", "OWNSONA_LOGIN_PASSWORD"], []),
-        (("--host", "192.168.77.5"), {"OWNSONA_PUBLIC_URL": "https://mem.example"},
-         ["OWNSONA_LOGIN_PASSWORD"], ["OWNSONA_PUBLIC_URL"]),
-        ((), {"OWNSONA_HOST": "0.0.0.0", "OWNSONA_LOGIN_PASSWORD": PASSWORD},
-         ["OWNSONA_PUBLIC_URL"], ["OWNSONA_LOGIN_PASSWORD"]),
+        (
+            ("--host", "192.168.77.5"),
+            {"OWNSONA_PUBLIC_URL": "https://mem.example"},
+            ["OWNSONA_LOGIN_PASSWORD"],
+            ["OWNSONA_PUBLIC_URL"],
+        ),
+        (
+            (),
+            {"OWNSONA_HOST": "0.0.0.0", "OWNSONA_LOGIN_PASSWORD": PASSWORD},
+            ["OWNSONA_PUBLIC_URL"],
+            ["OWNSONA_LOGIN_PASSWORD"],
+        ),
     ],
 )
-def test_serve_refuses_a_public_bind_of_the_embedded_default(tmp_path, args, values, named, not_named):
+def test_serve_refuses_a_public_bind_of_the_embedded_default(
+    tmp_path, args, values, named, not_named
+):
     done = _serve(tmp_path, *args, **values)
     assert done.returncode == 2, done.stderr
     assert "configuration error: OWNSONA_HOST" in done.stderr
@@ -255,7 +302,10 @@ def test_serve_listens_publicly_once_both_are_set(tmp_path, pg_data_dir):
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "scripts.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "scripts.cli", "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         answer = None

@@ -31,7 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolTimeout
 
 from api.lifecycle import resolve_database
-from memory.settings import Settings
+from config.settings import Settings
 from storage.errors import StorageError
 from storage.migrate import migrate
 from storage.pool import make_pool
@@ -131,11 +131,18 @@ async def test_sslmode_require_is_honoured_everywhere(tcp_postgres):
 
 
 def test_a_database_refusing_tls_stops_the_commands_with_one_clear_line(tcp_postgres, tmp_path):
-    env = {**base_env(), "DATABASE_URL": _url(tcp_postgres, "require"), "OWNSONA_DATA_DIR": str(tmp_path)}
+    env = {
+        **base_env(),
+        "DATABASE_URL": _url(tcp_postgres, "require"),
+        "OWNSONA_DATA_DIR": str(tmp_path),
+    }
     for command in (["migrate"], ["serve", "--port", str(free_port())]):
         done = subprocess.run(
             [sys.executable, "-m", "scripts.cli", *command],
-            env=env, capture_output=True, text=True, timeout=60,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 1, (command, done.stderr)
         assert "start-up failed: DATABASE_URL: cannot connect:" in done.stderr
@@ -153,30 +160,43 @@ def _certificates(directory: Path) -> tuple[Path, Path, Path]:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "OwnSona test CA")])
     ca = (
         x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False, data_encipherment=False,
-                          key_agreement=False, encipher_only=False, decipher_only=False),
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
             critical=True,
         )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name).public_key(key.public_key())
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
@@ -186,7 +206,9 @@ def _certificates(directory: Path) -> tuple[Path, Path, Path]:
             ),
             critical=False,
         )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )
@@ -216,16 +238,42 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, P
     port = free_port()
     log = directory / "redis.log"
     proc = subprocess.Popen(
-        [binary, "--port", "0", "--tls-port", str(port), "--tls-cert-file", str(cert),
-         "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no",
-         "--save", "", "--appendonly", "no", "--dir", str(directory), "--logfile", str(log)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            binary,
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--tls-cert-file",
+            str(cert),
+            "--tls-key-file",
+            str(key),
+            "--tls-ca-cert-file",
+            str(ca),
+            "--tls-auth-clients",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
+            "--logfile",
+            str(log),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    client = redis.Redis(host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=str(ca), socket_connect_timeout=1)
+    client = redis.Redis(
+        host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=str(ca), socket_connect_timeout=1
+    )
     try:
         for _ in range(100):
             if proc.poll() is not None:
-                problem = (proc.stderr.read() if proc.stderr else "") + (log.read_text() if log.exists() else "")
+                problem = (proc.stderr.read() if proc.stderr else "") + (
+                    log.read_text() if log.exists() else ""
+                )
                 pytest.skip(f"redis-server cannot serve TLS here: {problem.strip()[-300:]}")
             try:
                 client.ping()
@@ -248,7 +296,9 @@ def test_a_write_travels_through_a_tls_only_redis(tls_redis, clean_db, tmp_path)
     url = f"rediss://127.0.0.1:{port}/0?ssl_cert_reqs=required&ssl_ca_certs={ca}"
     with run_processes(tmp_path, {"DATABASE_URL": clean_db, "REDIS_URL": url}, workers=1) as server:
         token = server.token()
-        stored = call_tool(server.url, token, "remember", {"text": "My TLS-carried fact: the boat is blue."})
+        stored = call_tool(
+            server.url, token, "remember", {"text": "My TLS-carried fact: the boat is blue."}
+        )
         found = call_tool(server.url, token, "get_memory", {"id": stored["memory_id"]})
     assert found["memory"]["text"] == "My TLS-carried fact: the boat is blue."
     # The server has no plaintext port: the broker, the results and the API's waiting
@@ -268,7 +318,11 @@ def test_an_unverifiable_redis_certificate_stops_the_worker(tls_redis, clean_db,
         "OWNSONA_DATA_DIR": str(tmp_path),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "scripts.cli", "worker"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "scripts.cli", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1, done.stderr
     assert "start-up failed: REDIS_URL: cannot connect:" in done.stderr

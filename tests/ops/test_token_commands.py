@@ -41,8 +41,13 @@ def ownsona(dsn: str | None, *args: str, **env: str) -> subprocess.CompletedProc
         environment.update(DATABASE_URL=dsn, OWNSONA_PUBLIC_URL=PUBLIC_URL)
     environment.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "scripts.cli", *args], cwd=REPO, env=environment,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "scripts.cli", *args],
+        cwd=REPO,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -57,19 +62,24 @@ def _claims(token: str) -> dict[str, Any]:
     return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
 
 
-async def test_minted_tokens_are_listed_and_revoked_one_at_a_time(client: Any, clean_db: str) -> None:
+async def test_minted_tokens_are_listed_and_revoked_one_at_a_time(
+    client: Any, clean_db: str
+) -> None:
     alice = make_user(clean_db, "alice")
     first = _mint(clean_db, "--user", "alice", "--name", "laptop curl")
     second = _mint(clean_db, "--user", "alice")
     assert rows(clean_db, "SELECT user_id, label, scope FROM cli_tokens ORDER BY id") == [
-        (alice, "laptop curl", "memory:read memory:write"), (alice, None, "memory:read memory:write"),
+        (alice, "laptop curl", "memory:read memory:write"),
+        (alice, None, "memory:read memory:write"),
     ]
     assert (await Mcp(client, first).request("tools/list")).status_code == 200
     listing = ownsona(clean_db, "token", "list", "--user", "alice")
     assert listing.returncode == 0, listing.stderr
     lines = listing.stdout.splitlines()
     assert lines[0].split()[:3] == ["ID", "USER", "NAME"]
-    first_id = rows(clean_db, "SELECT id FROM cli_tokens WHERE jti = %s", _claims(first)["jti"])[0][0]
+    first_id = rows(clean_db, "SELECT id FROM cli_tokens WHERE jti = %s", _claims(first)["jti"])[0][
+        0
+    ]
     entry = next(line for line in lines if line.startswith(f"t{first_id} "))
     assert "laptop curl" in entry and "alice" in entry
     assert entry.split()[-3] != "-"  # used once: "last used" is set
@@ -77,7 +87,9 @@ async def test_minted_tokens_are_listed_and_revoked_one_at_a_time(client: Any, c
     revoked = ownsona(clean_db, "token", "revoke", f"t{first_id}")
     assert revoked.returncode == 0, revoked.stderr
     answer = await Mcp(client, first).request("tools/list")
-    assert answer.status_code == 401 and 'error="invalid_token"' in answer.headers["www-authenticate"]
+    assert (
+        answer.status_code == 401 and 'error="invalid_token"' in answer.headers["www-authenticate"]
+    )
     assert (await Mcp(client, second).request("tools/list")).status_code == 200
     after = ownsona(clean_db, "token", "list").stdout
     assert f"t{first_id} " not in after
@@ -126,17 +138,31 @@ def test_token_signs_for_the_url_serve_recorded(tmp_path: Path, clean_db: str) -
     port = free_port()
     data_dir = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if k not in SERVER_VARIABLES and k != "PORT"}
-    env.update(DATABASE_URL=clean_db, OWNSONA_DATA_DIR=str(data_dir),
-               OWNSONA_LOGIN_USERNAME="owner", OWNSONA_LOGIN_PASSWORD="correct horse battery")
+    env.update(
+        DATABASE_URL=clean_db,
+        OWNSONA_DATA_DIR=str(data_dir),
+        OWNSONA_LOGIN_USERNAME="owner",
+        OWNSONA_LOGIN_PASSWORD="correct horse battery",
+    )
     log = open(tmp_path / "serve.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "scripts.cli", "serve", "--port", str(port)],
-                              cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "scripts.cli", "serve", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_until_up(url, server, tmp_path / "serve.log")
         minted = subprocess.run(
-            [sys.executable, "-m", "scripts.cli", "token", "--user", "owner"], cwd=REPO, env=env,
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+            [sys.executable, "-m", "scripts.cli", "token", "--user", "owner"],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert minted.returncode == 0, minted.stderr
         token = minted.stdout.strip()

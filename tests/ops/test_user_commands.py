@@ -15,11 +15,17 @@ from tests.conftest import make_user
 from tests.ops.test_backup import REPO, ownsona
 
 
-def ownsona_without_terminal(dsn: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def ownsona_without_terminal(
+    dsn: str, *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
     """The command with a pipe for stdin, whatever terminal the tests run in."""
     return subprocess.run(
-        [sys.executable, "-m", "scripts.cli", *args], cwd=REPO,
-        env={**os.environ, "DATABASE_URL": dsn}, input=stdin, capture_output=True, text=True,
+        [sys.executable, "-m", "scripts.cli", *args],
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": dsn},
+        input=stdin,
+        capture_output=True,
+        text=True,
         timeout=120,
     )
 
@@ -40,7 +46,8 @@ def test_list_disable_enable(clean_db: str) -> None:
     assert alice.split()[-1] == "0" and alice.split()[-2] == "-"  # no memories, never signed in
     assert ownsona(clean_db, "user", "enable", "alice").returncode == 0
     assert rows(clean_db, "SELECT username, disabled FROM users ORDER BY 1") == [
-        ("alice", False), ("bob", False)
+        ("alice", False),
+        ("bob", False),
     ]
     unknown = ownsona(clean_db, "user", "disable", "carol")
     assert unknown.returncode == 2 and "no account 'carol'" in unknown.stderr
@@ -55,9 +62,14 @@ def test_delete_needs_confirmation_and_says_what_went(clean_db: str) -> None:
     assert rows(clean_db, "SELECT count(*) FROM users")[0][0] == 2
 
     for user_id in (alice, bob):
-        rows(clean_db, "INSERT INTO cli_tokens (jti, user_id, scope, issued_at, expires_at)"
-                       " VALUES (%s, %s, 'memory:read', now(), now() + interval '1 hour')"
-                       " RETURNING id", f"jti-{user_id}", user_id)
+        rows(
+            clean_db,
+            "INSERT INTO cli_tokens (jti, user_id, scope, issued_at, expires_at)"
+            " VALUES (%s, %s, 'memory:read', now(), now() + interval '1 hour')"
+            " RETURNING id",
+            f"jti-{user_id}",
+            user_id,
+        )
     deleted = ownsona(clean_db, "user", "delete", "alice", "--yes")
     assert deleted.returncode == 0, deleted.stderr
     assert deleted.stdout.strip() == (

@@ -78,7 +78,9 @@ async def fails(deps: Any, user: int, tool: str, code: str, **args: Any) -> Memo
     try:
         payload = await USE_CASES[tool](deps, user, args)
     except MemoryServiceError as ex:
-        assert ex.code == code, f"{tool}({args!r}) failed with {ex.code} ({ex.message}), expected {code}"
+        assert ex.code == code, (
+            f"{tool}({args!r}) failed with {ex.code} ({ex.message}), expected {code}"
+        )
         assert isinstance(ex.message, str) and ex.message
         check_payload(ex.to_payload())
         return ex
@@ -112,7 +114,9 @@ def assert_timestamps(value: Any, path: str = "$") -> None:
     if isinstance(value, dict):
         for k, v in value.items():
             if k in _TIMESTAMP_KEYS and v is not None:
-                assert isinstance(v, str) and RFC3339_Z.match(v), f"{path}.{k} = {v!r} is not RFC 3339 Z"
+                assert isinstance(v, str) and RFC3339_Z.match(v), (
+                    f"{path}.{k} = {v!r} is not RFC 3339 Z"
+                )
             assert_timestamps(v, f"{path}.{k}")
     elif isinstance(value, list):
         for i, v in enumerate(value):
@@ -140,7 +144,11 @@ async def sql(deps: Any, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
 
 async def expire(deps: Any, memory_id: int) -> None:
     """Make a row expired (expires_at in the past) without going through the tools."""
-    await sql(deps, "UPDATE memories SET expires_at = now() - interval '1 minute' WHERE id = %s", (memory_id,))
+    await sql(
+        deps,
+        "UPDATE memories SET expires_at = now() - interval '1 minute' WHERE id = %s",
+        (memory_id,),
+    )
 
 
 async def row_count(deps: Any, user: int | None = None) -> int:
@@ -177,7 +185,11 @@ async def cosine(deps: Any, a: str, b: str) -> float:
 async def remember_many(deps: Any, user: int, texts: list[str], **item_args: Any) -> list[int]:
     """Store texts with one remember_batch (dedup off) and return their ids in order."""
     out = await call(
-        deps, user, "remember_batch", items=[{"text": t, **item_args} for t in texts], dedup_policy="insert"
+        deps,
+        user,
+        "remember_batch",
+        items=[{"text": t, **item_args} for t in texts],
+        dedup_policy="insert",
     )
     assert out["summary"]["failed"] == 0, out
     return [r["memory_id"] for r in out["results"]]

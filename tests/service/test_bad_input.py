@@ -8,7 +8,7 @@ property over arbitrary JSON-like argument objects.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,7 +22,12 @@ from memory.service import USE_CASES
 from .helpers import check_payload, expire, fingerprint
 
 SECRET = "sk-" + "A1b2C3d4" * 4
-INVALID, NOT_FOUND, SECRET_REJECTED, LIMIT = "INVALID_INPUT", "NOT_FOUND", "SECRET_REJECTED", "LIMIT_EXCEEDED"
+INVALID, NOT_FOUND, SECRET_REJECTED, LIMIT = (
+    "INVALID_INPUT",
+    "NOT_FOUND",
+    "SECRET_REJECTED",
+    "LIMIT_EXCEEDED",
+)
 
 #: The errors each tool's chapter section documents, less EMBEDDING_ERROR and
 #: DATABASE_ERROR: the embedder and the database are healthy here, so either would
@@ -82,7 +87,9 @@ async def seeded(deps, alice, bob):
 
     ids = [
         await put(alice, "I have a cat named Tom.", tags=["pets"]),
-        await put(alice, "My son Colby lives in Los Angeles.", tags=["family"], source_provider="openai"),
+        await put(
+            alice, "My son Colby lives in Los Angeles.", tags=["family"], source_provider="openai"
+        ),
         await put(alice, "My blood type is O negative.", keep=True),
         await put(alice, "I had a goldfish named Bubbles."),
         await put(alice, "The plumber comes on Friday.", expires_at="2099-01-01T00:00:00Z"),
@@ -155,7 +162,11 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     # recall / search_memory / build_context_prompt
     *[
         (tool, {key: value, **extra}, INVALID)
-        for tool, key in (("recall", "query"), ("search_memory", "query"), ("build_context_prompt", "user_prompt"))
+        for tool, key in (
+            ("recall", "query"),
+            ("search_memory", "query"),
+            ("build_context_prompt", "user_prompt"),
+        )
         for value, extra in (
             (None, {}),
             ("", {}),
@@ -199,7 +210,11 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("update_memory", {"id": 1, "text": "x" * 16001}, INVALID),
     ("update_memory", {"id": 1, "expires_at": "2001-01-01T00:00:00Z"}, INVALID),
     ("update_memory", {"id": 1, "last_confirmed_at": "soon"}, INVALID),
-    ("update_memory", {"id": 1, "text": "My son Colby lives in Los Angeles."}, INVALID),  # row 2's text
+    (
+        "update_memory",
+        {"id": 1, "text": "My son Colby lives in Los Angeles."},
+        INVALID,
+    ),  # row 2's text
     ("update_memory", {"id": 3, "importance": 0.2}, INVALID),  # locked
     ("update_memory", {"id": 1, "text": f"key {SECRET}"}, SECRET_REJECTED),
     ("update_memory", {"id": 99999, "importance": 0.2}, NOT_FOUND),
@@ -275,8 +290,16 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("remember", {"text": "A fact about kites.", "downweights": [0]}, INVALID),
     ("remember", {"text": "A fact about kites.", "expires_at": " 2099-01-01T00:00:00Z"}, INVALID),
     ("remember", {"text": "A fact about kites.", "expires_at": "2099-01-01T00:00:00Z "}, INVALID),
-    ("remember", {"text": "A fact about kites.", "last_confirmed_at": " 2026-01-01T00:00:00Z"}, INVALID),
-    ("remember", {"text": "A fact about kites.", "last_confirmed_at": "2026-01-01T00:00:00Z "}, INVALID),
+    (
+        "remember",
+        {"text": "A fact about kites.", "last_confirmed_at": " 2026-01-01T00:00:00Z"},
+        INVALID,
+    ),
+    (
+        "remember",
+        {"text": "A fact about kites.", "last_confirmed_at": "2026-01-01T00:00:00Z "},
+        INVALID,
+    ),
     ("update_memory", {"id": 1, "importance": 0.9, "dryRun": True}, INVALID),
     ("update_memory", {"id": 1, "expires_at": " 2099-01-01T00:00:00Z"}, INVALID),
     ("update_memory", {"id": 1, "expires_at": "2099-01-01T00:00:00Z "}, INVALID),
@@ -318,9 +341,13 @@ async def test_bad_input_is_refused_and_changes_nothing(deps, alice, bob, seeded
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize(("tool", "args"), [("remember", {}), ("update_memory", {"importance": 0.3})])
+@pytest.mark.parametrize(
+    ("tool", "args"), [("remember", {}), ("update_memory", {"importance": 0.3})]
+)
 async def test_error_detail_names_the_field(deps, alice, seeded, tool, args):
-    kind, err = await _outcome(deps, alice, tool, {**args, "id": "one"} if tool == "update_memory" else args)
+    kind, err = await _outcome(
+        deps, alice, tool, {**args, "id": "one"} if tool == "update_memory" else args
+    )
     assert kind == "error" and err.code == INVALID
     assert err.detail and err.detail.get("field") in ("text", "id")
 
@@ -328,7 +355,13 @@ async def test_error_detail_names_the_field(deps, alice, seeded, tool, args):
 @pytest.mark.parametrize(
     ("tool", "items"),
     [
-        ("remember_batch", [{"text": "A fine fact about kites."}, {"text": "Another fact.", "importance": 10**400}]),
+        (
+            "remember_batch",
+            [
+                {"text": "A fine fact about kites."},
+                {"text": "Another fact.", "importance": 10**400},
+            ],
+        ),
         ("update_memory_batch", [{"id": 1, "importance": 0.7}, {"id": 2, "importance": 10**400}]),
     ],
 )
@@ -339,7 +372,9 @@ async def test_huge_number_in_a_batch_item_fails_only_that_item(deps, alice, see
         kind, out = await _outcome(deps, alice, tool, {"items": items})
     except Exception as ex:  # noqa: BLE001 - the finding is that it escaped
         pytest.fail(f"{tool} raised {type(ex).__name__}: {ex}")
-    assert kind == "ok", f"the whole batch failed: {out.code}: {out.message}" if kind == "error" else ""
+    assert kind == "ok", (
+        f"the whole batch failed: {out.code}: {out.message}" if kind == "error" else ""
+    )
     assert [r["ok"] for r in out["results"]] == [True, False]
     assert out["results"][1]["error"]["code"] == INVALID
 
@@ -368,10 +403,16 @@ _STRING_FIELDS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-_UNSTORABLE = {"nul": "nul\x00inside", "high surrogate": "lone \ud800 surrogate", "low surrogate": "\udfff"}
+_UNSTORABLE = {
+    "nul": "nul\x00inside",
+    "high surrogate": "lone \ud800 surrogate",
+    "low surrogate": "\udfff",
+}
 
 
-@pytest.mark.parametrize(("tool", "base", "field"), _STRING_FIELDS, ids=[f"{t}.{f}" for t, _, f in _STRING_FIELDS])
+@pytest.mark.parametrize(
+    ("tool", "base", "field"), _STRING_FIELDS, ids=[f"{t}.{f}" for t, _, f in _STRING_FIELDS]
+)
 async def test_unstorable_strings_are_invalid_input(deps, alice, bob, seeded, tool, base, field):
     failures = []
     for name, bad in _UNSTORABLE.items():
@@ -390,7 +431,9 @@ async def test_unstorable_strings_are_invalid_input(deps, alice, bob, seeded, to
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("bad", ["nul\x00inside", "lone \ud800 surrogate"], ids=["nul", "surrogate"])
+@pytest.mark.parametrize(
+    "bad", ["nul\x00inside", "lone \ud800 surrogate"], ids=["nul", "surrogate"]
+)
 async def test_unstorable_string_in_a_batch_item_fails_only_that_item(deps, alice, seeded, bad):
     # "Per-item failures do not fail the batch": the bad item fails, the good one is stored.
     try:
@@ -398,11 +441,18 @@ async def test_unstorable_string_in_a_batch_item_fails_only_that_item(deps, alic
             deps,
             alice,
             "remember_batch",
-            {"items": [{"text": "A fine fact about kites."}, {"text": "Another fact.", "session_id": bad}]},
+            {
+                "items": [
+                    {"text": "A fine fact about kites."},
+                    {"text": "Another fact.", "session_id": bad},
+                ]
+            },
         )
     except Exception as ex:  # noqa: BLE001 - the finding is that it escaped
         pytest.fail(f"remember_batch raised {type(ex).__name__}: {ex}")
-    assert kind == "ok", f"the whole batch failed: {out.code}: {out.message}" if kind == "error" else ""
+    assert kind == "ok", (
+        f"the whole batch failed: {out.code}: {out.message}" if kind == "error" else ""
+    )
     assert [r["ok"] for r in out["results"]] == [True, False]
     assert out["results"][1]["error"]["code"] == INVALID
 
@@ -423,9 +473,17 @@ _scalar = st.one_of(
     _text,
 )
 _json = st.recursive(
-    _scalar, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(_CHARS, max_size=6), inner, max_size=3), max_leaves=6
+    _scalar,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(_CHARS, max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
 )
-_ids = st.one_of(st.integers(min_value=-2, max_value=9), st.sampled_from([2**63 - 1, 2**63, -(2**63), 1.0, 2.5, True]))
+_ids = st.one_of(
+    st.integers(min_value=-2, max_value=9),
+    st.sampled_from([2**63 - 1, 2**63, -(2**63), 1.0, 2.5, True]),
+)
 _timestamp = st.one_of(
     st.sampled_from(
         [
@@ -441,7 +499,7 @@ _timestamp = st.one_of(
             "now",
         ]
     ),
-    st.datetimes(timezones=st.just(timezone.utc)).map(lambda d: d.isoformat().replace("+00:00", "Z")),
+    st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat().replace("+00:00", "Z")),
 )
 _texts = st.one_of(
     st.sampled_from(
@@ -457,7 +515,10 @@ _texts = st.one_of(
     ),
     _text,
 )
-_tags = st.lists(st.one_of(st.sampled_from(["pets", "fam", "work", "x", "!!", "Family Stuff"]), _text), max_size=4)
+_tags = st.lists(
+    st.one_of(st.sampled_from(["pets", "fam", "work", "x", "!!", "Family Stuff"]), _text),
+    max_size=4,
+)
 _number = st.one_of(st.floats(min_value=-2, max_value=2), st.sampled_from([0, 1, 0.5]))
 _limit = st.one_of(st.integers(min_value=-3, max_value=80), st.sampled_from([2**63, 10**30]))
 
@@ -524,9 +585,17 @@ STRATEGIES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     ),
     "confirm": _args({"id": _ids}),
     "forget": _args(
-        {"id": _ids, "hard_delete": st.booleans(), "reason": _text, "replaced_by_id": _ids, "dry_run": st.booleans()}
+        {
+            "id": _ids,
+            "hard_delete": st.booleans(),
+            "reason": _text,
+            "replaced_by_id": _ids,
+            "dry_run": st.booleans(),
+        }
     ),
-    "forget_batch": _args({"ids": st.lists(_ids, max_size=5), "reason": _text, "dry_run": st.booleans()}),
+    "forget_batch": _args(
+        {"ids": st.lists(_ids, max_size=5), "reason": _text, "dry_run": st.booleans()}
+    ),
     "text_search": _args({"text": _texts, "limit": _limit}),
     "get_memory": _args({"id": _ids}),
     "count_memories": _args({**_FILTERS, "tags": _tags, "source_provider": _text}),
@@ -546,20 +615,28 @@ def test_every_tool_has_a_strategy():
     deadline=None,
     derandomize=True,
     database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
 )
 @given(data=st.data())
-async def test_arbitrary_arguments_succeed_or_fail_with_a_documented_code(deps, alice, bob, seeded, tool, data):
+async def test_arbitrary_arguments_succeed_or_fail_with_a_documented_code(
+    deps, alice, bob, seeded, tool, data
+):
     args = data.draw(STRATEGIES[tool], label="arguments")
     before_alice = await fingerprint(deps, alice)
     before_bob = await fingerprint(deps, bob)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
 
     kind, result = await _outcome(deps, alice, tool, args)  # any other exception fails the test
 
     assert await fingerprint(deps, bob) == before_bob, "another user's rows changed"
     if kind == "error":
-        assert result.code in TOOL_CODES[tool], f"{tool}: undocumented {result.code}: {result.message}"
+        assert result.code in TOOL_CODES[tool], (
+            f"{tool}: undocumented {result.code}: {result.message}"
+        )
         check_payload(result.to_payload())
         assert await fingerprint(deps, alice) == before_alice, "a refused call changed the store"
         return
@@ -576,7 +653,7 @@ async def test_arbitrary_arguments_succeed_or_fail_with_a_documented_code(deps, 
         assert all(m["id"] in (1, 2, 3) or m["id"] > 7 for m in result["matches"])
     if tool in ("list_memories", "text_search"):
         assert len(result["memories"]) <= 50
-    assert (datetime.now(timezone.utc) - started).total_seconds() < 30
+    assert (datetime.now(UTC) - started).total_seconds() < 30
 
 
 # --- issue 12: a bad item fails alone --------------------------------------------------------------------
@@ -586,10 +663,18 @@ async def test_arbitrary_arguments_succeed_or_fail_with_a_documented_code(deps, 
     ("bad", "field", "suggestion"),
     [
         ({"text": "Kites fly best in spring.", "tagz": ["kites"]}, "tagz", "tags"),
-        ({"text": "Kites fly best in spring.", "dedupPolicy": "insert"}, "dedupPolicy", "dedup_policy"),
+        (
+            {"text": "Kites fly best in spring.", "dedupPolicy": "insert"},
+            "dedupPolicy",
+            "dedup_policy",
+        ),
         ({"text": "Kites fly best in spring.", "supersedes": [0]}, "supersedes", None),
         ({"text": "Kites fly best in spring.", "downweights": [-3]}, "downweights", None),
-        ({"text": "Kites fly best in spring.", "expires_at": "2099-01-01T00:00:00Z "}, "expires_at", None),
+        (
+            {"text": "Kites fly best in spring.", "expires_at": "2099-01-01T00:00:00Z "},
+            "expires_at",
+            None,
+        ),
     ],
 )
 async def test_a_bad_remember_batch_item_fails_alone(deps, alice, seeded, bad, field, suggestion):
@@ -615,7 +700,11 @@ async def test_a_bad_update_memory_batch_item_fails_alone(deps, alice, seeded):
     items = [
         {"id": 1, "importance": 0.9},
         {"id": 2, "importance": 0.9, "improtance": 0.1},
-        {"id": 2, "tags": ["family", "la"], "dry_run": True},  # dry_run is the call's, not an item's
+        {
+            "id": 2,
+            "tags": ["family", "la"],
+            "dry_run": True,
+        },  # dry_run is the call's, not an item's
         {"id": 1, "tags": ["cats"]},
     ]
     out = await USE_CASES["update_memory_batch"](deps, alice, {"items": items})
@@ -632,7 +721,9 @@ async def test_a_bad_update_memory_batch_item_fails_alone(deps, alice, seeded):
 
 async def test_update_memory_refuses_a_misspelt_dry_run(deps, alice, seeded):
     before = await fingerprint(deps, alice)
-    kind, err = await _outcome(deps, alice, "update_memory", {"id": 1, "text": "I have a dog.", "dryRun": True})
+    kind, err = await _outcome(
+        deps, alice, "update_memory", {"id": 1, "text": "I have a dog.", "dryRun": True}
+    )
     assert kind == "error" and err.code == INVALID
     assert err.detail == {"field": "dryRun", "suggestion": "dry_run"}
     assert err.message == "Unknown field 'dryRun'; did you mean dry_run?"

@@ -14,7 +14,9 @@ PEANUTS_2 = "I'm allergic to peanuts"
 
 
 async def _mem(deps, user, text, **args):
-    return (await call(deps, user, "remember", text=text, dedup_policy="insert", **args))["memory_id"]
+    return (await call(deps, user, "remember", text=text, dedup_policy="insert", **args))[
+        "memory_id"
+    ]
 
 
 # --- forget ------------------------------------------------------------------------------------
@@ -31,19 +33,30 @@ async def test_soft_forget_hides_the_row_but_keeps_a_tombstone(deps, alice):
     assert out["already_deleted"] is False
     assert out["message"] == "Forgotten"
 
-    assert [m["id"] for m in (await call(deps, alice, "recall", query="peanut allergy", limit=50))["matches"]] == [other]
-    assert [m["id"] for m in (await call(deps, alice, "search_memory", query="peanut allergy"))["matches"]] == [other]
+    assert [
+        m["id"]
+        for m in (await call(deps, alice, "recall", query="peanut allergy", limit=50))["matches"]
+    ] == [other]
+    assert [
+        m["id"]
+        for m in (await call(deps, alice, "search_memory", query="peanut allergy"))["matches"]
+    ] == [other]
     assert [m["id"] for m in (await call(deps, alice, "list_memories"))["memories"]] == [other]
     assert (await call(deps, alice, "text_search", text="peanuts"))["memories"] == []
     assert (await call(deps, alice, "count_memories"))["count"] == 1
-    prompt = (await call(deps, alice, "build_context_prompt", user_prompt="peanut allergy", min_score=0.5))["prompt"]
+    prompt = (
+        await call(deps, alice, "build_context_prompt", user_prompt="peanut allergy", min_score=0.5)
+    )["prompt"]
     assert PEANUTS not in prompt
 
     row = await get(deps, alice, mid)
     assert row["deleted_at"] is not None
     assert row["forget_reason"] == "tested negative"
     assert row["replaced_by_id"] is None
-    assert mid in [m["id"] for m in (await call(deps, alice, "list_memories", include_deleted=True))["memories"]]
+    assert mid in [
+        m["id"]
+        for m in (await call(deps, alice, "list_memories", include_deleted=True))["memories"]
+    ]
     assert mid in [m["id"] for m in (await call(deps, alice, "export_memories"))["memories"]]
     assert (await call(deps, alice, "count_memories", include_deleted=True))["count"] == 2
 
@@ -81,7 +94,11 @@ async def test_forget_dry_run_changes_nothing(deps, alice):
     assert soft["ok"] is True and soft["memory_id"] == mid and soft["dry_run"] is True
     assert soft["already_deleted"] is False and soft["message"] == "Would soft-delete"
     hard = await call(deps, alice, "forget", id=mid, dry_run=True, hard_delete=True)
-    assert hard["message"] == "Would hard-delete" and hard["dry_run"] is True and hard["already_deleted"] is False
+    assert (
+        hard["message"] == "Would hard-delete"
+        and hard["dry_run"] is True
+        and hard["already_deleted"] is False
+    )
     again = await call(deps, alice, "forget", id=gone, dry_run=True, reason="new reason")
     assert again["message"] == "Would update tombstone (already soft-deleted)"
     assert again["already_deleted"] is True
@@ -102,7 +119,10 @@ async def test_hard_delete_removes_everything(deps, alice):
     assert await row_count(deps, alice) == 1
     await fails(deps, alice, "get_memory", "NOT_FOUND", id=mid)
     assert [m["id"] for m in (await call(deps, alice, "export_memories"))["memories"]] == [keep]
-    assert mid not in [m["id"] for m in (await call(deps, alice, "list_memories", include_deleted=True))["memories"]]
+    assert mid not in [
+        m["id"]
+        for m in (await call(deps, alice, "list_memories", include_deleted=True))["memories"]
+    ]
     assert (await call(deps, alice, "count_memories", include_deleted=True))["count"] == 1
     # Not a tombstone either: a near-identical memory is not "previously corrected".
     again = await call(deps, alice, "remember", text=PEANUTS_2)
@@ -115,8 +135,16 @@ async def test_hard_delete_removes_everything(deps, alice):
 async def test_hard_delete_of_a_tombstone_erases_it(deps, alice):
     mid = await _mem(deps, alice, PEANUTS)
     await call(deps, alice, "forget", id=mid, reason="wrong")
-    assert (await call(deps, alice, "remember", text=PEANUTS_2, dedup_policy="insert"))["previously_corrected"]
-    await call(deps, alice, "forget", id=(await call(deps, alice, "text_search", text="I'm allergic"))["memories"][0]["id"], hard_delete=True)
+    assert (await call(deps, alice, "remember", text=PEANUTS_2, dedup_policy="insert"))[
+        "previously_corrected"
+    ]
+    await call(
+        deps,
+        alice,
+        "forget",
+        id=(await call(deps, alice, "text_search", text="I'm allergic"))["memories"][0]["id"],
+        hard_delete=True,
+    )
     out = await call(deps, alice, "forget", id=mid, hard_delete=True)
     assert out["already_deleted"] is True
     await fails(deps, alice, "get_memory", "NOT_FOUND", id=mid)
@@ -130,7 +158,9 @@ async def test_hard_delete_with_reason_or_replacement_is_refused(deps, alice):
     other = await _mem(deps, alice, "I play tennis on weekends.")
     before = await fingerprint(deps, alice)
     await fails(deps, alice, "forget", "INVALID_INPUT", id=mid, hard_delete=True, reason="because")
-    await fails(deps, alice, "forget", "INVALID_INPUT", id=mid, hard_delete=True, replaced_by_id=other)
+    await fails(
+        deps, alice, "forget", "INVALID_INPUT", id=mid, hard_delete=True, replaced_by_id=other
+    )
     assert await fingerprint(deps, alice) == before
 
 
@@ -187,14 +217,26 @@ async def test_locked_row_cannot_be_forgotten(deps, alice, args):
 
 
 async def test_forget_batch_results_and_summary(deps, alice):
-    a, b, c = await remember_many(deps, alice, ["Fact alpha about boats.", "Fact beta about trains.", "Fact gamma about planes."])
+    a, b, c = await remember_many(
+        deps,
+        alice,
+        ["Fact alpha about boats.", "Fact beta about trains.", "Fact gamma about planes."],
+    )
     kept = await _mem(deps, alice, "My blood type is O negative.", keep=True)
     await call(deps, alice, "forget", id=c, reason="old reason")
-    out = await call(deps, alice, "forget_batch", ids=[a, 999999, c, kept, b, "x"], reason="cleanup")
+    out = await call(
+        deps, alice, "forget_batch", ids=[a, 999999, c, kept, b, "x"], reason="cleanup"
+    )
     assert out["ok"] is True and out["dry_run"] is False
     r = out["results"]
     assert [x["input_index"] for x in r] == list(range(6))
-    assert r[0] == {"input_index": 0, "id": a, "ok": True, "already_deleted": False, "message": "Forgotten"}
+    assert r[0] == {
+        "input_index": 0,
+        "id": a,
+        "ok": True,
+        "already_deleted": False,
+        "message": "Forgotten",
+    }
     assert r[1] == {
         "input_index": 1,
         "id": 999999,
@@ -203,7 +245,9 @@ async def test_forget_batch_results_and_summary(deps, alice):
     }
     assert r[2]["ok"] is True and r[2]["id"] == c and r[2]["already_deleted"] is True
     assert r[3]["ok"] is False and r[3]["id"] == kept
-    assert r[3]["error"]["code"] == "INVALID_INPUT" and r[3]["error"]["detail"]["reason"] == "locked"
+    assert (
+        r[3]["error"]["code"] == "INVALID_INPUT" and r[3]["error"]["detail"]["reason"] == "locked"
+    )
     assert r[4]["ok"] is True and r[4]["id"] == b and r[4]["already_deleted"] is False
     assert r[5]["ok"] is False and r[5]["error"]["code"] == "INVALID_INPUT"
     assert out["summary"] == {"total": 6, "deleted": 2, "already_deleted": 1, "errors": 3}
@@ -243,7 +287,11 @@ async def test_forget_batch_dry_run_changes_nothing(deps, alice):
     out = await call(deps, alice, "forget_batch", ids=[a, b, 999999], dry_run=True, reason="r")
     assert out["dry_run"] is True
     r = out["results"]
-    assert r[0]["ok"] is True and r[0]["already_deleted"] is False and r[0]["message"] == "Would soft-delete"
+    assert (
+        r[0]["ok"] is True
+        and r[0]["already_deleted"] is False
+        and r[0]["message"] == "Would soft-delete"
+    )
     assert r[1]["ok"] is True and r[1]["already_deleted"] is True
     assert r[1]["message"] == "Would update tombstone (already soft-deleted)"
     assert r[2]["error"]["code"] == "NOT_FOUND"

@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from memory import ranking
+from memory.rules import ranking
 
 from .helpers import call, cosine, expire, remember_many, sql
 
@@ -61,25 +61,41 @@ async def test_score_stays_the_raw_cosine_when_fusion_reorders(deps, alice):
     scores = [m["score"] for m in matches]
     assert scores != sorted(scores, reverse=True)  # fusion did reorder
     for m in matches:
-        assert m["score"] == pytest.approx(await cosine(deps, "Who is Vukovic?", m["text"]), abs=2e-3)
+        assert m["score"] == pytest.approx(
+            await cosine(deps, "Who is Vukovic?", m["text"]), abs=2e-3
+        )
         assert m["explain"]["cosine"] == pytest.approx(m["score"], abs=1e-4)
     # min_score still filters on that cosine: the best fused match is dropped below it.
-    cut = await call(deps, alice, "recall", query="Who is Vukovic?", limit=6, min_score=matches[0]["score"] + 0.01)
+    cut = await call(
+        deps,
+        alice,
+        "recall",
+        query="Who is Vukovic?",
+        limit=6,
+        min_score=matches[0]["score"] + 0.01,
+    )
     assert ids[-1] not in [m["id"] for m in cut["matches"]]
     assert cut["matches"] and all(m["score"] >= matches[0]["score"] + 0.01 for m in cut["matches"])
 
 
 async def test_paraphrase_without_shared_words_still_comes_back(deps, alice):
     car = "I bought a new car last week."
-    unrelated = ["I like green tea.", "My sister works as a nurse.", "I play tennis on weekends.",
-                 "My favourite colour is blue.", "We adopted a cat named Tom."]
+    unrelated = [
+        "I like green tea.",
+        "My sister works as a nurse.",
+        "I play tennis on weekends.",
+        "My favourite colour is blue.",
+        "We adopted a cat named Tom.",
+    ]
     ids = await remember_many(deps, alice, [car, *unrelated])
     got = await call(deps, alice, "recall", query="automobile purchase", limit=3, explain=True)
     assert got["matches"][0]["id"] == ids[0]
     assert got["matches"][0]["explain"]["lexical"] == 0.0
     assert got["matches"][0]["explain"]["lexical_rank"] is None
     # With a memory that shares a query word, the paraphrase is still recalled.
-    order = await call(deps, alice, "remember", text="The purchase order for office chairs is pending.")
+    order = await call(
+        deps, alice, "remember", text="The purchase order for office chairs is pending."
+    )
     got = await call(deps, alice, "recall", query="automobile purchase", limit=3)
     returned = [m["id"] for m in got["matches"]]
     assert ids[0] in returned and order["memory_id"] in returned
@@ -89,16 +105,30 @@ async def test_explain_is_off_by_default_and_parts_add_up(deps, alice):
     await remember_many(deps, alice, [*NAMES, VUKOVIC])
     plain = await call(deps, alice, "recall", query="Who is Vukovic?", limit=6)
     assert all("explain" not in m for m in plain["matches"])
-    explained = await call(deps, alice, "search_memory", query="Who is Vukovic?", limit=6, explain=True)
+    explained = await call(
+        deps, alice, "search_memory", query="Who is Vukovic?", limit=6, explain=True
+    )
     assert [m["id"] for m in explained["matches"]] == [m["id"] for m in plain["matches"]]
     parts = [m["explain"] for m in explained["matches"]]
     assert set(parts[0]) == {
-        "cosine", "vector_rank", "lexical", "lexical_rank", "fused", "fused_rank", "salience", "context", "final"
+        "cosine",
+        "vector_rank",
+        "lexical",
+        "lexical_rank",
+        "fused",
+        "fused_rank",
+        "salience",
+        "context",
+        "final",
     }
-    assert parts[0]["lexical"] == 1.0 and parts[0]["lexical_rank"] == 1 and parts[0]["fused_rank"] == 1
+    assert (
+        parts[0]["lexical"] == 1.0 and parts[0]["lexical_rank"] == 1 and parts[0]["fused_rank"] == 1
+    )
     assert parts[0]["vector_rank"] >= 2
     for p in parts:
-        assert p["fused"] == pytest.approx(p["cosine"] + ranking.LEXICAL_WEIGHT * p["lexical"], abs=1e-5)
+        assert p["fused"] == pytest.approx(
+            p["cosine"] + ranking.LEXICAL_WEIGHT * p["lexical"], abs=1e-5
+        )
         assert p["final"] == pytest.approx(p["fused"] + p["salience"] + p["context"], abs=1e-5)
     finals = [p["final"] for p in parts]
     assert finals == sorted(finals, reverse=True)
@@ -126,22 +156,37 @@ async def _unrelated(deps, memory_ids: list[int], query: str) -> None:
     v -= (v @ q) / (q @ q) * q
     v /= np.linalg.norm(v)
     text = "[" + ",".join(f"{x:.8f}" for x in v) + "]"
-    await sql(deps, "UPDATE memories SET embedding = %s::vector WHERE id = ANY(%s)", (text, memory_ids))
+    await sql(
+        deps, "UPDATE memories SET embedding = %s::vector WHERE id = ANY(%s)", (text, memory_ids)
+    )
 
 
 async def test_filters_hold_for_lexical_only_candidates(deps, alice, bob):
     query = "quokka sticker album"
     fillers = await remember_many(
-        deps, alice, [f"Trip plan {i}: small marsupials on Rottnest Island, photos and souvenirs." for i in range(60)],
+        deps,
+        alice,
+        [
+            f"Trip plan {i}: small marsupials on Rottnest Island, photos and souvenirs."
+            for i in range(60)
+        ],
         tags=["travel"],
     )
-    [good] = await remember_many(deps, alice, ["Buy the quokka sticker album for Mia."], tags=["travel"])
+    [good] = await remember_many(
+        deps, alice, ["Buy the quokka sticker album for Mia."], tags=["travel"]
+    )
     [deleted, expired] = await remember_many(
-        deps, alice, ["Old note: quokka sticker album, first edition.", "Expired: quokka sticker album sale."],
+        deps,
+        alice,
+        ["Old note: quokka sticker album, first edition.", "Expired: quokka sticker album sale."],
         tags=["travel"],
     )
-    [wrong_tag] = await remember_many(deps, alice, ["Work raffle prize: a quokka sticker album."], tags=["work"])
-    [theirs] = await remember_many(deps, bob, ["Bob's quokka sticker album is full."], tags=["travel"])
+    [wrong_tag] = await remember_many(
+        deps, alice, ["Work raffle prize: a quokka sticker album."], tags=["work"]
+    )
+    [theirs] = await remember_many(
+        deps, bob, ["Bob's quokka sticker album is full."], tags=["travel"]
+    )
     await call(deps, alice, "forget", id=deleted)
     await expire(deps, expired)
     await _unrelated(deps, [good, deleted, expired, wrong_tag, theirs], query)
@@ -169,7 +214,9 @@ async def test_filters_hold_for_lexical_only_candidates(deps, alice, bob):
     # min_score filters lexical-only candidates on their (computed) cosine as well.
     cut = await call(deps, alice, "recall", query=query, min_score=0.01, limit=50)
     assert good not in {m["id"] for m in cut["matches"]}
-    prompt = await call(deps, alice, "build_context_prompt", user_prompt=query, limit=3, tags=["travel"])
+    prompt = await call(
+        deps, alice, "build_context_prompt", user_prompt=query, limit=3, tags=["travel"]
+    )
     assert "Buy the quokka sticker album for Mia." in prompt["prompt"]
     for text in ("first edition", "sale", "raffle", "Bob"):
         assert text not in prompt["prompt"]
@@ -179,13 +226,17 @@ async def test_filters_hold_for_lexical_only_candidates(deps, alice, bob):
 
 
 async def _stats(deps, user: int) -> tuple[int, dict[str, int]]:
-    total = await sql(deps, "SELECT coalesce(max(docs), 0) FROM memory_term_totals WHERE user_id = %s", (user,))
+    total = await sql(
+        deps, "SELECT coalesce(max(docs), 0) FROM memory_term_totals WHERE user_id = %s", (user,)
+    )
     terms = await sql(deps, "SELECT term, docs FROM memory_terms WHERE user_id = %s", (user,))
     return int(total[0][0]), {t: int(d) for t, d in terms}
 
 
 async def _recount(deps, user: int) -> tuple[int, dict[str, int]]:
-    total = await sql(deps, "SELECT count(*) FROM memories WHERE user_id = %s AND deleted_at IS NULL", (user,))
+    total = await sql(
+        deps, "SELECT count(*) FROM memories WHERE user_id = %s AND deleted_at IS NULL", (user,)
+    )
     terms = await sql(
         deps,
         "SELECT t, count(*) FROM memories, unnest(tsvector_to_array(text_search)) AS t"
@@ -201,7 +252,9 @@ async def _assert_stats_exact(deps, *users: int) -> None:
 
 
 async def test_term_statistics_follow_every_write(deps, alice, bob):
-    ids = await remember_many(deps, alice, ["My dog Rex loves the beach.", "Rex is afraid of thunder.", "I live in Oslo."])
+    ids = await remember_many(
+        deps, alice, ["My dog Rex loves the beach.", "Rex is afraid of thunder.", "I live in Oslo."]
+    )
     await remember_many(deps, bob, ["Rex is my cat.", "I live in Bergen."])
     await _assert_stats_exact(deps, alice, bob)
     total, terms = await _stats(deps, alice)
@@ -216,11 +269,15 @@ async def test_term_statistics_follow_every_write(deps, alice, bob):
     await _assert_stats_exact(deps, alice)
     assert (await _stats(deps, alice))[1]["rex"] == 1
 
-    new = await call(deps, alice, "remember", text="Rex now sleeps on the sofa.", supersedes=[ids[0]])
+    new = await call(
+        deps, alice, "remember", text="Rex now sleeps on the sofa.", supersedes=[ids[0]]
+    )
     await _assert_stats_exact(deps, alice)
 
     await call(deps, alice, "confirm", id=new["memory_id"])
-    await call(deps, alice, "reinforce", memory_ids=[new["memory_id"]], query="where does Rex sleep")
+    await call(
+        deps, alice, "reinforce", memory_ids=[new["memory_id"]], query="where does Rex sleep"
+    )
     await _assert_stats_exact(deps, alice)
 
     await call(deps, alice, "forget", id=new["memory_id"], hard_delete=True)
@@ -231,12 +288,19 @@ async def test_term_statistics_follow_every_write(deps, alice, bob):
 
 async def test_concurrent_writes_keep_statistics_exact(deps, alice):
     async def batch(n: int) -> None:
-        await remember_many(deps, alice, [f"Note {n}-{i}: the garden needs water and the cat needs food." for i in range(20)])
+        await remember_many(
+            deps,
+            alice,
+            [f"Note {n}-{i}: the garden needs water and the cat needs food." for i in range(20)],
+        )
 
     await asyncio.gather(*(batch(n) for n in range(6)))
     first = await call(deps, alice, "list_memories", limit=5)
     await asyncio.gather(
-        *(call(deps, alice, "update_memory", id=m["id"], text=m["text"] + " Also the roses.") for m in first["memories"]),
+        *(
+            call(deps, alice, "update_memory", id=m["id"], text=m["text"] + " Also the roses.")
+            for m in first["memories"]
+        ),
         batch(99),
     )
     await _assert_stats_exact(deps, alice)
@@ -246,20 +310,29 @@ async def test_concurrent_writes_keep_statistics_exact(deps, alice):
 
 async def test_statistics_follow_savepoints_and_multi_statement_transactions(deps, alice):
     """A rolled-back savepoint leaves no count behind; several statements fold once at commit."""
-    a, b = await remember_many(deps, alice, ["The heron stands in the pond.", "Otters swim upstream."])
+    a, b = await remember_many(
+        deps, alice, ["The heron stands in the pond.", "Otters swim upstream."]
+    )
     async with deps.pool.connection() as conn:
         async with conn.transaction():
             await conn.execute("UPDATE memories SET text = 'Kingfishers dive.' WHERE id = %s", (a,))
             with pytest.raises(RuntimeError):
                 async with conn.transaction():  # a savepoint
-                    await conn.execute("UPDATE memories SET text = 'Beavers build dams.' WHERE id = %s", (b,))
+                    await conn.execute(
+                        "UPDATE memories SET text = 'Beavers build dams.' WHERE id = %s", (b,)
+                    )
                     raise RuntimeError("roll the savepoint back")
             await conn.execute("UPDATE memories SET deleted_at = now() WHERE id = %s", (b,))
             await conn.execute("UPDATE memories SET deleted_at = NULL WHERE id = %s", (b,))
             await conn.execute("UPDATE memories SET salience = 0.5 WHERE id = %s", (b,))
     await _assert_stats_exact(deps, alice)
     terms = (await _stats(deps, alice))[1]
-    assert "kingfish" in terms and "heron" not in terms and "beaver" not in terms and terms["otter"] == 1
+    assert (
+        "kingfish" in terms
+        and "heron" not in terms
+        and "beaver" not in terms
+        and terms["otter"] == 1
+    )
     assert await sql(deps, "SELECT count(*) FROM memory_term_deltas") == [(0,)]
     assert await sql(deps, "SELECT count(*) FROM memory_term_flush") == [(0,)]
 
@@ -268,8 +341,12 @@ async def test_deleting_a_user_removes_their_statistics(deps, alice, bob):
     await remember_many(deps, alice, ["Alice keeps bees."])
     await remember_many(deps, bob, ["Bob keeps bees too."])
     await sql(deps, "DELETE FROM users WHERE id = %s", (alice,))
-    assert await sql(deps, "SELECT count(*) FROM memory_terms WHERE user_id = %s", (alice,)) == [(0,)]
-    assert await sql(deps, "SELECT count(*) FROM memory_term_totals WHERE user_id = %s", (alice,)) == [(0,)]
+    assert await sql(deps, "SELECT count(*) FROM memory_terms WHERE user_id = %s", (alice,)) == [
+        (0,)
+    ]
+    assert await sql(
+        deps, "SELECT count(*) FROM memory_term_totals WHERE user_id = %s", (alice,)
+    ) == [(0,)]
     await _assert_stats_exact(deps, bob)
 
 

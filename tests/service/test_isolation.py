@@ -23,11 +23,26 @@ BOB_FACTS = [
 @pytest.fixture
 async def two(deps, alice, bob):
     """Bob: four active rows (one kept), one tombstone, all tagged. Alice: one row."""
-    bob_ids = await remember_many(deps, bob, BOB_FACTS, tags=["family", "bobtag"], source_provider="bobs-llm")
-    kept = (await call(deps, bob, "remember", text="Bob's blood type is O negative.", keep=True, tags=["health"]))["memory_id"]
-    tomb = (await call(deps, bob, "remember", text="I work at the bakery downtown.", tags=["work"]))["memory_id"]
+    bob_ids = await remember_many(
+        deps, bob, BOB_FACTS, tags=["family", "bobtag"], source_provider="bobs-llm"
+    )
+    kept = (
+        await call(
+            deps,
+            bob,
+            "remember",
+            text="Bob's blood type is O negative.",
+            keep=True,
+            tags=["health"],
+        )
+    )["memory_id"]
+    tomb = (
+        await call(deps, bob, "remember", text="I work at the bakery downtown.", tags=["work"])
+    )["memory_id"]
     await call(deps, bob, "forget", id=tomb, reason="bob quit")
-    alice_id = (await call(deps, alice, "remember", text="I play tennis on weekends.", tags=["sport"]))["memory_id"]
+    alice_id = (
+        await call(deps, alice, "remember", text="I play tennis on weekends.", tags=["sport"])
+    )["memory_id"]
     return {"bob": bob_ids, "bob_kept": kept, "bob_tomb": tomb, "alice": alice_id}
 
 
@@ -45,21 +60,36 @@ async def test_reads_see_only_own_rows(deps, alice, bob, two):
         for q in BOB_FACTS + ["bakery", "blood type"]:
             got = await call(deps, alice, tool, query=q, limit=50)
             assert {m["id"] for m in got["matches"]} <= own, (tool, q)
-    prompt = await call(deps, alice, "build_context_prompt", user_prompt="where does my son live", limit=50)
+    prompt = await call(
+        deps, alice, "build_context_prompt", user_prompt="where does my son live", limit=50
+    )
     assert "Colby" not in prompt["prompt"]
     for args in ({}, {"include_deleted": True}, {"include_deleted": True, "limit": 50}):
-        assert {m["id"] for m in (await call(deps, alice, "list_memories", **args))["memories"]} == own
+        assert {
+            m["id"] for m in (await call(deps, alice, "list_memories", **args))["memories"]
+        } == own
     for fragment in ("Colby", "cat", "e", "bakery"):
-        assert {m["id"] for m in (await call(deps, alice, "text_search", text=fragment))["memories"]} <= own
+        assert {
+            m["id"] for m in (await call(deps, alice, "text_search", text=fragment))["memories"]
+        } <= own
     assert (await call(deps, alice, "count_memories"))["count"] == 1
     assert (await call(deps, alice, "count_memories", include_deleted=True))["count"] == 1
     assert (await call(deps, alice, "count_memories", tags=["family"]))["count"] == 0
-    assert (await call(deps, alice, "count_memories", source_provider="bobs-llm", include_deleted=True))["count"] == 0
+    assert (
+        await call(deps, alice, "count_memories", source_provider="bobs-llm", include_deleted=True)
+    )["count"] == 0
     stats = await call(deps, alice, "memory_stats")
-    assert (stats["total"], stats["active"], stats["soft_deleted"], stats["expired"]) == (1, 1, 0, 0)
+    assert (stats["total"], stats["active"], stats["soft_deleted"], stats["expired"]) == (
+        1,
+        1,
+        0,
+        0,
+    )
     assert stats["top_tags"] == [{"tag": "sport", "count": 1}]
     assert stats["by_provider"] == [{"provider": "(none)", "count": 1}]
-    assert (await call(deps, alice, "list_tags", include_deleted=True))["tags"] == [{"tag": "sport", "count": 1}]
+    assert (await call(deps, alice, "list_tags", include_deleted=True))["tags"] == [
+        {"tag": "sport", "count": 1}
+    ]
     export = await call(deps, alice, "export_memories")
     assert [m["id"] for m in export["memories"]] == [two["alice"]] and export["count"] == 1
     # And Bob still sees all of his.
@@ -70,7 +100,9 @@ async def test_reads_see_only_own_rows(deps, alice, bob, two):
 
 async def test_recall_finds_own_row_among_many_of_the_other_users(deps, alice, bob):
     # Filtered HNSW search: Bob's 120 near rows must not crowd out Alice's one.
-    await remember_many(deps, bob, [f"My cat number {i} is called Whiskers {i}." for i in range(120)])
+    await remember_many(
+        deps, bob, [f"My cat number {i} is called Whiskers {i}." for i in range(120)]
+    )
     mine = (await call(deps, alice, "remember", text="My cat is called Whiskers."))["memory_id"]
     got = await call(deps, alice, "recall", query="what is my cat called")
     assert [m["id"] for m in got["matches"]] == [mine]
@@ -84,7 +116,9 @@ async def test_writes_do_not_dedup_against_the_other_user(deps, alice, bob, two)
     exact = await call(deps, alice, "remember", text=BOB_FACTS[0])
     assert exact["message"] == "Ok" and exact["memory_id"] not in two["bob"]
     # Near duplicate of Bob's text: not listed, not skipped.
-    near = await call(deps, alice, "remember", text="I have a cat called Tom.", dedup_policy="skip_if_near")
+    near = await call(
+        deps, alice, "remember", text="I have a cat called Tom.", dedup_policy="skip_if_near"
+    )
     assert near["message"] == "Ok" and near["memory_id"] not in two["bob"]
     near = await call(deps, alice, "remember", text="I'm allergic to peanuts")
     assert near["near_duplicates"] == []
@@ -92,7 +126,10 @@ async def test_writes_do_not_dedup_against_the_other_user(deps, alice, bob, two)
     again = await call(deps, alice, "remember", text="I work at the bakery downtown.")
     assert not again.get("previously_corrected")
     batch = await call(
-        deps, alice, "remember_batch", items=[{"text": BOB_FACTS[3]}, {"text": "I work at the bakery down town."}]
+        deps,
+        alice,
+        "remember_batch",
+        items=[{"text": BOB_FACTS[3]}, {"text": "I work at the bakery down town."}],
     )
     assert [r["message"] for r in batch["results"]] == ["Ok", "Ok"]
     assert not batch["results"][1].get("previously_corrected")
@@ -103,13 +140,23 @@ async def test_supersedes_and_downweights_cannot_touch_the_other_user(deps, alic
     bob_fp = await fingerprint(deps, bob)
     targets = [*two["bob"], two["bob_kept"]]
     out = await call(
-        deps, alice, "remember", text="My son moved to Denver.", supersedes=targets, downweights=targets
+        deps,
+        alice,
+        "remember",
+        text="My son moved to Denver.",
+        supersedes=targets,
+        downweights=targets,
     )
     assert out["ok"] is True
     assert not out.get("superseded") and not out.get("downweighted")
     assert sorted(out["skipped"]["supersedes"]) == sorted(targets)
     assert sorted(out["skipped"]["downweights"]) == sorted(targets)
-    batch = await call(deps, alice, "remember_batch", items=[{"text": "Colby lives in Denver.", "supersedes": targets}])
+    batch = await call(
+        deps,
+        alice,
+        "remember_batch",
+        items=[{"text": "Colby lives in Denver.", "supersedes": targets}],
+    )
     assert batch["results"][0]["ok"] is True
     assert await fingerprint(deps, bob) == bob_fp
 
@@ -129,17 +176,31 @@ async def test_changes_to_the_other_users_rows_are_not_found(deps, alice, bob, t
             ("forget", {"id": bob_id, "dry_run": True}),
         ]:
             out = await _outcome(deps, alice, tool, args)
-            assert out == ("error", "NOT_FOUND", f"Memory {bob_id} not found.", None), (tool, args, out)
-        ub = await call(deps, alice, "update_memory_batch", items=[{"id": bob_id, "importance": 0.1}])
-        assert ub["results"][0]["error"] == {"code": "NOT_FOUND", "message": f"Memory {bob_id} not found."}
+            assert out == ("error", "NOT_FOUND", f"Memory {bob_id} not found.", None), (
+                tool,
+                args,
+                out,
+            )
+        ub = await call(
+            deps, alice, "update_memory_batch", items=[{"id": bob_id, "importance": 0.1}]
+        )
+        assert ub["results"][0]["error"] == {
+            "code": "NOT_FOUND",
+            "message": f"Memory {bob_id} not found.",
+        }
         fb = await call(deps, alice, "forget_batch", ids=[bob_id], reason="x")
-        assert fb["results"][0]["error"] == {"code": "NOT_FOUND", "message": f"Memory {bob_id} not found."}
+        assert fb["results"][0]["error"] == {
+            "code": "NOT_FOUND",
+            "message": f"Memory {bob_id} not found.",
+        }
     assert await fingerprint(deps, bob) == bob_fp
     assert await fingerprint(deps, alice) == alice_fp
     assert (await get(deps, bob, two["bob"][0]))["tags"] == ["family", "bobtag"]
 
 
-async def test_forget_replaced_by_other_users_id_is_refused_like_a_missing_id(deps, alice, bob, two):
+async def test_forget_replaced_by_other_users_id_is_refused_like_a_missing_id(
+    deps, alice, bob, two
+):
     bob_id = two["bob"][1]
     alice_fp = await fingerprint(deps, alice)
     theirs = await _outcome(deps, alice, "forget", {"id": two["alice"], "replaced_by_id": bob_id})
@@ -164,7 +225,14 @@ async def test_other_users_id_answers_exactly_like_a_missing_id(deps, alice, bob
         ("update_memory_batch", {"items": [{"id": bob_id, "tags": ["a1"]}]}),
         ("forget_batch", {"ids": [bob_id]}),
         ("forget_batch", {"ids": [bob_id], "dry_run": True}),
-        ("remember", {"text": "Unrelated fact about kites.", "supersedes": [bob_id], "dedup_policy": "insert"}),
+        (
+            "remember",
+            {
+                "text": "Unrelated fact about kites.",
+                "supersedes": [bob_id],
+                "dedup_policy": "insert",
+            },
+        ),
     ]
     while_bobs = [await _outcome(deps, alice, tool, args) for tool, args in probes]
     # Undo the one probe that writes (the remember), so both rounds start alike.

@@ -5,13 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memory.ranking import next_salience
+from memory.rules.ranking import next_salience
 
 from .helpers import call, expire, fails, get, remember_many, sql
 
 
 async def learned(deps, memory_id: int) -> tuple[float, int, int]:
-    rows = await sql(deps, "SELECT salience, use_count, context_count FROM memories WHERE id = %s", (memory_id,))
+    rows = await sql(
+        deps, "SELECT salience, use_count, context_count FROM memories WHERE id = %s", (memory_id,)
+    )
     return float(rows[0][0]), int(rows[0][1]), int(rows[0][2])
 
 
@@ -42,7 +44,9 @@ async def test_positive_feedback_steps_salience_and_counts_a_use(deps, alice):
 
 async def test_negative_feedback_steps_down_and_ignores_the_query(deps, alice):
     [a] = await remember_many(deps, alice, ["My sister Ana lives in Porto."])
-    out = await call(deps, alice, "reinforce", memory_ids=[a], delta=-1, query="where does Ana live")
+    out = await call(
+        deps, alice, "reinforce", memory_ids=[a], delta=-1, query="where does Ana live"
+    )
     assert out["reinforced"] == [{"id": a, "salience": -0.5, "use_count": 0, "context_count": 0}]
     assert await centroid(deps, a) is None
     out = await call(deps, alice, "reinforce", memory_ids=[a], delta=-0.4)
@@ -64,7 +68,9 @@ async def test_query_moves_the_context_centroid_to_the_running_mean(deps, alice)
     assert out["reinforced"][0]["use_count"] == 2 and out["reinforced"][0]["context_count"] == 2
 
 
-async def test_duplicates_collapse_and_unknown_deleted_expired_foreign_are_skipped(deps, alice, bob):
+async def test_duplicates_collapse_and_unknown_deleted_expired_foreign_are_skipped(
+    deps, alice, bob
+):
     a, b, gone, old = await remember_many(
         deps, alice, ["I like tea.", "I like green tea.", "I like coffee.", "I like cocoa."]
     )
@@ -85,7 +91,9 @@ async def test_nothing_active_is_still_ok(deps, alice):
 
 
 async def test_kept_rows_can_be_reinforced(deps, alice):
-    r = await call(deps, alice, "remember", text="My passport number is in the blue folder.", keep=True)
+    r = await call(
+        deps, alice, "remember", text="My passport number is in the blue folder.", keep=True
+    )
     out = await call(deps, alice, "reinforce", memory_ids=[r["memory_id"]])
     assert out["reinforced"][0]["salience"] == 0.5
 
@@ -176,7 +184,11 @@ async def test_reinforce_with_the_query_lifts_the_lower_match_without_changing_s
     assert [m["id"] for m in after[:2]] == [lower, top]
     assert {m["id"]: m["score"] for m in after} == scores, "scores stay raw cosine"
     promoted = after[0]
-    assert promoted["salience"] == 0.5 and promoted["use_count"] == 1 and promoted["context_count"] == 1
+    assert (
+        promoted["salience"] == 0.5
+        and promoted["use_count"] == 1
+        and promoted["context_count"] == 1
+    )
     assert "context_count" not in after[1], "context_count only when the row has learned context"
     # min_score still filters on the raw cosine: a cut between the two drops the promoted row.
     cut = (scores[lower] + scores[top]) / 2

@@ -3,7 +3,7 @@ export_memories (tools chapter; SUPPLEMENT §2, §4)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -25,14 +25,16 @@ from .helpers import (
 
 
 def _iso(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return dt.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 async def _one_by_one(deps, user, texts, **args):
     """Separate calls, so created_at strictly increases."""
     ids = []
     for t in texts:
-        ids.append((await call(deps, user, "remember", text=t, dedup_policy="insert", **args))["memory_id"])
+        ids.append(
+            (await call(deps, user, "remember", text=t, dedup_policy="insert", **args))["memory_id"]
+        )
     return ids
 
 
@@ -42,7 +44,14 @@ async def mixed(deps, alice):
     ids = {}
     ids["short"] = (await call(deps, alice, "remember", text="Cats!", tags=[]))["memory_id"]
     ids["family"] = (
-        await call(deps, alice, "remember", text="My son Colby lives in Los Angeles.", tags=["family"], source_provider="openai")
+        await call(
+            deps,
+            alice,
+            "remember",
+            text="My son Colby lives in Los Angeles.",
+            tags=["family"],
+            source_provider="openai",
+        )
     )["memory_id"]
     ids["stale"] = (
         await call(
@@ -55,11 +64,23 @@ async def mixed(deps, alice):
             source_provider="claude",
         )
     )["memory_id"]
-    ids["never"] = (await call(deps, alice, "remember", text="Untagged note about the garden shed.", source_provider="claude"))["memory_id"]
+    ids["never"] = (
+        await call(
+            deps,
+            alice,
+            "remember",
+            text="Untagged note about the garden shed.",
+            source_provider="claude",
+        )
+    )["memory_id"]
     await sql(deps, "UPDATE memories SET last_confirmed_at = NULL WHERE id = %s", (ids["never"],))
-    ids["deleted"] = (await call(deps, alice, "remember", text="I had a goldfish named Bubbles.", tags=["pets"]))["memory_id"]
+    ids["deleted"] = (
+        await call(deps, alice, "remember", text="I had a goldfish named Bubbles.", tags=["pets"])
+    )["memory_id"]
     await call(deps, alice, "forget", id=ids["deleted"], reason="it died")
-    ids["expired"] = (await call(deps, alice, "remember", text="Dentist appointment on Tuesday.", tags=["health"]))["memory_id"]
+    ids["expired"] = (
+        await call(deps, alice, "remember", text="Dentist appointment on Tuesday.", tags=["health"])
+    )["memory_id"]
     await expire(deps, ids["expired"])
     return ids
 
@@ -68,7 +89,11 @@ async def mixed(deps, alice):
 
 
 async def test_list_shape_and_order(deps, alice):
-    ids = await _one_by_one(deps, alice, ["First fact about apples.", "Second fact about pears.", "Third fact about plums."])
+    ids = await _one_by_one(
+        deps,
+        alice,
+        ["First fact about apples.", "Second fact about pears.", "Third fact about plums."],
+    )
     out = await call(deps, alice, "list_memories")
     assert out["ok"] is True
     assert [m["id"] for m in out["memories"]] == list(reversed(ids))  # created_at DESC
@@ -80,7 +105,9 @@ async def test_list_shape_and_order(deps, alice):
 
 
 async def test_list_default_limit_cap_and_offset(deps, alice):
-    ids = await remember_many(deps, alice, [f"Listed fact number {i} about rivers." for i in range(60)])
+    ids = await remember_many(
+        deps, alice, [f"Listed fact number {i} about rivers." for i in range(60)]
+    )
     newest_first = sorted(ids, reverse=True)  # one batch: same created_at, id breaks the tie
     out = await call(deps, alice, "list_memories")
     assert [m["id"] for m in out["memories"]] == newest_first[:20]
@@ -90,7 +117,10 @@ async def test_list_default_limit_cap_and_offset(deps, alice):
     assert [m["id"] for m in page["memories"]] == newest_first[55:]
     pages = []
     for offset in range(0, 60, 25):
-        pages += [m["id"] for m in (await call(deps, alice, "list_memories", limit=25, offset=offset))["memories"]]
+        pages += [
+            m["id"]
+            for m in (await call(deps, alice, "list_memories", limit=25, offset=offset))["memories"]
+        ]
     assert pages == newest_first
 
 
@@ -123,17 +153,27 @@ async def test_list_filters(deps, alice, mixed):
     assert await ids(untagged_only=True, min_chars=10) == {mixed["never"]}
     assert await ids(untagged_only=True, max_chars=10, not_confirmed_since=since) == set()
     # include_deleted with filters
-    assert await ids(include_deleted=True, max_chars=31) == {mixed["short"], mixed["deleted"], mixed["expired"]}
+    assert await ids(include_deleted=True, max_chars=31) == {
+        mixed["short"],
+        mixed["deleted"],
+        mixed["expired"],
+    }
     assert await ids(include_deleted=True, untagged_only=True) == {mixed["short"], mixed["never"]}
 
 
 async def test_not_confirmed_since_tracks_confirm(deps, alice):
     [a, b] = await _one_by_one(deps, alice, ["Alpha fact about boats.", "Beta fact about trains."])
-    cutoff = _iso(datetime.now(timezone.utc) + timedelta(milliseconds=1))
+    cutoff = _iso(datetime.now(UTC) + timedelta(milliseconds=1))
     await sql(deps, "SELECT pg_sleep(0.01)")
-    assert {m["id"] for m in (await call(deps, alice, "list_memories", not_confirmed_since=cutoff))["memories"]} == {a, b}
+    assert {
+        m["id"]
+        for m in (await call(deps, alice, "list_memories", not_confirmed_since=cutoff))["memories"]
+    } == {a, b}
     await call(deps, alice, "confirm", id=a)
-    assert [m["id"] for m in (await call(deps, alice, "list_memories", not_confirmed_since=cutoff))["memories"]] == [b]
+    assert [
+        m["id"]
+        for m in (await call(deps, alice, "list_memories", not_confirmed_since=cutoff))["memories"]
+    ] == [b]
 
 
 @pytest.mark.parametrize("tool", ["list_memories", "count_memories"])
@@ -159,7 +199,15 @@ async def test_filter_invalid_input(deps, alice, tool, args):
 
 
 @pytest.mark.parametrize(
-    "args", [{"limit": 0}, {"limit": -3}, {"offset": -1}, {"limit": "10"}, {"offset": True}, {"limit": 1.5}]
+    "args",
+    [
+        {"limit": 0},
+        {"limit": -3},
+        {"offset": -1},
+        {"limit": "10"},
+        {"offset": True},
+        {"limit": 1.5},
+    ],
 )
 async def test_list_paging_invalid_input(deps, alice, args):
     await fails(deps, alice, "list_memories", "INVALID_INPUT", **args)
@@ -188,8 +236,12 @@ async def test_text_search_wildcards_are_literal(deps, alice):
     await call(deps, alice, "remember", text="I am 1000 percent sure.")
     b = (await call(deps, alice, "remember", text="My username is jo_smith."))["memory_id"]
     await call(deps, alice, "remember", text="My name is joXsmith really.")
-    assert [m["id"] for m in (await call(deps, alice, "text_search", text="100%"))["memories"]] == [a]
-    assert [m["id"] for m in (await call(deps, alice, "text_search", text="jo_s"))["memories"]] == [b]
+    assert [m["id"] for m in (await call(deps, alice, "text_search", text="100%"))["memories"]] == [
+        a
+    ]
+    assert [m["id"] for m in (await call(deps, alice, "text_search", text="jo_s"))["memories"]] == [
+        b
+    ]
     assert (await call(deps, alice, "text_search", text="%"))["memories"][0]["id"] == a
     assert len((await call(deps, alice, "text_search", text="%"))["memories"]) == 1
 
@@ -201,12 +253,23 @@ async def test_text_search_limit_and_order(deps, alice):
     assert len(out["memories"]) == 20  # default limit
     out = await call(deps, alice, "text_search", text="zebra sighting", limit=2)
     assert [m["id"] for m in out["memories"]] == [ids[2], ids[1]]
-    created = [m["created_at"] for m in (await call(deps, alice, "text_search", text="zebra", limit=50))["memories"]]
+    created = [
+        m["created_at"]
+        for m in (await call(deps, alice, "text_search", text="zebra", limit=50))["memories"]
+    ]
     assert created == sorted(created, reverse=True)
 
 
 @pytest.mark.parametrize(
-    "args", [{}, {"text": ""}, {"text": "  "}, {"text": 5}, {"text": "a", "limit": 0}, {"text": "a", "limit": "3"}]
+    "args",
+    [
+        {},
+        {"text": ""},
+        {"text": "  "},
+        {"text": 5},
+        {"text": "a", "limit": 0},
+        {"text": "a", "limit": "3"},
+    ],
 )
 async def test_text_search_invalid_input(deps, alice, args):
     await fails(deps, alice, "text_search", "INVALID_INPUT", **args)
@@ -255,10 +318,25 @@ async def test_get_memory_not_found(deps, alice, mixed):
 
 
 async def test_get_memory_accepts_integral_float(deps, alice, mixed):
-    assert (await call(deps, alice, "get_memory", id=float(mixed["short"])))["memory"]["id"] == mixed["short"]
+    assert (await call(deps, alice, "get_memory", id=float(mixed["short"])))["memory"][
+        "id"
+    ] == mixed["short"]
 
 
-@pytest.mark.parametrize("args", [{}, {"id": None}, {"id": "1"}, {"id": True}, {"id": 0}, {"id": -4}, {"id": 1.5}, {"id": [1]}, {"id": 2**64}])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {},
+        {"id": None},
+        {"id": "1"},
+        {"id": True},
+        {"id": 0},
+        {"id": -4},
+        {"id": 1.5},
+        {"id": [1]},
+        {"id": 2**64},
+    ],
+)
 async def test_get_memory_invalid_input(deps, alice, args):
     await fails(deps, alice, "get_memory", "INVALID_INPUT", **args)
 
@@ -285,7 +363,12 @@ async def test_count_filters(deps, alice, mixed):
     assert await count(min_chars=37) == 1
     assert await count(max_chars=5) == 1
     assert await count(not_confirmed_since="2021-01-01T00:00:00Z") == 2
-    assert await count(untagged_only=True, not_confirmed_since="2021-01-01T00:00:00Z", source_provider="claude") == 1
+    assert (
+        await count(
+            untagged_only=True, not_confirmed_since="2021-01-01T00:00:00Z", source_provider="claude"
+        )
+        == 1
+    )
 
 
 async def test_count_agrees_with_list(deps, alice, mixed):
@@ -302,7 +385,9 @@ async def test_count_agrees_with_list(deps, alice, mixed):
         assert counted["count"] == len(listed["memories"]), f
 
 
-async def test_count_with_tags_that_normalize_to_nothing_does_not_count_everything(deps, alice, mixed):
+async def test_count_with_tags_that_normalize_to_nothing_does_not_count_everything(
+    deps, alice, mixed
+):
     # "x" and "!" are dropped by tag normalisation (SUPPLEMENT §2), so no memory can
     # carry them. "A memory is counted if it has at least one of these tags": the
     # answer must be 0, or the filter refused as INVALID_INPUT the way recall refuses
@@ -386,17 +471,24 @@ async def test_list_tags_order_and_counts(deps, alice):
     ]
     limited = await call(deps, alice, "list_tags", limit=2)
     assert limited["tags"] == out["tags"][:2]
-    assert (await call(deps, alice, "list_tags", limit=10**9))["tags"] == out["tags"]  # capped, not refused
+    assert (await call(deps, alice, "list_tags", limit=10**9))["tags"] == out[
+        "tags"
+    ]  # capped, not refused
 
 
 async def test_list_tags_include_deleted(deps, alice, mixed):
     active = {t["tag"]: t["count"] for t in (await call(deps, alice, "list_tags"))["tags"]}
     assert active == {"family": 1, "work": 1}
-    everything = {t["tag"]: t["count"] for t in (await call(deps, alice, "list_tags", include_deleted=True))["tags"]}
+    everything = {
+        t["tag"]: t["count"]
+        for t in (await call(deps, alice, "list_tags", include_deleted=True))["tags"]
+    }
     assert everything == {"family": 1, "work": 1, "pets": 1, "health": 1}
 
 
-@pytest.mark.parametrize("args", [{"limit": 0}, {"limit": -1}, {"limit": "5"}, {"include_deleted": "true"}])
+@pytest.mark.parametrize(
+    "args", [{"limit": 0}, {"limit": -1}, {"limit": "5"}, {"include_deleted": "true"}]
+)
 async def test_list_tags_invalid_input(deps, alice, args):
     await fails(deps, alice, "list_tags", "INVALID_INPUT", **args)
 
@@ -428,7 +520,9 @@ async def test_export_without_deleted(deps, alice, mixed):
 
 
 async def test_export_limit_exceeded(deps, alice, settings):
-    small = Deps(settings=settings.with_overrides(export_max_rows=2), pool=deps.pool, embedder=deps.embedder)
+    small = Deps(
+        settings=settings.with_overrides(export_max_rows=2), pool=deps.pool, embedder=deps.embedder
+    )
     await remember_many(deps, alice, ["One fact.", "Two facts."])
     assert (await call(small, alice, "export_memories"))["count"] == 2  # exactly the cap: fine
     third = (await call(deps, alice, "remember", text="Three facts."))["memory_id"]

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import MATCH_FIELDS, assert_fields, call, cosine, expire, fails, fingerprint, remember_many
+from .helpers import (
+    MATCH_FIELDS,
+    assert_fields,
+    call,
+    cosine,
+    expire,
+    fails,
+    fingerprint,
+    remember_many,
+)
 
 FACTS = [
     "I have a cat named Tom.",
@@ -78,16 +87,23 @@ async def test_default_limit_is_eight(deps, alice, facts):
 
 async def test_limit(deps, alice, facts):
     got = await call(deps, alice, "recall", query="what do I like to eat", limit=2)
-    assert [m["text"] for m in got["matches"]] == ["I love eating sushi.", "I enjoy pizza on Fridays."]
+    assert [m["text"] for m in got["matches"]] == [
+        "I love eating sushi.",
+        "I enjoy pizza on Fridays.",
+    ]
 
 
 async def test_limit_above_max_is_capped_not_an_error(deps, alice):
-    await remember_many(deps, alice, [f"Remembered fact number {i} about gardening." for i in range(60)])
+    await remember_many(
+        deps, alice, [f"Remembered fact number {i} about gardening." for i in range(60)]
+    )
     got = await call(deps, alice, "recall", query="gardening", limit=500)
     assert len(got["matches"]) == deps.settings.max_recall_limit == 50
     got = await call(deps, alice, "search_memory", query="gardening", limit=51)
     assert len(got["matches"]) == 50
-    prompt = (await call(deps, alice, "build_context_prompt", user_prompt="gardening", limit=10**6))["prompt"]
+    prompt = (
+        await call(deps, alice, "build_context_prompt", user_prompt="gardening", limit=10**6)
+    )["prompt"]
     body = prompt[len(HEAD) : prompt.index(SEP)]
     assert len(body.split("\n\n")) == 50
 
@@ -103,13 +119,22 @@ async def test_min_score_filters_on_raw_cosine(deps, alice, facts):
     everything = await call(deps, alice, "recall", query="What pet do I have?", limit=10)
     cut = await call(deps, alice, "recall", query="What pet do I have?", limit=10, min_score=0.4)
     assert cut["matches"] and all(m["score"] >= 0.4 for m in cut["matches"])
-    assert [m["id"] for m in cut["matches"]] == [m["id"] for m in everything["matches"] if m["score"] >= 0.4]
-    assert {m["text"] for m in cut["matches"]} == {"I have a cat named Tom.", "I have a dog named Rex."}
-    assert (await call(deps, alice, "recall", query="What pet do I have?", min_score=0.99))["matches"] == []
+    assert [m["id"] for m in cut["matches"]] == [
+        m["id"] for m in everything["matches"] if m["score"] >= 0.4
+    ]
+    assert {m["text"] for m in cut["matches"]} == {
+        "I have a cat named Tom.",
+        "I have a dog named Rex.",
+    }
+    assert (await call(deps, alice, "recall", query="What pet do I have?", min_score=0.99))[
+        "matches"
+    ] == []
 
 
 async def test_tag_filter_with_normalization_and_synonyms(deps, alice):
-    fam = await call(deps, alice, "remember", text="My son Colby lives in Los Angeles.", tags=["family"])
+    fam = await call(
+        deps, alice, "remember", text="My son Colby lives in Los Angeles.", tags=["family"]
+    )
     work = await call(deps, alice, "remember", text="My office is in Los Angeles.", tags=["work"])
     await call(deps, alice, "remember", text="Los Angeles is sunny.", tags=[])
     got = await call(deps, alice, "recall", query="Los Angeles", tags=["FAM"])
@@ -163,7 +188,9 @@ async def test_empty_store_recalls_nothing(deps, alice):
 async def test_prompt_envelope_exact(deps, alice, facts):
     ranked = await call(deps, alice, "recall", query="what do I like to eat", limit=3)
     texts = [m["text"] for m in ranked["matches"]]
-    out = await call(deps, alice, "build_context_prompt", user_prompt="what do I like to eat", limit=3)
+    out = await call(
+        deps, alice, "build_context_prompt", user_prompt="what do I like to eat", limit=3
+    )
     assert out["ok"] is True
     assert out["prompt"] == HEAD + "\n\n".join(texts) + SEP + "what do I like to eat"
 
@@ -175,7 +202,9 @@ async def test_prompt_default_limit_is_eight(deps, alice, facts):
 
 
 async def test_prompt_no_facts_message(deps, alice, facts):
-    out = await call(deps, alice, "build_context_prompt", user_prompt="What pet do I have?", min_score=0.99)
+    out = await call(
+        deps, alice, "build_context_prompt", user_prompt="What pet do I have?", min_score=0.99
+    )
     assert out["prompt"] == HEAD + NO_FACTS + SEP + "What pet do I have?"
 
 
@@ -192,10 +221,14 @@ async def test_prompt_greedy_packing_with_max_chars(deps, alice, facts):
         return len(HEAD + "\n\n".join(ranked[:n]) + SEP + q)
 
     for n in (1, 2, 3):
-        exact = await call(deps, alice, "build_context_prompt", user_prompt=q, limit=3, max_chars=size(n))
+        exact = await call(
+            deps, alice, "build_context_prompt", user_prompt=q, limit=3, max_chars=size(n)
+        )
         assert exact["prompt"] == HEAD + "\n\n".join(ranked[:n]) + SEP + q
         assert len(exact["prompt"]) <= size(n)
-    one_short = await call(deps, alice, "build_context_prompt", user_prompt=q, limit=3, max_chars=size(2) - 1)
+    one_short = await call(
+        deps, alice, "build_context_prompt", user_prompt=q, limit=3, max_chars=size(2) - 1
+    )
     assert one_short["prompt"] == HEAD + ranked[0] + SEP + q
     # At least one fact is always included when any matched, even past max_chars.
     tiny = await call(deps, alice, "build_context_prompt", user_prompt=q, limit=3, max_chars=10)
@@ -204,11 +237,18 @@ async def test_prompt_greedy_packing_with_max_chars(deps, alice, facts):
 
 async def test_prompt_respects_tags_and_deletions(deps, alice):
     await call(deps, alice, "remember", text="My son Colby lives in Los Angeles.", tags=["family"])
-    gone = await call(deps, alice, "remember", text="My son Colby used to live in Boston.", tags=["family"])
+    gone = await call(
+        deps, alice, "remember", text="My son Colby used to live in Boston.", tags=["family"]
+    )
     await call(deps, alice, "remember", text="My office is in Los Angeles.", tags=["work"])
     await call(deps, alice, "forget", id=gone["memory_id"])
-    out = await call(deps, alice, "build_context_prompt", user_prompt="where does my son live", tags=["fam"])
-    assert out["prompt"] == HEAD + "My son Colby lives in Los Angeles." + SEP + "where does my son live"
+    out = await call(
+        deps, alice, "build_context_prompt", user_prompt="where does my son live", tags=["fam"]
+    )
+    assert (
+        out["prompt"]
+        == HEAD + "My son Colby lives in Los Angeles." + SEP + "where does my son live"
+    )
 
 
 @pytest.mark.parametrize(

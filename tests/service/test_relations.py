@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from memory.extractors import RulesExtractor
 from memory.graph import Relation
+from memory.providers.extractors import RulesExtractor
 from memory.relations import extract_relations
 from storage import outbox
 
@@ -57,7 +57,8 @@ def edges(out: dict[str, Any]) -> list[tuple[str, str, str, int, str]]:
 
 async def stored_edges(deps, memory_id: int) -> list[tuple[str, str, str]]:
     rows = await sql(
-        deps, "SELECT subject, predicate, object FROM memory_relations WHERE memory_id = %s ORDER BY id",
+        deps,
+        "SELECT subject, predicate, object FROM memory_relations WHERE memory_id = %s ORDER BY id",
         (memory_id,),
     )
     return [tuple(r) for r in rows]
@@ -85,7 +86,10 @@ async def test_default_hops_is_two_and_one_hop_is_direct(hooked, alice):
     await remember(deps, rec, alice, "Dana's husband is Lee.")
     await remember(deps, rec, alice, "Lee works at the City Hospital.")
     one = await call(deps, alice, "query_relations", entity="Dana", max_hops=1)
-    assert [e[:3] for e in edges(one)] == [("Dana", "manages", "the user"), ("Lee", "husband of", "Dana")]
+    assert [e[:3] for e in edges(one)] == [
+        ("Dana", "manages", "the user"),
+        ("Lee", "husband of", "Dana"),
+    ]
     two = await call(deps, alice, "query_relations", entity="Dana")
     assert ("Lee", "works at", "the City Hospital") in [e[:3] for e in edges(two)]
     five = await call(deps, alice, "query_relations", entity="Dana", max_hops=50)  # capped at 5
@@ -97,11 +101,17 @@ async def test_entities_match_case_insensitively_and_first_person_resolves(hooke
     m = await remember(deps, rec, alice, "My sister Ana lives in Porto.")
     for entity in ("ANA", "ana", "  Ana "):
         out = await call(deps, alice, "query_relations", entity=entity, max_hops=1)
-        assert {e[:3] for e in edges(out)} == {("Ana", "sister of", "the user"), ("Ana", "lives in", "Porto")}
+        assert {e[:3] for e in edges(out)} == {
+            ("Ana", "sister of", "the user"),
+            ("Ana", "lives in", "Porto"),
+        }
     me = await call(deps, alice, "query_relations", entity="me", max_hops=1)
     assert edges(me) == [("Ana", "sister of", "the user", m, "My sister Ana lives in Porto.")]
     sister = await call(deps, alice, "query_relations", entity="my sister", max_hops=1)
-    assert {e[:3] for e in edges(sister)} == {("Ana", "sister of", "the user"), ("Ana", "lives in", "Porto")}
+    assert {e[:3] for e in edges(sister)} == {
+        ("Ana", "sister of", "the user"),
+        ("Ana", "lives in", "Porto"),
+    }
 
 
 async def test_each_edge_carries_its_source_memorys_current_text(hooked, alice):
@@ -121,7 +131,10 @@ async def test_changed_text_replaces_the_edges(hooked, alice):
     await call(deps, alice, "update_memory", id=m, text="I live in Munich and work at Siemens.")
     assert rec.calls == [(alice, [m])]
     await settle(deps, rec)
-    assert await stored_edges(deps, m) == [("the user", "lives in", "Munich"), ("the user", "works at", "Siemens")]
+    assert await stored_edges(deps, m) == [
+        ("the user", "lives in", "Munich"),
+        ("the user", "works at", "Siemens"),
+    ]
 
 
 async def test_only_text_changes_ask_for_extraction(hooked, alice):
@@ -133,8 +146,14 @@ async def test_only_text_changes_ask_for_extraction(hooked, alice):
     await call(deps, alice, "remember", text="I live in Berlin.")  # already remembered
     assert rec.calls == []
     out = await call(
-        deps, alice, "update_memory_batch",
-        items=[{"id": m, "text": "I live in Paris."}, {"id": 99_999, "text": "x"}, {"id": m, "importance": 0.9}],
+        deps,
+        alice,
+        "update_memory_batch",
+        items=[
+            {"id": m, "text": "I live in Paris."},
+            {"id": 99_999, "text": "x"},
+            {"id": m, "importance": 0.9},
+        ],
     )
     assert out["summary"]["updated"] == 2
     assert rec.calls == [(alice, [m])]
@@ -142,8 +161,16 @@ async def test_only_text_changes_ask_for_extraction(hooked, alice):
 
 async def test_batches_ask_once_for_every_new_memory(hooked, alice):
     deps, rec = hooked
-    out = await call(deps, alice, "remember_batch", items=[{"text": "I love sushi."}, {"text": "I love sushi."},
-                                                          {"text": "Tom is my brother."}])
+    out = await call(
+        deps,
+        alice,
+        "remember_batch",
+        items=[
+            {"text": "I love sushi."},
+            {"text": "I love sushi."},
+            {"text": "Tom is my brother."},
+        ],
+    )
     ids = [r["memory_id"] for r in out["results"]]
     assert rec.calls == [(alice, sorted({ids[0], ids[2]}))]
 
@@ -205,9 +232,17 @@ async def test_nothing_found_is_an_empty_answer(deps, alice):
 
 @pytest.mark.parametrize(
     "args",
-    [{}, {"entity": ""}, {"entity": "   "}, {"entity": 5}, {"entity": "x" * 501},
-     {"entity": "Dana", "max_hops": 0}, {"entity": "Dana", "max_hops": -1}, {"entity": "Dana", "max_hops": 1.5},
-     {"entity": "Dana", "max_hops": "2"}],
+    [
+        {},
+        {"entity": ""},
+        {"entity": "   "},
+        {"entity": 5},
+        {"entity": "x" * 501},
+        {"entity": "Dana", "max_hops": 0},
+        {"entity": "Dana", "max_hops": -1},
+        {"entity": "Dana", "max_hops": 1.5},
+        {"entity": "Dana", "max_hops": "2"},
+    ],
 )
 async def test_bad_input(deps, alice, args):
     await fails(deps, alice, "query_relations", "INVALID_INPUT", **args)
@@ -226,7 +261,9 @@ async def test_extraction_never_touches_the_memory(hooked, alice):
 
 async def test_rerunning_extraction_is_idempotent(hooked, alice):
     deps, _ = hooked
-    m = (await call(deps, alice, "remember", text="My son Colby lives in Los Angeles."))["memory_id"]
+    m = (await call(deps, alice, "remember", text="My son Colby lives in Los Angeles."))[
+        "memory_id"
+    ]
     assert await extract_relations(deps, alice, m) == 2
     # A second job for the same memory is owed nothing: it extracts nothing.
     assert await extract_relations(deps, alice, m) is None
@@ -234,7 +271,10 @@ async def test_rerunning_extraction_is_idempotent(hooked, alice):
     async with deps.pool.connection() as conn:
         await outbox.owe_all(conn, alice, hold_s=0)
     assert await extract_relations(deps, alice, m) == 2
-    assert await stored_edges(deps, m) == [("Colby", "son of", "the user"), ("Colby", "lives in", "Los Angeles")]
+    assert await stored_edges(deps, m) == [
+        ("Colby", "son of", "the user"),
+        ("Colby", "lives in", "Los Angeles"),
+    ]
 
 
 async def test_gone_or_forgotten_memories_are_not_extracted(deps, alice):

@@ -3,7 +3,7 @@ downweights, keep, expiry (tools chapter "The remember tool"; SUPPLEMENT §2-3).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -26,7 +26,7 @@ PEANUTS_2 = "I'm allergic to peanuts"  # cosine ~0.973
 
 
 def _iso(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return dt.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _parse(ts: str) -> datetime:
@@ -41,7 +41,7 @@ async def test_paraphrase_pairs_are_near_duplicates_for_the_model(deps):
 
 
 async def test_remember_output_and_stored_row(deps, alice):
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     out = await call(
         deps,
         alice,
@@ -69,11 +69,13 @@ async def test_remember_output_and_stored_row(deps, alice):
     assert row["capture_mode"] == "explicit"
     assert row["session_id"] == "conv-42"
     assert row["keep"] is False
-    assert row["deleted_at"] is None and row["forget_reason"] is None and row["replaced_by_id"] is None
+    assert (
+        row["deleted_at"] is None and row["forget_reason"] is None and row["replaced_by_id"] is None
+    )
     assert row["expires_at"] is None
     # last_confirmed_at defaults to now() on insert.
     confirmed = _parse(row["last_confirmed_at"])
-    assert before - timedelta(seconds=5) <= confirmed <= datetime.now(timezone.utc) + timedelta(seconds=5)
+    assert before - timedelta(seconds=5) <= confirmed <= datetime.now(UTC) + timedelta(seconds=5)
     assert row["salience"] == 0 and row["use_count"] == 0
 
 
@@ -110,7 +112,9 @@ async def test_timestamps_in_with_offsets_come_out_in_utc_z(deps, alice):
         "My favourite colour is blue.",  # identical
     ],
 )
-async def test_exact_duplicate_returns_existing_id_whatever_the_policy(deps, alice, policy, variant):
+async def test_exact_duplicate_returns_existing_id_whatever_the_policy(
+    deps, alice, policy, variant
+):
     first = await call(deps, alice, "remember", text=BLUE, dedup_policy="insert")
     args = {"text": variant}
     if policy:
@@ -179,7 +183,9 @@ async def test_skip_if_near_reports_the_near_duplicate_it_matched(deps, alice):
 
 async def test_skip_if_near_without_neighbours_inserts(deps, alice):
     await call(deps, alice, "remember", text=BLUE)
-    out = await call(deps, alice, "remember", text="I play tennis on weekends.", dedup_policy="skip_if_near")
+    out = await call(
+        deps, alice, "remember", text="I play tennis on weekends.", dedup_policy="skip_if_near"
+    )
     assert out["message"] == "Ok"
     assert await row_count(deps, alice) == 2
 
@@ -234,12 +240,25 @@ async def test_near_duplicate_check_ignores_deleted_and_expired_rows(deps, alice
 
 async def test_tombstone_reported_as_previously_corrected(deps, alice):
     old = await call(deps, alice, "remember", text=PEANUTS)
-    newer = await call(deps, alice, "remember", text="I am not allergic to anything.", dedup_policy="insert")
-    await call(deps, alice, "forget", id=old["memory_id"], reason="tested negative", replaced_by_id=newer["memory_id"])
+    newer = await call(
+        deps, alice, "remember", text="I am not allergic to anything.", dedup_policy="insert"
+    )
+    await call(
+        deps,
+        alice,
+        "forget",
+        id=old["memory_id"],
+        reason="tested negative",
+        replaced_by_id=newer["memory_id"],
+    )
     tomb = await get(deps, alice, old["memory_id"])
 
     for policy in ("ask", "skip_if_near", "insert"):
-        text = {"ask": PEANUTS_2, "skip_if_near": "I am allergic to peanuts!", "insert": "I'm allergic to peanuts."}[policy]
+        text = {
+            "ask": PEANUTS_2,
+            "skip_if_near": "I am allergic to peanuts!",
+            "insert": "I'm allergic to peanuts.",
+        }[policy]
         out = await call(deps, alice, "remember", text=text, dedup_policy=policy)
         # A signal, never a veto: the memory is stored.
         assert out["message"] == "Ok", policy
@@ -286,17 +305,23 @@ _SECRETS = {
     "google": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
     "stripe-sk": "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
     "stripe-rk": "rk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
-    "jwt": "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0" + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-    "pem-rsa": "-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9"
+    + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0"
+    + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "pem-rsa": "-----BEGIN RSA "
+    + "PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
     "pem": "-----BEGIN " + "PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----",
-    "pem-openssh": "-----BEGIN OPENSSH " + "PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END OPENSSH PRIVATE KEY-----",
+    "pem-openssh": "-----BEGIN OPENSSH "
+    + "PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END OPENSSH PRIVATE KEY-----",
 }
 
 
 @pytest.mark.parametrize("kind", sorted(_SECRETS))
 async def test_secret_shapes_are_rejected_and_nothing_stored(deps, alice, kind):
     secret = _SECRETS[kind]
-    err = await fails(deps, alice, "remember", "SECRET_REJECTED", text=f"Remember my credential: {secret} thanks")
+    err = await fails(
+        deps, alice, "remember", "SECRET_REJECTED", text=f"Remember my credential: {secret} thanks"
+    )
     assert secret not in err.message
     assert secret not in str(err.detail)
     assert await row_count(deps) == 0
@@ -325,7 +350,17 @@ async def test_tag_normalization(deps, alice):
         alice,
         "remember",
         text="I go sailing on the lake every summer.",
-        tags=["Family", "  Work Stuff ", "snake_case_tag", "a", "x" * 41, "--Hi--there--", "fam", "FAMILY", "y" * 40],
+        tags=[
+            "Family",
+            "  Work Stuff ",
+            "snake_case_tag",
+            "a",
+            "x" * 41,
+            "--Hi--there--",
+            "fam",
+            "FAMILY",
+            "y" * 40,
+        ],
     )
     tags = (await get(deps, alice, out["memory_id"]))["tags"]
     assert sorted(tags) == sorted(["family", "work-stuff", "snake-case-tag", "hi-there", "y" * 40])
@@ -349,7 +384,10 @@ async def test_tag_synonyms_collapse_to_canonical(deps, alice):
         deps,
         alice,
         "remember_batch",
-        items=[{"text": f"Synonym probe number {i} for tag {syn}.", "tags": [syn.upper()]} for i, (syn, _) in enumerate(pairs)],
+        items=[
+            {"text": f"Synonym probe number {i} for tag {syn}.", "tags": [syn.upper()]}
+            for i, (syn, _) in enumerate(pairs)
+        ],
         dedup_policy="insert",
     )
     for (syn, canon), result in zip(pairs, out["results"]):
@@ -357,7 +395,13 @@ async def test_tag_synonyms_collapse_to_canonical(deps, alice):
 
 
 async def test_at_most_twenty_tags(deps, alice):
-    out = await call(deps, alice, "remember", text="A memory with many tags.", tags=[f"tag{i}" for i in range(30)])
+    out = await call(
+        deps,
+        alice,
+        "remember",
+        text="A memory with many tags.",
+        tags=[f"tag{i}" for i in range(30)],
+    )
     tags = (await get(deps, alice, out["memory_id"]))["tags"]
     assert len(tags) == 20
     assert set(tags) <= {f"tag{i}" for i in range(30)}
@@ -369,7 +413,11 @@ async def test_at_most_twenty_tags(deps, alice):
 async def test_supersedes_soft_deletes_the_old_row_in_the_same_call(deps, alice):
     old = await call(deps, alice, "remember", text="My son Colby lives in Boston.")
     out = await call(
-        deps, alice, "remember", text="My son Colby moved to Los Angeles.", supersedes=[old["memory_id"], 999999]
+        deps,
+        alice,
+        "remember",
+        text="My son Colby moved to Los Angeles.",
+        supersedes=[old["memory_id"], 999999],
     )
     new_id = out["memory_id"]
     assert out["message"] == "Ok"
@@ -387,7 +435,9 @@ async def test_supersedes_soft_deletes_the_old_row_in_the_same_call(deps, alice)
 async def test_supersedes_already_deleted_row_is_skipped(deps, alice):
     old = await call(deps, alice, "remember", text="My son Colby lives in Boston.")
     await call(deps, alice, "forget", id=old["memory_id"], reason="typo")
-    out = await call(deps, alice, "remember", text="My son Colby lives in Denver.", supersedes=[old["memory_id"]])
+    out = await call(
+        deps, alice, "remember", text="My son Colby lives in Denver.", supersedes=[old["memory_id"]]
+    )
     assert out["skipped"]["supersedes"] == [old["memory_id"]]
     assert (await get(deps, alice, old["memory_id"]))["forget_reason"] == "typo"
 
@@ -396,7 +446,12 @@ async def test_supersedes_locked_row_is_refused_and_nothing_stored(deps, alice):
     old = await call(deps, alice, "remember", text="My blood type is O negative.", keep=True)
     before = await fingerprint(deps, alice)
     err = await fails(
-        deps, alice, "remember", "INVALID_INPUT", text="My blood type is A positive.", supersedes=[old["memory_id"]]
+        deps,
+        alice,
+        "remember",
+        "INVALID_INPUT",
+        text="My blood type is A positive.",
+        supersedes=[old["memory_id"]],
     )
     assert err.detail and err.detail.get("reason") == "locked"
     assert await fingerprint(deps, alice) == before
@@ -406,7 +461,11 @@ async def test_supersedes_locked_row_is_refused_and_nothing_stored(deps, alice):
 async def test_downweights_lowers_salience_and_keeps_the_row_active(deps, alice):
     old = await call(deps, alice, "remember", text="I drink three coffees a day.")
     out = await call(
-        deps, alice, "remember", text="I have cut down to one coffee a day.", downweights=[old["memory_id"], 424242]
+        deps,
+        alice,
+        "remember",
+        text="I have cut down to one coffee a day.",
+        downweights=[old["memory_id"], 424242],
     )
     assert out.get("downweighted") == [old["memory_id"]]
     assert 424242 in out["skipped"]["downweights"]
@@ -420,8 +479,22 @@ async def test_downweights_lowers_salience_and_keeps_the_row_active(deps, alice)
 
 async def test_downweights_twice_steps_further(deps, alice):
     old = await call(deps, alice, "remember", text="I drink three coffees a day.")
-    await call(deps, alice, "remember", text="I drink two coffees a day now.", downweights=[old["memory_id"]], dedup_policy="insert")
-    await call(deps, alice, "remember", text="Coffee: one cup a day these days.", downweights=[old["memory_id"]], dedup_policy="insert")
+    await call(
+        deps,
+        alice,
+        "remember",
+        text="I drink two coffees a day now.",
+        downweights=[old["memory_id"]],
+        dedup_policy="insert",
+    )
+    await call(
+        deps,
+        alice,
+        "remember",
+        text="Coffee: one cup a day these days.",
+        downweights=[old["memory_id"]],
+        dedup_policy="insert",
+    )
     row = await get(deps, alice, old["memory_id"])
     # -0.25 then -0.25 + 0.5*-0.5*(1-0.25) = -0.4375
     assert row["salience"] == pytest.approx(-0.4375, abs=1e-6)
@@ -451,9 +524,13 @@ async def test_expired_exact_duplicate_is_stored_anew(deps, alice):
 
 
 async def test_expiring_memory_is_visible_until_it_expires(deps, alice):
-    soon = datetime.now(timezone.utc) + timedelta(hours=1)
-    out = await call(deps, alice, "remember", text="The plumber comes on Friday.", expires_at=_iso(soon))
-    assert (await call(deps, alice, "recall", query="when does the plumber come"))["matches"][0]["id"] == out["memory_id"]
+    soon = datetime.now(UTC) + timedelta(hours=1)
+    out = await call(
+        deps, alice, "remember", text="The plumber comes on Friday.", expires_at=_iso(soon)
+    )
+    assert (await call(deps, alice, "recall", query="when does the plumber come"))["matches"][0][
+        "id"
+    ] == out["memory_id"]
     await expire(deps, out["memory_id"])
     assert (await call(deps, alice, "recall", query="when does the plumber come"))["matches"] == []
 

@@ -80,7 +80,10 @@ async def test_default_source_provider_and_item_override(deps, alice):
         alice,
         "remember_batch",
         source_provider="claude",
-        items=[{"text": "I have a cat named Tom."}, {"text": "I love eating sushi.", "source_provider": "openai"}],
+        items=[
+            {"text": "I have a cat named Tom."},
+            {"text": "I love eating sushi.", "source_provider": "openai"},
+        ],
     )
     a = await get(deps, alice, out["results"][0]["memory_id"])
     b = await get(deps, alice, out["results"][1]["memory_id"])
@@ -95,7 +98,10 @@ async def test_default_dedup_policy_and_item_override(deps, alice):
         alice,
         "remember_batch",
         dedup_policy="skip_if_near",
-        items=[{"text": BLUE_US}, {"text": "My favourite colour is blue!", "dedup_policy": "insert"}],
+        items=[
+            {"text": BLUE_US},
+            {"text": "My favourite colour is blue!", "dedup_policy": "insert"},
+        ],
     )
     skipped, inserted = out["results"]
     assert skipped["memory_id"] == first["memory_id"] and skipped["message"] == "Already remembered"
@@ -157,7 +163,10 @@ async def test_tombstones_reported_per_item(deps, alice):
     old = await call(deps, alice, "remember", text="I am allergic to peanuts.")
     await call(deps, alice, "forget", id=old["memory_id"], reason="wrong")
     out = await call(
-        deps, alice, "remember_batch", items=[{"text": "I play tennis on weekends."}, {"text": "I'm allergic to peanuts"}]
+        deps,
+        alice,
+        "remember_batch",
+        items=[{"text": "I play tennis on weekends."}, {"text": "I'm allergic to peanuts"}],
     )
     first, second = out["results"]
     assert not first.get("previously_corrected")
@@ -209,29 +218,52 @@ async def test_locked_supersedes_fails_only_that_item(deps, alice):
 
 
 async def test_tags_normalized_per_item(deps, alice):
-    out = await call(deps, alice, "remember_batch", items=[{"text": "I have a cat named Tom.", "tags": ["Pets", "FAM"]}])
+    out = await call(
+        deps,
+        alice,
+        "remember_batch",
+        items=[{"text": "I have a cat named Tom.", "tags": ["Pets", "FAM"]}],
+    )
     row = await get(deps, alice, out["results"][0]["memory_id"])
     assert sorted(row["tags"]) == ["family", "pets"]
 
 
 async def test_over_max_batch_size_is_invalid_input_and_stores_nothing(deps, alice):
     n = deps.settings.max_batch_size + 1
-    await fails(deps, alice, "remember_batch", "INVALID_INPUT", items=[{"text": f"fact {i}"} for i in range(n)])
+    await fails(
+        deps,
+        alice,
+        "remember_batch",
+        "INVALID_INPUT",
+        items=[{"text": f"fact {i}"} for i in range(n)],
+    )
     assert await row_count(deps) == 0
 
 
 async def test_exactly_max_batch_size_is_accepted(deps, alice):
     n = deps.settings.max_batch_size
     out = await call(
-        deps, alice, "remember_batch", dedup_policy="insert", items=[{"text": f"Numbered fact {i}."} for i in range(n)]
+        deps,
+        alice,
+        "remember_batch",
+        dedup_policy="insert",
+        items=[{"text": f"Numbered fact {i}."} for i in range(n)],
     )
     assert out["summary"] == {"total": n, "succeeded": n, "failed": 0}
     assert await row_count(deps, alice) == n
 
 
 async def test_batch_size_limit_follows_settings(deps, alice, settings):
-    small = Deps(settings=settings.with_overrides(max_batch_size=2), pool=deps.pool, embedder=deps.embedder)
-    await fails(small, alice, "remember_batch", "INVALID_INPUT", items=[{"text": "a b"}, {"text": "c d"}, {"text": "e f"}])
+    small = Deps(
+        settings=settings.with_overrides(max_batch_size=2), pool=deps.pool, embedder=deps.embedder
+    )
+    await fails(
+        small,
+        alice,
+        "remember_batch",
+        "INVALID_INPUT",
+        items=[{"text": "a b"}, {"text": "c d"}, {"text": "e f"}],
+    )
     out = await call(small, alice, "remember_batch", items=[{"text": "a b"}, {"text": "c d"}])
     assert out["summary"]["succeeded"] == 2
 

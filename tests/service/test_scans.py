@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from memory.clusters import unique_pairs
+from memory.rules.clusters import unique_pairs
 from memory.scans import qualifying_pairs
 
-from .helpers import MATCH_FIELDS, assert_fields, call, cosine, expire, fails, fingerprint, remember_many
+from .helpers import (
+    MATCH_FIELDS,
+    assert_fields,
+    call,
+    cosine,
+    expire,
+    fails,
+    fingerprint,
+    remember_many,
+)
 
 # a~b and b~c at 0.92, but not a~c: one group only through b.
 CHAIN = [
@@ -16,7 +25,11 @@ CHAIN = [
     "My sister Ana lives in Porto, Portugal, by the river Douro.",
 ]
 ALLERGY = ["I am allergic to peanuts.", "I'm allergic to peanuts."]
-UNRELATED = ["I play tennis on Sundays.", "My favourite colour is green.", "The car needs new tyres."]
+UNRELATED = [
+    "I play tennis on Sundays.",
+    "My favourite colour is green.",
+    "The car needs new tyres.",
+]
 
 
 async def _store(deps, user, texts, **kw):
@@ -27,8 +40,11 @@ async def test_groups_are_transitive_sorted_and_shaped(deps, alice):
     chain = await _store(deps, alice, CHAIN)
     allergy = await _store(deps, alice, ALLERGY)
     await _store(deps, alice, UNRELATED)
-    ab, bc, ac = (await cosine(deps, CHAIN[0], CHAIN[1]), await cosine(deps, CHAIN[1], CHAIN[2]),
-                  await cosine(deps, CHAIN[0], CHAIN[2]))
+    ab, bc, ac = (
+        await cosine(deps, CHAIN[0], CHAIN[1]),
+        await cosine(deps, CHAIN[1], CHAIN[2]),
+        await cosine(deps, CHAIN[0], CHAIN[2]),
+    )
     assert min(ab, bc) >= 0.92 > ac, "the chain is only transitively similar"
     strongest = await cosine(deps, *ALLERGY)
     assert strongest > max(ab, bc)
@@ -39,8 +55,12 @@ async def test_groups_are_transitive_sorted_and_shaped(deps, alice):
     assert out["threshold"] == 0.92
     assert [g["ids"] for g in out["groups"]] == [sorted(allergy), sorted(chain)]
     first, second = out["groups"]
-    assert first["pair_count"] == 1 and first["max_similarity"] == pytest.approx(strongest, abs=1e-4)
-    assert second["pair_count"] == 2 and second["max_similarity"] == pytest.approx(max(ab, bc), abs=1e-4)
+    assert first["pair_count"] == 1 and first["max_similarity"] == pytest.approx(
+        strongest, abs=1e-4
+    )
+    assert second["pair_count"] == 2 and second["max_similarity"] == pytest.approx(
+        max(ab, bc), abs=1e-4
+    )
     assert out["summary"] == {"groups": 2, "pairs": 3}
     for group in out["groups"]:
         assert [m["id"] for m in group["memories"]] == group["ids"]
@@ -152,7 +172,9 @@ async def test_the_index_path_agrees_with_the_in_memory_path(deps, alice, shared
     await _store(deps, alice, CHAIN + ALLERGY, tags=["family"])
     await _store(deps, alice, UNRELATED + ["My sister Ana lives in Porto!"])
     in_memory = await qualifying_pairs(deps, alice, threshold=0.85, shared_tag=shared_tag)
-    by_index = await qualifying_pairs(deps, alice, threshold=0.85, shared_tag=shared_tag, in_memory_limit=0)
+    by_index = await qualifying_pairs(
+        deps, alice, threshold=0.85, shared_tag=shared_tag, in_memory_limit=0
+    )
     assert in_memory
     a, b = unique_pairs(in_memory), unique_pairs(by_index)
     assert a.keys() == b.keys()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -20,12 +20,18 @@ def _parse(ts: str) -> datetime:
 
 
 async def _mem(deps, user, text, **args):
-    return (await call(deps, user, "remember", text=text, dedup_policy="insert", **args))["memory_id"]
+    return (await call(deps, user, "remember", text=text, dedup_policy="insert", **args))[
+        "memory_id"
+    ]
 
 
 async def _backdate(deps, memory_id):
     """Push updated_at into the past so a later change is visible."""
-    await sql(deps, "UPDATE memories SET updated_at = now() - interval '1 hour' WHERE id = %s", (memory_id,))
+    await sql(
+        deps,
+        "UPDATE memories SET updated_at = now() - interval '1 hour' WHERE id = %s",
+        (memory_id,),
+    )
 
 
 # --- update_memory -------------------------------------------------------------------------
@@ -37,7 +43,13 @@ async def test_update_text_regenerates_embedding(deps, alice):
     await _backdate(deps, mid)
     before = await get(deps, alice, mid)
     out = await call(deps, alice, "update_memory", id=mid, text=NEW)
-    assert out == {"ok": True, "memory_id": mid, "dry_run": False, "changed_fields": ["text"], "message": "Ok"}
+    assert out == {
+        "ok": True,
+        "memory_id": mid,
+        "dry_run": False,
+        "changed_fields": ["text"],
+        "message": "Ok",
+    }
     row = await get(deps, alice, mid)
     assert row["text"] == NEW
     assert _parse(row["updated_at"]) > _parse(before["updated_at"])
@@ -48,7 +60,9 @@ async def test_update_text_regenerates_embedding(deps, alice):
     assert got["matches"][0]["score"] > 0.8
     # Text search sees the new text only.
     assert (await call(deps, alice, "text_search", text="Boston"))["memories"] == []
-    assert [m["id"] for m in (await call(deps, alice, "text_search", text="moved to Los"))["memories"]] == [mid]
+    assert [
+        m["id"] for m in (await call(deps, alice, "text_search", text="moved to Los"))["memories"]
+    ] == [mid]
     # The exact-duplicate key follows the text.
     again = await call(deps, alice, "remember", text=NEW.upper())
     assert again["memory_id"] == mid and again["message"] == "Already remembered"
@@ -58,8 +72,12 @@ async def test_update_text_regenerates_embedding(deps, alice):
 
 async def test_update_metadata_leaves_text_and_embedding_alone(deps, alice):
     mid = await _mem(deps, alice, OLD, tags=["family"])
-    score_before = (await call(deps, alice, "recall", query="where does Colby live"))["matches"][0]["score"]
-    emb_before = await sql(deps, "SELECT md5(embedding::text), embedding_model FROM memories WHERE id = %s", (mid,))
+    score_before = (await call(deps, alice, "recall", query="where does Colby live"))["matches"][0][
+        "score"
+    ]
+    emb_before = await sql(
+        deps, "SELECT md5(embedding::text), embedding_model FROM memories WHERE id = %s", (mid,)
+    )
     out = await call(
         deps,
         alice,
@@ -78,8 +96,15 @@ async def test_update_metadata_leaves_text_and_embedding_alone(deps, alice):
     assert row["importance"] == pytest.approx(0.9)
     assert row["expires_at"] == "2099-01-01T00:00:00Z"
     assert row["last_confirmed_at"] == "2023-06-01T10:00:00Z"
-    assert await sql(deps, "SELECT md5(embedding::text), embedding_model FROM memories WHERE id = %s", (mid,)) == emb_before
-    score_after = (await call(deps, alice, "recall", query="where does Colby live"))["matches"][0]["score"]
+    assert (
+        await sql(
+            deps, "SELECT md5(embedding::text), embedding_model FROM memories WHERE id = %s", (mid,)
+        )
+        == emb_before
+    )
+    score_after = (await call(deps, alice, "recall", query="where does Colby live"))["matches"][0][
+        "score"
+    ]
     assert score_after == score_before
 
 
@@ -89,7 +114,15 @@ async def test_update_only_the_fields_given(deps, alice):
     out = await call(deps, alice, "update_memory", id=mid, importance=0.6)
     assert out["changed_fields"] == ["importance"]
     after = await get(deps, alice, mid)
-    for field in ("text", "tags", "expires_at", "last_confirmed_at", "source_provider", "created_at", "keep"):
+    for field in (
+        "text",
+        "tags",
+        "expires_at",
+        "last_confirmed_at",
+        "source_provider",
+        "created_at",
+        "keep",
+    ):
         assert after[field] == before[field], field
     assert after["importance"] == pytest.approx(0.6)
 
@@ -104,7 +137,9 @@ async def test_update_clears_expiry_with_null(deps, alice):
 async def test_update_dry_run_changes_nothing(deps, alice):
     mid = await _mem(deps, alice, OLD, tags=["family"])
     before = await fingerprint(deps, alice)
-    out = await call(deps, alice, "update_memory", id=mid, text=NEW, tags=["work"], importance=0.1, dry_run=True)
+    out = await call(
+        deps, alice, "update_memory", id=mid, text=NEW, tags=["work"], importance=0.1, dry_run=True
+    )
     assert out == {
         "ok": True,
         "memory_id": mid,
@@ -119,7 +154,9 @@ async def test_update_dry_run_changes_nothing(deps, alice):
 async def test_update_secret_rejected_and_unchanged(deps, alice):
     mid = await _mem(deps, alice, OLD)
     before = await fingerprint(deps, alice)
-    err = await fails(deps, alice, "update_memory", "SECRET_REJECTED", id=mid, text=f"my key is {SECRET}")
+    err = await fails(
+        deps, alice, "update_memory", "SECRET_REJECTED", id=mid, text=f"my key is {SECRET}"
+    )
     assert SECRET not in err.message
     assert await fingerprint(deps, alice) == before
 
@@ -265,13 +302,22 @@ async def test_batch_results_in_order_with_per_item_errors(deps, alice):
     results = out["results"]
     assert [r["input_index"] for r in results] == list(range(8))
     assert [r["ok"] for r in results] == [True, False, False, True, False, False, False, False]
-    assert results[0] == {"input_index": 0, "id": a, "ok": True, "changed_fields": ["text"], "message": "Ok"}
+    assert results[0] == {
+        "input_index": 0,
+        "id": a,
+        "ok": True,
+        "changed_fields": ["text"],
+        "message": "Ok",
+    }
     assert results[3]["changed_fields"] == ["tags", "importance"] and results[3]["id"] == b
     assert results[1]["error"]["code"] == "INVALID_INPUT"
     assert results[2]["id"] == 42424242
     assert results[2]["error"] == {"code": "NOT_FOUND", "message": "Memory 42424242 not found."}
     assert results[4]["error"]["code"] == "SECRET_REJECTED" and SECRET not in str(results[4])
-    assert results[5]["error"]["code"] == "INVALID_INPUT" and results[5]["error"]["detail"]["reason"] == "locked"
+    assert (
+        results[5]["error"]["code"] == "INVALID_INPUT"
+        and results[5]["error"]["detail"]["reason"] == "locked"
+    )
     assert results[6]["error"] == {"code": "NOT_FOUND", "message": f"Memory {gone} not found."}
     assert results[7]["error"]["code"] == "INVALID_INPUT"
     assert out["summary"] == {"total": 8, "updated": 2, "errors": 6}
@@ -291,7 +337,10 @@ async def test_batch_text_updates_are_recallable(deps, alice):
         deps,
         alice,
         "update_memory_batch",
-        items=[{"id": a, "text": "I have a parrot named Polly."}, {"id": b, "text": "I keep bees in the garden."}],
+        items=[
+            {"id": a, "text": "I have a parrot named Polly."},
+            {"id": b, "text": "I keep bees in the garden."},
+        ],
     )
     assert (await call(deps, alice, "recall", query="parrot", limit=1))["matches"][0]["id"] == a
     assert (await call(deps, alice, "recall", query="beekeeping", limit=1))["matches"][0]["id"] == b
@@ -324,7 +373,13 @@ async def test_batch_size_limits(deps, alice):
     a = await _mem(deps, alice, OLD)
     before = await fingerprint(deps, alice)
     n = deps.settings.max_batch_size
-    await fails(deps, alice, "update_memory_batch", "INVALID_INPUT", items=[{"id": a, "importance": 0.1}] * (n + 1))
+    await fails(
+        deps,
+        alice,
+        "update_memory_batch",
+        "INVALID_INPUT",
+        items=[{"id": a, "importance": 0.1}] * (n + 1),
+    )
     assert await fingerprint(deps, alice) == before
     out = await call(deps, alice, "update_memory_batch", items=[{"id": a, "importance": 0.1}] * n)
     assert out["summary"] == {"total": n, "updated": n, "errors": 0}
@@ -332,7 +387,14 @@ async def test_batch_size_limits(deps, alice):
 
 @pytest.mark.parametrize(
     "args",
-    [{}, {"items": None}, {"items": []}, {"items": {"id": 1}}, {"items": "1"}, {"items": [{"id": 1, "tags": []}], "dry_run": 1}],
+    [
+        {},
+        {"items": None},
+        {"items": []},
+        {"items": {"id": 1}},
+        {"items": "1"},
+        {"items": [{"id": 1, "tags": []}], "dry_run": 1},
+    ],
 )
 async def test_batch_level_invalid_input(deps, alice, args):
     await _mem(deps, alice, OLD)
@@ -347,12 +409,12 @@ async def test_batch_level_invalid_input(deps, alice, args):
 async def test_confirm_refreshes_last_confirmed_at(deps, alice):
     mid = await _mem(deps, alice, OLD, last_confirmed_at="2020-01-01T00:00:00Z")
     before = await get(deps, alice, mid)
-    start = datetime.now(timezone.utc)
+    start = datetime.now(UTC)
     out = await call(deps, alice, "confirm", id=mid)
     assert set(out) == {"ok", "memory_id", "last_confirmed_at"}
     assert out["ok"] is True and out["memory_id"] == mid
     confirmed = _parse(out["last_confirmed_at"])
-    assert start - timedelta(seconds=5) <= confirmed <= datetime.now(timezone.utc) + timedelta(seconds=5)
+    assert start - timedelta(seconds=5) <= confirmed <= datetime.now(UTC) + timedelta(seconds=5)
     after = await get(deps, alice, mid)
     assert after["last_confirmed_at"] == out["last_confirmed_at"]
     assert after["text"] == before["text"] and after["tags"] == before["tags"]
@@ -388,6 +450,8 @@ async def test_confirm_not_found(deps, alice):
     assert await fingerprint(deps, alice) == before
 
 
-@pytest.mark.parametrize("args", [{}, {"id": None}, {"id": "3"}, {"id": False}, {"id": 0}, {"id": -7}, {"id": 2.5}])
+@pytest.mark.parametrize(
+    "args", [{}, {"id": None}, {"id": "3"}, {"id": False}, {"id": 0}, {"id": -7}, {"id": 2.5}]
+)
 async def test_confirm_invalid_input(deps, alice, args):
     await fails(deps, alice, "confirm", "INVALID_INPUT", **args)

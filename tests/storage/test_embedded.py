@@ -46,7 +46,9 @@ def test_cache_is_an_eighth_of_memory_within_bounds(memory: int, expected: int) 
     assert MIN_SHARED_BUFFERS <= expected <= MAX_SHARED_BUFFERS
 
 
-def test_a_new_cluster_starts_sized_and_an_old_one_is_resized_keeping_its_rows(tmp_path: Path) -> None:
+def test_a_new_cluster_starts_sized_and_an_old_one_is_resized_keeping_its_rows(
+    tmp_path: Path,
+) -> None:
     data = tmp_path / "data"
     dsn = start_embedded(data, database="keep")
     try:
@@ -66,11 +68,18 @@ def test_a_new_cluster_starts_sized_and_an_old_one_is_resized_keeping_its_rows(t
             """
         )
         out = subprocess.run(
-            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
         )
         again = out.stdout.strip().splitlines()[-1]
         assert _shared_buffers(again) == shared_buffers_bytes() > 128 * MB
         with psycopg.connect(again) as conn:
-            assert conn.execute("SELECT text FROM facts").fetchall() == [("my sister lives in Lisbon",)]
+            assert conn.execute("SELECT text FROM facts").fetchall() == [
+                ("my sister lives in Lisbon",)
+            ]
     finally:
         stop_embedded(data)

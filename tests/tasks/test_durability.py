@@ -14,8 +14,8 @@ import redis
 
 from tasks.actors import declare_actors
 from tasks.broker import make_broker
-from tests.conftest import QUEUE_NAMESPACE
 from tasks.queue import DramatiqWriteQueue
+from tests.conftest import QUEUE_NAMESPACE
 
 HEARTBEAT_MS = 2000
 _FILLER = (
@@ -83,7 +83,9 @@ async def test_killed_worker_redelivers_and_stores_each_item_once(clean_db, redi
     first = _start_worker(clean_db, redis_url)
     second = None
     try:
-        call = asyncio.create_task(queue.submit("remember_batch", alice, {"items": items}, "durable-1"))
+        call = asyncio.create_task(
+            queue.submit("remember_batch", alice, {"items": items}, "durable-1")
+        )
         await _wait_until_taken(redis_url)  # the first worker has the message and is embedding
         first.send_signal(signal.SIGKILL)
         first.wait(10)

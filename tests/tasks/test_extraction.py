@@ -21,8 +21,8 @@ import psycopg
 import pytest
 
 from memory.deps import Deps
-from memory.extractors import ExtractionError, LLMExtractor, make_extractor
 from memory.graph import Relation
+from memory.providers.extractors import ExtractionError, LLMExtractor, make_extractor
 from memory.service import USE_CASES
 from storage.pool import make_pool
 from tasks.actors import BACKGROUND_QUEUE, WorkerResources, declare_actors, extraction_hook
@@ -37,13 +37,23 @@ def completion(content: str) -> tuple[int, str, float]:
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "model": "test-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
     }
     return 200, json.dumps(body), 0.0
 
 
 def relations_answer(*triples: tuple[str, str, str]) -> tuple[int, str, float]:
-    return completion(json.dumps({"relations": [dict(zip(("subject", "predicate", "object"), t)) for t in triples]}))
+    return completion(
+        json.dumps(
+            {"relations": [dict(zip(("subject", "predicate", "object"), t)) for t in triples]}
+        )
+    )
 
 
 GOOD = relations_answer(("Dana", "manages", "the user"))
@@ -66,8 +76,12 @@ class ChatServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
-                    server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                    status, text, delay = server.script.pop(0) if len(server.script) > 1 else server.script[0]
+                    server.requests.append(
+                        {"path": self.path, "headers": dict(self.headers), "body": body}
+                    )
+                    status, text, delay = (
+                        server.script.pop(0) if len(server.script) > 1 else server.script[0]
+                    )
                 if delay:
                     time.sleep(delay)
                 try:
@@ -114,8 +128,13 @@ def extractor(llm: ChatServer, **kw: Any) -> LLMExtractor:
 
 
 async def test_asks_for_json_and_returns_normalised_relations(llm):
-    llm.answer(relations_answer(("Dana", "is manager of", "me"), ("Dana's husband", "is", "Lee"),
-                                ("Lee", "Husband Of", "Dana")))
+    llm.answer(
+        relations_answer(
+            ("Dana", "is manager of", "me"),
+            ("Dana's husband", "is", "Lee"),
+            ("Lee", "Husband Of", "Dana"),
+        )
+    )
     got = await extractor(llm).extract("Dana is my manager. Her husband is Lee.")
     assert got == [
         Relation("Dana", "manages", "the user"),
@@ -132,25 +151,47 @@ async def test_asks_for_json_and_returns_normalised_relations(llm):
 
 
 async def test_fenced_json_and_a_bare_array_are_accepted(llm):
-    llm.answer(completion('```json\n{"relations": [{"subject": "I", "predicate": "live in", "object": "Oslo"}]}\n```'))
-    assert await extractor(llm).extract("I live in Oslo.") == [Relation("the user", "live in", "Oslo")]
+    llm.answer(
+        completion(
+            '```json\n{"relations": [{"subject": "I", "predicate": "live in", "object": "Oslo"}]}\n```'
+        )
+    )
+    assert await extractor(llm).extract("I live in Oslo.") == [
+        Relation("the user", "live in", "Oslo")
+    ]
     llm.answer(completion('[{"subject": "Ana", "predicate": "sister of", "object": "the user"}]'))
-    assert await extractor(llm).extract("Ana is my sister.") == [Relation("Ana", "sister of", "the user")]
+    assert await extractor(llm).extract("Ana is my sister.") == [
+        Relation("Ana", "sister of", "the user")
+    ]
 
 
 async def test_invalid_items_never_come_back(llm):
-    llm.answer(completion(json.dumps({"relations": [
-        {"subject": "Ana", "predicate": "lives in", "object": "Porto"},
-        {"subject": "Ana", "predicate": "lives in"},  # missing object
-        {"subject": 7, "predicate": "likes", "object": "tea"},  # not a string
-        {"subject": "Ana", "predicate": "likes", "object": "   "},  # blank
-        {"subject": "Ana", "predicate": "likes", "object": "x" * 500},  # too long
-        {"subject": "Ana", "predicate": "likes", "object": "te\u0000a"},  # NUL
-        {"subject": "me", "predicate": "is", "object": "I"},  # a self-loop once resolved
-        "Ana likes tea",  # not an object
-        {"subject": "Ana", "predicate": "lives in", "object": "Porto"},  # duplicate
-    ]})))
-    assert await extractor(llm).extract("Ana lives in Porto.") == [Relation("Ana", "lives in", "Porto")]
+    llm.answer(
+        completion(
+            json.dumps(
+                {
+                    "relations": [
+                        {"subject": "Ana", "predicate": "lives in", "object": "Porto"},
+                        {"subject": "Ana", "predicate": "lives in"},  # missing object
+                        {"subject": 7, "predicate": "likes", "object": "tea"},  # not a string
+                        {"subject": "Ana", "predicate": "likes", "object": "   "},  # blank
+                        {"subject": "Ana", "predicate": "likes", "object": "x" * 500},  # too long
+                        {"subject": "Ana", "predicate": "likes", "object": "te\u0000a"},  # NUL
+                        {
+                            "subject": "me",
+                            "predicate": "is",
+                            "object": "I",
+                        },  # a self-loop once resolved
+                        "Ana likes tea",  # not an object
+                        {"subject": "Ana", "predicate": "lives in", "object": "Porto"},  # duplicate
+                    ]
+                }
+            )
+        )
+    )
+    assert await extractor(llm).extract("Ana lives in Porto.") == [
+        Relation("Ana", "lives in", "Porto")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -188,16 +229,23 @@ async def test_an_unreachable_endpoint_raises_extraction_error():
 
 
 async def test_servers_without_json_mode_are_asked_in_the_prompt_only(llm):
-    llm.answer((400, '{"error": {"message": "response_format json_object is not supported"}}', 0.0), GOOD)
+    llm.answer(
+        (400, '{"error": {"message": "response_format json_object is not supported"}}', 0.0), GOOD
+    )
     ex = extractor(llm)
     assert await ex.extract("Dana is my manager.") == [Relation("Dana", "manages", "the user")]
-    assert "response_format" in llm.requests[0]["body"] and "response_format" not in llm.requests[1]["body"]
+    assert (
+        "response_format" in llm.requests[0]["body"]
+        and "response_format" not in llm.requests[1]["body"]
+    )
 
 
 def test_make_extractor_follows_the_settings(settings):
     assert make_extractor(settings).name == "rules"
     assert make_extractor(settings.with_overrides(relation_extractor="off")) is None
-    llm = make_extractor(settings.with_overrides(relation_extractor="llm", llm_base_url="http://x/v1", llm_model="m"))
+    llm = make_extractor(
+        settings.with_overrides(relation_extractor="llm", llm_base_url="http://x/v1", llm_model="m")
+    )
     assert llm is not None and llm.name == "llm" and "sk" not in repr(llm)
 
 
@@ -210,13 +258,16 @@ def edge_count(dsn: str, memory_id: int | None = None) -> int:
     with psycopg.connect(dsn) as conn:
         if memory_id is None:
             return conn.execute("SELECT count(*) FROM memory_relations").fetchone()[0]
-        return conn.execute("SELECT count(*) FROM memory_relations WHERE memory_id = %s", (memory_id,)).fetchone()[0]
+        return conn.execute(
+            "SELECT count(*) FROM memory_relations WHERE memory_id = %s", (memory_id,)
+        ).fetchone()[0]
 
 
 def memory_row(dsn: str, memory_id: int) -> tuple[Any, ...]:
     with psycopg.connect(dsn) as conn:
         return conn.execute(
-            "SELECT text, deleted_at, salience, updated_at FROM memories WHERE id = %s", (memory_id,)
+            "SELECT text, deleted_at, salience, updated_at FROM memories WHERE id = %s",
+            (memory_id,),
         ).fetchone()
 
 
@@ -242,9 +293,14 @@ async def job(request, clean_db, settings, embedder, llm):
     async def close(d: Deps) -> None:
         await d.pool.close()
 
-    bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)])
+    bundle = make_broker(
+        redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)]
+    )
     actors = declare_actors(
-        bundle.broker, extraction_min_backoff_ms=50, extraction_max_backoff_ms=200, extraction_max_retries=MAX_RETRIES
+        bundle.broker,
+        extraction_min_backoff_ms=50,
+        extraction_max_backoff_ms=200,
+        extraction_max_retries=MAX_RETRIES,
     )
     worker = dramatiq.Worker(bundle.broker, worker_threads=2, worker_timeout=100)
     worker.start()
@@ -273,7 +329,9 @@ async def test_failures_retry_with_back_off_until_a_good_answer(job, deps, alice
     actors, _ = job
     llm.answer(SERVER_ERROR, MALFORMED, HANG, relations_answer(("Dana", "manages", "the user")))
     m = await remember(deps, actors, alice, "Dana is my manager.")
-    assert memory_row(clean_db, m)[0] == "Dana is my manager.", "stored before and regardless of extraction"
+    assert memory_row(clean_db, m)[0] == "Dana is my manager.", (
+        "stored before and regardless of extraction"
+    )
     await eventually(lambda: edge_count(clean_db, m) == 1)
     assert len(llm.requests) == 4
 

@@ -25,8 +25,8 @@ import redis
 
 from memory.backup import export_store, import_store
 from memory.deps import Deps
-from memory.extractors import RulesExtractor
 from memory.graph import Relation
+from memory.providers.extractors import RulesExtractor
 from memory.relations import extract_relations, rebuild_relations, relay_due, sweep_forever
 from memory.service import USE_CASES
 from storage import outbox
@@ -49,7 +49,9 @@ def owed(dsn: str) -> dict[int, tuple[Any, int]]:
 
 def edges_by_memory(dsn: str) -> dict[int, int]:
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT memory_id, count(*) FROM memory_relations GROUP BY memory_id").fetchall()
+        rows = conn.execute(
+            "SELECT memory_id, count(*) FROM memory_relations GROUP BY memory_id"
+        ).fetchall()
     return {r[0]: r[1] for r in rows}
 
 
@@ -116,7 +118,9 @@ async def test_every_stored_text_is_owed_an_extraction(deps, alice, clean_db):
     await USE_CASES["update_memory"](deps, alice, {"id": ids[1], "tags": ["home"]})
     assert owed(clean_db) == {}, "no new text, nothing owed"
     await USE_CASES["update_memory"](deps, alice, {"id": ids[1], "text": "Rowan lives in Oslo."})
-    await USE_CASES["update_memory_batch"](deps, alice, {"items": [{"id": ids[2], "text": "Rowan lives in Rome."}]})
+    await USE_CASES["update_memory_batch"](
+        deps, alice, {"items": [{"id": ids[2], "text": "Rowan lives in Rome."}]}
+    )
     assert sorted(owed(clean_db)) == sorted(ids[1:])
 
 
@@ -133,9 +137,16 @@ async def test_same_text_updates_and_re_embedding_owe_and_send_nothing(deps, ali
     )
     [vector] = await deps.embedder.embed(["Rowan lives in Town 0."])
     async with deps.pool.connection() as conn:
-        assert await write_in_place(
-            conn, [StaleRow(first, "Rowan lives in Town 0.")], [vector], provider="other", model="other-model"
-        ) == 1
+        assert (
+            await write_in_place(
+                conn,
+                [StaleRow(first, "Rowan lives in Town 0.")],
+                [vector],
+                provider="other",
+                model="other-model",
+            )
+            == 1
+        )
     assert owed(clean_db) == {}
     assert recorder.calls == [], "no job for a text that did not change"
     # A replayed update (same idempotency key) whose extraction is done sends nothing either.
@@ -156,10 +167,14 @@ async def test_a_job_owed_nothing_extracts_nothing(deps, alice, clean_db):
     assert counting.calls == 1
     assert edges_by_memory(clean_db) == {memory_id: 1}
     summary = await rebuild_relations(dataclasses.replace(deps, extractor=counting), alice)
-    assert (summary.extracted, summary.edges, counting.calls) == (1, 1, 2), "a rebuild owes first, then extracts"
+    assert (summary.extracted, summary.edges, counting.calls) == (1, 1, 2), (
+        "a rebuild owes first, then extracts"
+    )
 
 
-async def test_imported_memories_without_edges_are_sent_at_the_next_sweep(deps, alice, clean_db, tmp_path):
+async def test_imported_memories_without_edges_are_sent_at_the_next_sweep(
+    deps, alice, clean_db, tmp_path
+):
     with_edges, without = await remember_all(deps, alice, towns(2))
     assert await extract_relations(deps, alice, with_edges) == 1
     path = tmp_path / "alice.jsonl"
@@ -169,10 +184,13 @@ async def test_imported_memories_without_edges_are_sent_at_the_next_sweep(deps, 
     assert result.inserted == 2
     with psycopg.connect(clean_db) as conn:
         carol, copy = conn.execute(
-            "SELECT user_id, id FROM memories WHERE user_id <> %s AND text = 'Rowan lives in Town 1.'", (alice,)
+            "SELECT user_id, id FROM memories WHERE user_id <> %s AND text = 'Rowan lives in Town 1.'",
+            (alice,),
         ).fetchone()
     entries = owed(clean_db)
-    assert sorted(entries) == sorted([without, copy]), "the copy that came with its edges owes nothing"
+    assert sorted(entries) == sorted([without, copy]), (
+        "the copy that came with its edges owes nothing"
+    )
     assert entries[copy][0] is not None, "due now: an import has no relay of its own"
     recorder = Recorder()
     assert await relay_due(dataclasses.replace(deps, on_text_stored=recorder)) == 1
@@ -190,8 +208,12 @@ async def test_a_rolled_back_write_owes_nothing(deps, alice, clean_db):
                     " embedding, embedding_provider, embedding_model FROM memories WHERE id = %s",
                     (kept,),
                 )
-                await conn.execute("UPDATE memories SET text = 'Rowan lives in Lima.' WHERE id = %s", (kept,))
-                assert len(await (await conn.execute("SELECT 1 FROM relation_outbox")).fetchall()) == 2
+                await conn.execute(
+                    "UPDATE memories SET text = 'Rowan lives in Lima.' WHERE id = %s", (kept,)
+                )
+                assert (
+                    len(await (await conn.execute("SELECT 1 FROM relation_outbox")).fetchall()) == 2
+                )
                 raise RuntimeError("the write fails before its commit")
     assert list(owed(clean_db)) == [kept]
 
@@ -234,7 +256,9 @@ async def test_forgotten_and_deleted_memories_never_trouble_the_relay(deps, alic
 # --- the relay and the sweep -------------------------------------------------------------------
 
 
-async def test_the_relay_sends_after_commit_and_a_failed_send_makes_the_entries_due(deps, alice, clean_db):
+async def test_the_relay_sends_after_commit_and_a_failed_send_makes_the_entries_due(
+    deps, alice, clean_db
+):
     recorder = Recorder()
     ids = await remember_all(dataclasses.replace(deps, on_text_stored=recorder), alice, towns(2))
     assert recorder.calls == [(alice, ids)]
@@ -243,7 +267,9 @@ async def test_the_relay_sends_after_commit_and_a_failed_send_makes_the_entries_
     def unreachable(user_id: int, memory_ids: list[int]) -> None:
         raise ConnectionError("broker down")
 
-    more = await remember_all(dataclasses.replace(deps, on_text_stored=unreachable), alice, towns(2, "Ana"))
+    more = await remember_all(
+        dataclasses.replace(deps, on_text_stored=unreachable), alice, towns(2, "Ana")
+    )
     entries = owed(clean_db)
     assert all(entries[m][0] is not None for m in more), "the sweep sends these next"
     assert await relay_due(dataclasses.replace(deps, on_text_stored=recorder)) == 2
@@ -253,22 +279,34 @@ async def test_the_relay_sends_after_commit_and_a_failed_send_makes_the_entries_
 async def test_the_sweep_sends_only_stale_or_due_entries_and_backs_off(deps, alice, clean_db):
     fresh, stale, failed, later = await remember_all(deps, alice, towns(4))
     with psycopg.connect(clean_db, autocommit=True) as conn:
-        conn.execute("UPDATE relation_outbox SET queued_at = now() - interval '2 hours' WHERE memory_id = %s", (stale,))
+        conn.execute(
+            "UPDATE relation_outbox SET queued_at = now() - interval '2 hours' WHERE memory_id = %s",
+            (stale,),
+        )
         conn.execute("UPDATE relation_outbox SET due_at = now() WHERE memory_id = %s", (failed,))
-        conn.execute("UPDATE relation_outbox SET due_at = now() + interval '1 hour' WHERE memory_id = %s", (later,))
+        conn.execute(
+            "UPDATE relation_outbox SET due_at = now() + interval '1 hour' WHERE memory_id = %s",
+            (later,),
+        )
     recorder = Recorder()
     swept = dataclasses.replace(deps, on_text_stored=recorder)
     assert await relay_due(swept) == 2
     assert recorder.sent() == sorted([stale, failed])
     assert await relay_due(swept) == 0, "sent entries wait for their back-off"
-    assert {m: a for m, (_, a) in owed(clean_db).items()} == {fresh: 0, stale: 1, failed: 1, later: 0}
+    assert {m: a for m, (_, a) in owed(clean_db).items()} == {
+        fresh: 0,
+        stale: 1,
+        failed: 1,
+        later: 0,
+    }
     assert await relay_due(swept, backoff_s=0) == 0  # the claim set due_at an hour ahead
     with psycopg.connect(clean_db, autocommit=True) as conn:
         conn.execute("UPDATE relation_outbox SET due_at = now() WHERE memory_id = %s", (stale,))
     assert await relay_due(swept) == 1
     with psycopg.connect(clean_db) as conn:
         wait = conn.execute(
-            "SELECT extract(epoch FROM due_at - now()) FROM relation_outbox WHERE memory_id = %s", (stale,)
+            "SELECT extract(epoch FROM due_at - now()) FROM relation_outbox WHERE memory_id = %s",
+            (stale,),
         ).fetchone()[0]
     assert 7000 < wait <= 7200, "the second send waits twice as long"
 
@@ -305,7 +343,9 @@ async def test_a_slow_broker_holds_up_no_edit_and_a_failed_send_is_due_again(dep
         # While the send hangs, an edit of a claimed memory and an extraction finishing wait for nothing.
         work = [
             asyncio.create_task(
-                USE_CASES["update_memory"](deps, alice, {"id": edited, "text": "Rowan lives in Oslo."})
+                USE_CASES["update_memory"](
+                    deps, alice, {"id": edited, "text": "Rowan lives in Oslo."}
+                )
             ),
             asyncio.create_task(extract_relations(deps, alice, extracted)),
         ]
@@ -323,7 +363,9 @@ async def test_a_slow_broker_holds_up_no_edit_and_a_failed_send_is_due_again(dep
     assert entries[edited] == (None, 0), "its edit relays it: the failed send leaves it alone"
     assert entries[waiting][1] == 0, "a send that failed is not counted"
     recorder = Recorder()
-    assert await relay_due(dataclasses.replace(deps, on_text_stored=recorder)) == 1, "due again at once"
+    assert await relay_due(dataclasses.replace(deps, on_text_stored=recorder)) == 1, (
+        "due again at once"
+    )
     assert recorder.calls == [(alice, [waiting])]
 
 
@@ -342,12 +384,17 @@ async def test_concurrent_sweeps_over_many_claims_never_send_an_entry_twice(deps
 
 
 async def test_the_start_up_sweep_sends_everything_even_past_its_limit(deps, alice, clean_db):
-    ids = await remember_all(deps, alice, towns(5))  # freshly relayed: only a send-everything sweep sends them
+    ids = await remember_all(
+        deps, alice, towns(5)
+    )  # freshly relayed: only a send-everything sweep sends them
     recorder = Recorder()
     sweep = asyncio.create_task(
         sweep_forever(
             dataclasses.replace(deps, on_text_stored=recorder),
-            everything_first=True, interval_s=3600, claim=2, most=2,
+            everything_first=True,
+            interval_s=3600,
+            claim=2,
+            most=2,
         )
     )
     try:
@@ -441,13 +488,17 @@ async def test_redis_down_after_the_commit_then_the_sweep_sends_once_it_is_back(
     async def close(d: Deps) -> None:
         await d.pool.close()
 
-    worker_bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)])
+    worker_bundle = make_broker(
+        redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)]
+    )
     declare_actors(worker_bundle.broker)
     worker = dramatiq.Worker(worker_bundle.broker, worker_threads=1, worker_timeout=100)
     worker.start()
     # The web side's broker goes through the proxy.
     web_bundle = make_broker(proxied_url, namespace=QUEUE_NAMESPACE)
-    web = dataclasses.replace(deps, on_text_stored=extraction_hook(declare_actors(web_bundle.broker)))
+    web = dataclasses.replace(
+        deps, on_text_stored=extraction_hook(declare_actors(web_bundle.broker))
+    )
     sweep = None
     try:
         proxy.cut()
@@ -495,7 +546,10 @@ def test_rebuild_re_extracts_one_account_only(clean_db, tmp_path):
     env = {**base_env(), "DATABASE_URL": clean_db, "OWNSONA_DATA_DIR": str(tmp_path)}
     out = subprocess.run(
         [sys.executable, "-m", "scripts.cli", "relations", "rebuild", "--user", "alice"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert "3 memories extracted, 3 edges" in out.stdout and "0 failed" in out.stdout
@@ -503,7 +557,10 @@ def test_rebuild_re_extracts_one_account_only(clean_db, tmp_path):
     assert owed(clean_db) == {}
     unknown = subprocess.run(
         [sys.executable, "-m", "scripts.cli", "relations", "rebuild", "--user", "carol"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert unknown.returncode != 0 and "No account named 'carol'" in unknown.stderr
 
@@ -517,10 +574,18 @@ def test_rebuild_refuses_with_the_extractor_off(clean_db, tmp_path):
             " VALUES (%s, %s, 'Rowan', 'lives in', 'Town 1')",
             (alice, memory_id),
         )
-    env = {**base_env(), "DATABASE_URL": clean_db, "OWNSONA_DATA_DIR": str(tmp_path), "RELATION_EXTRACTOR": "off"}
+    env = {
+        **base_env(),
+        "DATABASE_URL": clean_db,
+        "OWNSONA_DATA_DIR": str(tmp_path),
+        "RELATION_EXTRACTOR": "off",
+    }
     out = subprocess.run(
         [sys.executable, "-m", "scripts.cli", "relations", "rebuild"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 2, out
     assert "RELATION_EXTRACTOR is off" in out.stderr
@@ -542,7 +607,9 @@ async def test_a_long_rebuild_renews_its_hold_so_no_sweep_duplicates_it(deps, al
         async def extract(self, text: str) -> list[Relation]:
             async with deps.pool.connection() as conn:
                 if self.calls == 0:
-                    await conn.execute("UPDATE relation_outbox SET due_at = now() - interval '1 second'")
+                    await conn.execute(
+                        "UPDATE relation_outbox SET due_at = now() - interval '1 second'"
+                    )
                 else:  # a server's sweep meanwhile must leave alone the page being extracted
                     cur = await conn.execute("SELECT id FROM memories WHERE text = %s", (text,))
                     current = (await cur.fetchone())[0]
@@ -569,18 +636,20 @@ async def test_owing_everything_skips_a_memory_deleted_meanwhile(deps, alice, cl
             await deleter.execute("DELETE FROM memories WHERE id = %s", (deleted,))
 
             async def owe() -> int:
-                async with deps.pool.connection() as conn:
-                    async with conn.transaction():
-                        return await outbox.owe_all(conn, alice, hold_s=60)
+                async with deps.pool.connection() as conn, conn.transaction():
+                    return await outbox.owe_all(conn, alice, hold_s=60)
 
             owing = asyncio.create_task(owe())
 
             def waiting() -> bool:
                 with psycopg.connect(clean_db) as conn:
-                    return conn.execute(
-                        "SELECT count(*) FROM pg_stat_activity"
-                        " WHERE wait_event_type = 'Lock' AND query LIKE '%%INSERT INTO relation_outbox%%'"
-                    ).fetchone()[0] > 0
+                    return (
+                        conn.execute(
+                            "SELECT count(*) FROM pg_stat_activity"
+                            " WHERE wait_event_type = 'Lock' AND query LIKE '%%INSERT INTO relation_outbox%%'"
+                        ).fetchone()[0]
+                        > 0
+                    )
 
             await eventually(waiting, timeout_s=10)
         # The delete commits while owe_all waits on its row.
@@ -595,9 +664,11 @@ async def test_a_failed_rebuild_leaves_its_memories_owed(deps, alice, clean_db):
     chat = ChatServer()
     try:
         chat.answer((500, '{"error": "down"}', 0.0))
-        from memory.extractors import LLMExtractor
+        from memory.providers.extractors import LLMExtractor
 
-        broken = dataclasses.replace(deps, extractor=LLMExtractor(base_url=chat.url, model="m", timeout_s=2))
+        broken = dataclasses.replace(
+            deps, extractor=LLMExtractor(base_url=chat.url, model="m", timeout_s=2)
+        )
         summary = await rebuild_relations(broken, alice)
     finally:
         chat.close()
@@ -627,14 +698,18 @@ async def test_extraction_owed_by_a_killed_server_is_done_after_restart(clean_db
         with run_processes(tmp_path / "first", env) as server:
             token = server.token()
             answer = call_tool(
-                server.url, token, "remember_batch",
+                server.url,
+                token,
+                "remember_batch",
                 {"items": [{"text": t, "dedup_policy": "insert"} for t in towns(BATCH)]},
             )
             server.process.send_signal(signal.SIGKILL)
             server.process.wait(10)
         assert answer["summary"] == {"total": BATCH, "succeeded": BATCH, "failed": 0}
         ids = sorted(r["memory_id"] for r in answer["results"])
-        assert sorted(owed(clean_db)) == ids and edges_by_memory(clean_db) == {}, "killed before extracting"
+        assert sorted(owed(clean_db)) == ids and edges_by_memory(clean_db) == {}, (
+            "killed before extracting"
+        )
     finally:
         hanging.close()
     with run_processes(tmp_path / "second", {**base_env(), "DATABASE_URL": clean_db}) as server:

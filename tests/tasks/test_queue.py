@@ -14,13 +14,15 @@ from memory.errors import MemoryServiceError
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
 from tasks.broker import make_broker
-from tests.conftest import QUEUE_NAMESPACE
 from tasks.queue import DramatiqWriteQueue
+from tests.conftest import QUEUE_NAMESPACE
 
 
 def _count(dsn: str, user_id: int) -> int:
     with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)).fetchone()[0]
+        return conn.execute(
+            "SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)
+        ).fetchone()[0]
 
 
 def _start(redis_url, dsn, settings, embedder, *, threads=2):
@@ -32,7 +34,9 @@ def _start(redis_url, dsn, settings, embedder, *, threads=2):
     async def close(d: Deps) -> None:
         await d.pool.close()
 
-    bundle = make_broker(redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)])
+    bundle = make_broker(
+        redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)]
+    )
     actors = declare_actors(bundle.broker)
     worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=100)
     worker.start()
@@ -60,7 +64,9 @@ async def test_write_runs_on_worker_and_retry_does_not_store_twice(queue, clean_
 
 
 async def test_batch_retry_returns_the_same_ids(queue, clean_db, alice):
-    items = [{"text": f"Fact number {i} about my garden.", "dedup_policy": "insert"} for i in range(20)]
+    items = [
+        {"text": f"Fact number {i} about my garden.", "dedup_policy": "insert"} for i in range(20)
+    ]
     first = await queue.submit("remember_batch", alice, {"items": items}, "batch-1")
     again = await queue.submit("remember_batch", alice, {"items": items}, "batch-1")
     assert first == again and first["summary"]["succeeded"] == 20
@@ -75,7 +81,10 @@ async def test_domain_errors_come_back_as_errors(queue, clean_db, alice):
 
 
 async def test_event_loop_keeps_serving_while_a_write_is_in_flight(queue, alice):
-    items = [{"text": f"A long sentence number {i} about my week and what I did in it."} for i in range(100)]
+    items = [
+        {"text": f"A long sentence number {i} about my week and what I did in it."}
+        for i in range(100)
+    ]
     lags = []
 
     async def ticker():

@@ -6,7 +6,7 @@ import pytest
 
 from auth.bearer import BearerValidator, www_authenticate
 from auth.errors import BearerError
-from memory.settings import Settings
+from config.settings import Settings
 
 SETTINGS = Settings(public_url="https://mem.example")
 METADATA = 'resource_metadata="https://mem.example/.well-known/oauth-protected-resource"'
@@ -30,7 +30,7 @@ def test_challenge_cannot_break_out_of_quotes():
     error = BearerError(401, "invalid_token", 'say "hi"\\\r\nSet-Cookie: x=1 é')
     value = www_authenticate(SETTINGS, error)
     assert "\r" not in value and "\n" not in value
-    assert value.endswith(f'error_description="say \'hi\'???Set-Cookie: x=1 ?", {SCOPE}')
+    assert value.endswith(f"error_description=\"say 'hi'???Set-Cookie: x=1 ?\", {SCOPE}")
 
 
 def test_challenge_names_the_scope():

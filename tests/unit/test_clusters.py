@@ -6,13 +6,17 @@ import random
 
 import pytest
 
-from memory.clusters import Cluster, DisjointSet, cluster_pairs, unique_pairs
+from memory.rules.clusters import Cluster, DisjointSet, cluster_pairs, unique_pairs
 
 CASES = [
     ("no pairs", [], []),
     ("one pair", [(4, 5, 0.98)], [Cluster((4, 5), 0.98, 1)]),
     ("both directions count once", [(4, 5, 0.98), (5, 4, 0.98)], [Cluster((4, 5), 0.98, 1)]),
-    ("a direction seen lower keeps the higher", [(4, 5, 0.93), (5, 4, 0.95)], [Cluster((4, 5), 0.95, 1)]),
+    (
+        "a direction seen lower keeps the higher",
+        [(4, 5, 0.93), (5, 4, 0.95)],
+        [Cluster((4, 5), 0.95, 1)],
+    ),
     ("self pairs are ignored", [(3, 3, 1.0)], []),
     (
         "transitive: a~b, b~c is one group",
@@ -43,7 +47,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "pairs", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_cluster_pairs(name: str, pairs: list[tuple[int, int, float]], expected: list[Cluster]) -> None:
+def test_cluster_pairs(
+    name: str, pairs: list[tuple[int, int, float]], expected: list[Cluster]
+) -> None:
     assert cluster_pairs(pairs) == expected
 
 
@@ -66,7 +72,10 @@ def test_matches_a_naive_component_search() -> None:
     """Against a plain BFS over random graphs: same components, same pair counts."""
     rng = random.Random(5)
     for _ in range(50):
-        pairs = [(rng.randrange(40), rng.randrange(40), round(rng.uniform(0.9, 1.0), 3)) for _ in range(30)]
+        pairs = [
+            (rng.randrange(40), rng.randrange(40), round(rng.uniform(0.9, 1.0), 3))
+            for _ in range(30)
+        ]
         edges = unique_pairs(pairs)
         adjacency: dict[int, set[int]] = {}
         for a, b in edges:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from memory import ranking
-from memory.ranking import Candidate, QueryTerm
+from memory.rules import ranking
+from memory.rules.ranking import Candidate, QueryTerm
 
 
 def _t(term: str, docs: int, total: int = 1000) -> QueryTerm:
@@ -60,7 +60,11 @@ def test_weigh_terms_rarest_first(term_docs, total, max_terms, expected):
         ([], 100, []),
         ([_t("a", 10), _t("b", 20), _t("c", 30)], 100, ["a", "b", "c"]),
         ([_t("a", 10), _t("b", 20), _t("c", 80)], 100, ["a", "b"]),  # c would pass the budget
-        ([_t("c", 80), _t("a", 10), _t("b", 20)], 100, ["a", "b"]),  # order of the input is irrelevant
+        (
+            [_t("c", 80), _t("a", 10), _t("b", 20)],
+            100,
+            ["a", "b"],
+        ),  # order of the input is irrelevant
         ([_t("a", 150), _t("b", 200)], 100, []),  # only common words: no probe, vector side only
         ([_t("new", 0), _t("a", 5)], 100, ["a"]),  # a term in no row finds nothing
         ([_t("a", 100)], 100, ["a"]),  # the budget is inclusive
@@ -125,10 +129,12 @@ def test_ordinal_ranks(values, skip_zero, expected):
     assert ranking.ordinal_ranks(values, skip_zero=skip_zero) == expected
 
 
-_T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _c(key: int, cosine: float, lexical: float = 0.0, salience: float = 0.0, context: float = 0.0) -> Candidate:
+def _c(
+    key: int, cosine: float, lexical: float = 0.0, salience: float = 0.0, context: float = 0.0
+) -> Candidate:
     return Candidate(key, cosine, salience, context, None, _T0, _T0, lexical)
 
 

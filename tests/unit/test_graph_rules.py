@@ -28,7 +28,10 @@ CASES: list[tuple[str, list[tuple[str, str, str]]]] = [
     ("Dana's husband is Lee.", [("Lee", "husband of", "Dana")]),
     ("Lee is Dana's husband.", [("Lee", "husband of", "Dana")]),
     ("Lee is my manager's husband.", [("Lee", "husband of", "the user's manager")]),
-    ("Dana is my manager, and Lee is her husband.", [("Dana", "manages", U), ("Lee", "husband of", "Dana")]),
+    (
+        "Dana is my manager, and Lee is her husband.",
+        [("Dana", "manages", U), ("Lee", "husband of", "Dana")],
+    ),
     ("Dana's husband Lee is a chef.", [("Lee", "husband of", "Dana"), ("Lee", "is a", "chef")]),
     # appositives: a role and a name at once
     (
@@ -51,7 +54,10 @@ CASES: list[tuple[str, list[tuple[str, str, str]]]] = [
     ),
     ("I have a cat named Miso.", [("Miso", "cat of", U)]),
     ("I have two kids, Ava and Ben.", [("Ava", "child of", U), ("Ben", "child of", U)]),
-    ("My older brother, Marco, works at Ferrari.", [("Marco", "brother of", U), ("Marco", "works at", "Ferrari")]),
+    (
+        "My older brother, Marco, works at Ferrari.",
+        [("Marco", "brother of", U), ("Marco", "works at", "Ferrari")],
+    ),
     # unnamed role holders become aliases
     ("My mom lives in Lisbon.", [("the user's mother", "lives in", "Lisbon")]),
     ("My father was born in Nairobi.", [("the user's father", "born in", "Nairobi")]),
@@ -64,20 +70,29 @@ CASES: list[tuple[str, list[tuple[str, str, str]]]] = [
         "I work for Acme Corp as a data engineer.",
         [(U, "works at", "Acme Corp"), (U, "works as", "data engineer")],
     ),
-    ("I am a nurse at St. Mary's Hospital.", [(U, "is a", "nurse"), (U, "works at", "St. Mary's Hospital")]),
+    (
+        "I am a nurse at St. Mary's Hospital.",
+        [(U, "is a", "nurse"), (U, "works at", "St. Mary's Hospital")],
+    ),
     ("I'm married to Chris.", [(U, "married to", "Chris")]),
     ("I am married to Chris.", [(U, "married to", "Chris")]),
     ("I was born in Toronto.", [(U, "born in", "Toronto")]),
     ("I grew up in Ohio.", [(U, "grew up in", "Ohio")]),
     ("I'm originally from Chile.", [(U, "from", "Chile")]),
     ("I moved to Denver in 2020.", [(U, "moved to", "Denver")]),
-    ("I am allergic to peanuts and shellfish.", [(U, "allergic to", "peanuts"), (U, "allergic to", "shellfish")]),
+    (
+        "I am allergic to peanuts and shellfish.",
+        [(U, "allergic to", "peanuts"), (U, "allergic to", "shellfish")],
+    ),
     ("I love sushi.", [(U, "loves", "sushi")]),
     ("I hate cilantro.", [(U, "hates", "cilantro")]),
     ("I speak Portuguese and Spanish.", [(U, "speaks", "Portuguese"), (U, "speaks", "Spanish")]),
     ("I manage Priya.", [(U, "manages", "Priya")]),
     ("Priya reports to me.", [("Priya", "reports to", U)]),
-    ("I live in Berlin and work at Siemens.", [(U, "lives in", "Berlin"), (U, "works at", "Siemens")]),
+    (
+        "I live in Berlin and work at Siemens.",
+        [(U, "lives in", "Berlin"), (U, "works at", "Siemens")],
+    ),
     ("By the way, I drive a Tesla.", [(U, "drives", "a Tesla")]),
     # attributes
     ("My name is Sam Lee.", [(U, "named", "Sam Lee")]),
@@ -92,7 +107,10 @@ CASES: list[tuple[str, list[tuple[str, str, str]]]] = [
     ("Jordan is 12 years old.", [("Jordan", "age", "12")]),
     ("I study law.", [(U, "studies", "law")]),
     ("Emma attends Lincoln High.", [("Emma", "attends", "Lincoln High")]),
-    ("My nephew Theo studies physics in Santiago.", [("Theo", "nephew of", U), ("Theo", "studies", "physics")]),
+    (
+        "My nephew Theo studies physics in Santiago.",
+        [("Theo", "nephew of", U), ("Theo", "studies", "physics")],
+    ),
     ("Dana manages my team.", [("Dana", "manages", "the user's team")]),
     # pronouns follow the last person named in the same memory
     (
@@ -101,7 +119,10 @@ CASES: list[tuple[str, list[tuple[str, str, str]]]] = [
     ),
     (
         "My mom lives in Lisbon. She teaches at the conservatory.",
-        [("the user's mother", "lives in", "Lisbon"), ("the user's mother", "teaches at", "the conservatory")],
+        [
+            ("the user's mother", "lives in", "Lisbon"),
+            ("the user's mother", "teaches at", "the conservatory"),
+        ],
     ),
     (
         "Dana is my manager.\nDana's husband is Lee.",
@@ -139,7 +160,9 @@ NOTHING = [
 
 
 @pytest.mark.parametrize(("sentence", "edges"), CASES, ids=[c[0][:48] for c in CASES])
-def test_rules_extract_exactly_these_edges(sentence: str, edges: list[tuple[str, str, str]]) -> None:
+def test_rules_extract_exactly_these_edges(
+    sentence: str, edges: list[tuple[str, str, str]]
+) -> None:
     assert extract(sentence) == [Relation(*e) for e in edges]
 
 

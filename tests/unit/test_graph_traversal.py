@@ -74,7 +74,9 @@ def test_the_multi_hop_example_from_the_role() -> None:
 
 
 def test_one_hop_stops_at_direct_edges() -> None:
-    edges = graph_of("Dana is my manager.", "Dana's husband is Lee.", "Lee works at the City Hospital.")
+    edges = graph_of(
+        "Dana is my manager.", "Dana's husband is Lee.", "Lee works at the City Hospital."
+    )
     assert triples(traverse("Dana", edges, max_hops=1, max_edges=100)) == [
         ("Dana", "manages", USER),
         ("Lee", "husband of", "Dana"),
@@ -94,9 +96,15 @@ def test_edges_are_undirected_for_reachability() -> None:
 
 def test_the_user_is_reached_but_not_expanded_unless_it_is_the_start() -> None:
     edges = graph_of("Dana is my manager.", "I love sushi.", "I live in Berlin.")
-    assert triples(traverse("Dana", edges, max_hops=3, max_edges=100)) == [("Dana", "manages", USER)]
+    assert triples(traverse("Dana", edges, max_hops=3, max_edges=100)) == [
+        ("Dana", "manages", USER)
+    ]
     from_me = triples(traverse("me", edges, max_hops=1, max_edges=100))
-    assert from_me == [("Dana", "manages", USER), (USER, "loves", "sushi"), (USER, "lives in", "Berlin")]
+    assert from_me == [
+        ("Dana", "manages", USER),
+        (USER, "loves", "sushi"),
+        (USER, "lives in", "Berlin"),
+    ]
 
 
 def test_an_unnamed_role_and_its_named_holder_are_one_node() -> None:
@@ -133,7 +141,11 @@ def test_the_cap_truncates_in_breadth_first_order() -> None:
     edges = graph_of(*[f"I love dish number {i}." for i in range(10)])
     t = Traversal("me", max_hops=2, max_edges=4)
     while (request := t.wanted()) is not None:
-        t.feed(e for e in edges if e.subject.lower() in request.expand or e.object.lower() in request.expand)
+        t.feed(
+            e
+            for e in edges
+            if e.subject.lower() in request.expand or e.object.lower() in request.expand
+        )
     assert len(t.edges) == 4 and t.truncated
     assert [e.id for e, _ in t.edges] == [1, 2, 3, 4]
 
@@ -162,14 +174,21 @@ NORMALISE = [
 
 
 @pytest.mark.parametrize(("raw", "expected"), NORMALISE)
-def test_normalise_foreign_relations(raw: tuple[str, str, str], expected: tuple[str, str, str]) -> None:
+def test_normalise_foreign_relations(
+    raw: tuple[str, str, str], expected: tuple[str, str, str]
+) -> None:
     assert normalise(Relation(*raw)) == Relation(*expected)
 
 
 @pytest.mark.parametrize(
     "raw",
-    [("", "likes", "tea"), ("me", "is", "I"), ("Ana", "likes", "x" * 300), ("Ana", "p" * 100, "tea"),
-     ("Ana", "likes", "te\x00a")],
+    [
+        ("", "likes", "tea"),
+        ("me", "is", "I"),
+        ("Ana", "likes", "x" * 300),
+        ("Ana", "p" * 100, "tea"),
+        ("Ana", "likes", "te\x00a"),
+    ],
 )
 def test_normalise_refuses_unusable_relations(raw: tuple[str, str, str]) -> None:
     assert normalise(Relation(*raw)) is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from memory.heap import HeapTrimmer
+from memory.providers.heap import HeapTrimmer
 
 
 def test_trim_soon_runs_on_another_thread_and_coalesces() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memory import knn
+from memory.rules import knn
 
 
 def unit_rows(a: np.ndarray) -> np.ndarray:
@@ -18,7 +18,9 @@ def pairs(vectors: np.ndarray, **kw) -> list[tuple[int, int, float]]:
     return list(zip(rows.tolist(), cols.tolist(), sims.tolist()))
 
 
-def brute_force(vectors: np.ndarray, k: int, t: float, probe: np.ndarray | None = None) -> set[tuple[int, int]]:
+def brute_force(
+    vectors: np.ndarray, k: int, t: float, probe: np.ndarray | None = None
+) -> set[tuple[int, int]]:
     sims = vectors @ vectors.T
     np.fill_diagonal(sims, -np.inf)
     out = set()
@@ -36,7 +38,9 @@ def clustered(n: int, dims: int, centres: int, spread: float, seed: int) -> np.n
     return unit_rows(c[rng.integers(0, centres, n)] + spread * rng.normal(size=(n, dims)))
 
 
-@pytest.mark.parametrize(("n", "k", "t"), [(2, 10, 0.0), (50, 3, 0.2), (300, 10, 0.5), (2000, 10, 0.9)])
+@pytest.mark.parametrize(
+    ("n", "k", "t"), [(2, 10, 0.0), (50, 3, 0.2), (300, 10, 0.5), (2000, 10, 0.9)]
+)
 def test_small_stores_are_exact(n: int, k: int, t: float) -> None:
     vectors = clustered(n, 32, 20, 0.3, seed=n)
     got = {(a, b) for a, b, _ in pairs(vectors, k=k, min_similarity=t)}
@@ -78,7 +82,9 @@ def test_large_stores_keep_high_recall_of_close_pairs() -> None:
     assert want, "the data should have close pairs"
     recall = len(want & got) / len(want)
     assert recall >= 0.95, recall
-    assert pairs(vectors, k=10, min_similarity=0.8) == pairs(vectors, k=10, min_similarity=0.8), "deterministic"
+    assert pairs(vectors, k=10, min_similarity=0.8) == pairs(vectors, k=10, min_similarity=0.8), (
+        "deterministic"
+    )
 
 
 def test_ties_at_the_kth_place_keep_exactly_k() -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
 from memory.learning import next_centroid
-from memory.ranking import (
+from memory.rules.ranking import (
     CONFIRM_DELTA,
     DOWNWEIGHT_DELTA,
     LEARNING_RATE,
@@ -82,7 +82,9 @@ BLENDED = [
 
 
 @pytest.mark.parametrize(("cosine", "salience", "context", "w_s", "w_c", "expected"), BLENDED)
-def test_blended_score(cosine: float, salience: float, context: float, w_s: float, w_c: float, expected: float) -> None:
+def test_blended_score(
+    cosine: float, salience: float, context: float, w_s: float, w_c: float, expected: float
+) -> None:
     assert blended_score(cosine, salience, context, w_s, w_c) == pytest.approx(expected)
 
 
@@ -93,11 +95,19 @@ def test_candidate_count_is_at_least_4x_limit_and_40(limit: int, expected: int) 
 
 # --- rank: order by the blended score, filter on raw cosine, newest first on ties
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def cand(key: int, cosine: float, salience: float = 0.0, context: float = 0.0, *, confirmed: int | None = None,
-         updated: int = 0, created: int = 0) -> Candidate:
+def cand(
+    key: int,
+    cosine: float,
+    salience: float = 0.0,
+    context: float = 0.0,
+    *,
+    confirmed: int | None = None,
+    updated: int = 0,
+    created: int = 0,
+) -> Candidate:
     return Candidate(
         key=key,
         cosine=cosine,
@@ -111,24 +121,59 @@ def cand(key: int, cosine: float, salience: float = 0.0, context: float = 0.0, *
 
 RANK_CASES = [
     ("plain cosine order", [cand(1, 0.7), cand(2, 0.9), cand(3, 0.8)], None, 10, [2, 3, 1]),
-    ("salience lifts a slightly weaker match", [cand(1, 0.80), cand(2, 0.78, salience=0.5)], None, 10, [2, 1]),
+    (
+        "salience lifts a slightly weaker match",
+        [cand(1, 0.80), cand(2, 0.78, salience=0.5)],
+        None,
+        10,
+        [2, 1],
+    ),
     ("negative salience demotes", [cand(1, 0.80, salience=-0.5), cand(2, 0.78)], None, 10, [2, 1]),
     ("learned context lifts", [cand(1, 0.80), cand(2, 0.75, context=0.9)], None, 10, [2, 1]),
-    ("a big cosine gap beats learning", [cand(1, 0.90), cand(2, 0.50, salience=1.0, context=1.0)], None, 10, [1, 2]),
-    ("min_score filters on cosine, not the blend", [cand(1, 0.50, salience=1.0), cand(2, 0.61)], 0.6, 10, [2]),
+    (
+        "a big cosine gap beats learning",
+        [cand(1, 0.90), cand(2, 0.50, salience=1.0, context=1.0)],
+        None,
+        10,
+        [1, 2],
+    ),
+    (
+        "min_score filters on cosine, not the blend",
+        [cand(1, 0.50, salience=1.0), cand(2, 0.61)],
+        0.6,
+        10,
+        [2],
+    ),
     ("min_score keeps an equal cosine", [cand(1, 0.6)], 0.6, 10, [1]),
     ("limit", [cand(i, 0.5 + i / 100) for i in range(10)], None, 3, [9, 8, 7]),
-    ("ties: newest confirmation first", [cand(1, 0.8, confirmed=1), cand(2, 0.8, confirmed=5)], None, 10, [2, 1]),
-    ("ties: confirmed beats never confirmed", [cand(1, 0.8, updated=9), cand(2, 0.8, confirmed=0)], None, 10, [2, 1]),
+    (
+        "ties: newest confirmation first",
+        [cand(1, 0.8, confirmed=1), cand(2, 0.8, confirmed=5)],
+        None,
+        10,
+        [2, 1],
+    ),
+    (
+        "ties: confirmed beats never confirmed",
+        [cand(1, 0.8, updated=9), cand(2, 0.8, confirmed=0)],
+        None,
+        10,
+        [2, 1],
+    ),
     ("ties: then updated_at", [cand(1, 0.8, updated=3), cand(2, 0.8, updated=2)], None, 10, [1, 2]),
     ("ties: then created_at", [cand(1, 0.8, created=1), cand(2, 0.8, created=2)], None, 10, [2, 1]),
     ("no candidates", [], None, 5, []),
 ]
 
 
-@pytest.mark.parametrize(("name", "candidates", "min_score", "limit", "expected"), RANK_CASES,
-                         ids=[c[0] for c in RANK_CASES])
-def test_rank(name: str, candidates: list[Candidate], min_score: float | None, limit: int, expected: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("name", "candidates", "min_score", "limit", "expected"),
+    RANK_CASES,
+    ids=[c[0] for c in RANK_CASES],
+)
+def test_rank(
+    name: str, candidates: list[Candidate], min_score: float | None, limit: int, expected: list[int]
+) -> None:
     got = rank(candidates, w_s=0.2, w_c=0.2, min_score=min_score, limit=limit)
     assert [c.key for c in got] == expected
 
@@ -166,7 +211,9 @@ CENTROIDS = [
 
 
 @pytest.mark.parametrize(("centroid", "count", "query", "expected"), CENTROIDS)
-def test_next_centroid(centroid: np.ndarray | None, count: int, query: np.ndarray, expected: np.ndarray) -> None:
+def test_next_centroid(
+    centroid: np.ndarray | None, count: int, query: np.ndarray, expected: np.ndarray
+) -> None:
     got = next_centroid(centroid, count, query)
     assert got.dtype == np.float32
     assert np.allclose(got, expected, atol=1e-6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory.errors import SECRET_REJECTED, MemoryServiceError
-from memory.text import check_secret, detect_secret
+from memory.rules.text import check_secret, detect_secret
 
 # (sentence, kind): each states a credential's value.
 STATED: list[tuple[str, str]] = [
@@ -354,7 +354,7 @@ def test_a_text_full_of_credential_nouns_is_decided() -> None:
 
 def test_a_secret_tag_is_refused_with_its_index() -> None:
     from memory.errors import MemoryServiceError
-    from memory.text import normalize_tags
+    from memory.rules.text import normalize_tags
 
     with pytest.raises(MemoryServiceError) as refused:
         normalize_tags(["family", "password BlueCanary77"], refuse_secrets=True)
@@ -363,7 +363,7 @@ def test_a_secret_tag_is_refused_with_its_index() -> None:
 
 
 def test_a_tag_that_is_not_stored_is_not_read_for_secrets() -> None:
-    from memory.text import MAX_TAG_CHARS, normalize_tags
+    from memory.rules.text import MAX_TAG_CHARS, normalize_tags
 
     # Over the tag length: dropped, not stored, so nothing of it can leak.
     too_long = "password BlueCanary77 " + "x" * MAX_TAG_CHARS

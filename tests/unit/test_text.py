@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.errors import INVALID_INPUT, SECRET_REJECTED, MemoryServiceError
-from memory.text import (
+from memory.rules.text import (
     MAX_TAG_CHARS,
     MAX_TAGS,
     MIN_TAG_CHARS,

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.errors import INVALID_INPUT, MemoryServiceError
-from memory.timestamps import format_timestamp, parse_timestamp
+from memory.rules.timestamps import format_timestamp, parse_timestamp
 
-UTC = timezone.utc
+UTC = UTC
 
 
 @pytest.mark.parametrize(
@@ -106,9 +106,7 @@ def test_format_timestamp_refuses_naive_datetimes() -> None:
         format_timestamp(datetime(2026, 5, 5, 12))
 
 
-_OFFSETS = st.builds(
-    lambda minutes: timezone(timedelta(minutes=minutes)), st.integers(-1439, 1439)
-)
+_OFFSETS = st.builds(lambda minutes: timezone(timedelta(minutes=minutes)), st.integers(-1439, 1439))
 
 
 @given(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from api.mcp.tools import tool_specs
+from config.settings import Settings
 from memory.editing import UPDATE_ITEM_FIELDS, UPDATE_MEMORY_FIELDS
 from memory.errors import INVALID_INPUT, MemoryServiceError
-from memory.inputs import reject_unknown
 from memory.remembering import ITEM_FIELDS
-from memory.settings import Settings
+from memory.rules.inputs import reject_unknown
 
 FORGET = {"id", "hard_delete", "reason", "replaced_by_id", "dry_run"}
 

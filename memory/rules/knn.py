@@ -56,7 +56,9 @@ def _centroids(vectors: FloatArray, lists: int, rng: np.random.Generator) -> Flo
 
 def _assign(vectors: FloatArray, centroids: FloatArray) -> IntArray:
     step = 8192
-    parts = [np.argmax(vectors[i : i + step] @ centroids.T, axis=1) for i in range(0, len(vectors), step)]
+    parts = [
+        np.argmax(vectors[i : i + step] @ centroids.T, axis=1) for i in range(0, len(vectors), step)
+    ]
     return np.concatenate(parts).astype(np.int64)
 
 
@@ -88,7 +90,9 @@ def neighbour_pairs(
             pool = vectors[candidates]
             for start in range(0, len(members), BLOCK):
                 rows = members[start : start + BLOCK]
-                found.append(_block_pairs(vectors[rows] @ pool.T, rows, candidates, k, min_similarity))
+                found.append(
+                    _block_pairs(vectors[rows] @ pool.T, rows, candidates, k, min_similarity)
+                )
     if not found:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
     return (

@@ -19,8 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from . import graph
-from .settings import Settings, SettingsError
+from config.settings import Settings, SettingsError
+from memory import graph
 
 __all__ = [
     "LLM_MAX_RELATIONS",
@@ -141,7 +141,8 @@ class LLMExtractor:
             response = await self._post(client, text)
         if not 200 <= response.status_code < 300:
             raise ExtractionError(
-                f"the LLM endpoint answered HTTP {response.status_code}", status=response.status_code
+                f"the LLM endpoint answered HTTP {response.status_code}",
+                status=response.status_code,
             )
         return parse_answer(_content(response))
 
@@ -164,7 +165,9 @@ class LLMExtractor:
         except httpx.TimeoutException as ex:
             raise ExtractionError("the LLM endpoint timed out") from ex
         except httpx.HTTPError as ex:
-            raise ExtractionError(f"the LLM endpoint could not be reached ({type(ex).__name__})") from ex
+            raise ExtractionError(
+                f"the LLM endpoint could not be reached ({type(ex).__name__})"
+            ) from ex
 
 
 def _content(response: httpx.Response) -> str:
@@ -208,7 +211,9 @@ def parse_answer(content: str) -> list[graph.Relation]:
     return found
 
 
-def make_extractor(settings: Settings, *, client: httpx.AsyncClient | None = None) -> Extractor | None:
+def make_extractor(
+    settings: Settings, *, client: httpx.AsyncClient | None = None
+) -> Extractor | None:
     """The extractor ``RELATION_EXTRACTOR`` asks for; None when it is ``off``."""
     if settings.relation_extractor == "off":
         return None
@@ -220,6 +225,9 @@ def make_extractor(settings: Settings, *, client: httpx.AsyncClient | None = Non
         if not settings.llm_model:
             raise SettingsError("LLM_MODEL", "is required with RELATION_EXTRACTOR=llm")
         return LLMExtractor(
-            base_url=settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key, client=client
+            base_url=settings.llm_base_url,
+            model=settings.llm_model,
+            api_key=settings.llm_api_key,
+            client=client,
         )
     raise SettingsError("RELATION_EXTRACTOR", f"unknown extractor {settings.relation_extractor!r}")

@@ -90,10 +90,16 @@ _NOUN_PATTERNS: tuple[tuple[str, str], ...] = (
 # plain word after "ist" or "es" is read as a description, which a reader
 # of English rules cannot tell from a password.
 _FOREIGN_NOUN_PATTERNS: tuple[tuple[str, str], ...] = (
-    (PASSWORD, r"passw(?:o|ö)rt(?:e?s)?|kennw(?:o|ö)rt(?:e?s)?|contraseñas?|contrasenas?"
-     r"|mots? de passe|parola d'ordine|senhas?|palavras?[- ]passe|wachtwoord(?:en)?"),
-    (PIN, r"pin-?codes?|pincodes?|geheimzahl|geheimnummer|code pin|c[oó]digo pin|codice pin"
-     r"|número pin|numero pin"),
+    (
+        PASSWORD,
+        r"passw(?:o|ö)rt(?:e?s)?|kennw(?:o|ö)rt(?:e?s)?|contraseñas?|contrasenas?"
+        r"|mots? de passe|parola d'ordine|senhas?|palavras?[- ]passe|wachtwoord(?:en)?",
+    ),
+    (
+        PIN,
+        r"pin-?codes?|pincodes?|geheimzahl|geheimnummer|code pin|c[oó]digo pin|codice pin"
+        r"|número pin|numero pin",
+    ),
 )
 _ALL_NOUN_PATTERNS = _NOUN_PATTERNS + _FOREIGN_NOUN_PATTERNS
 # All nouns in one pattern, one group per entry: a text is scanned once, not
@@ -115,17 +121,111 @@ _MAX_NOUNS_EXAMINED = 50
 # A word right after the noun that makes it part of another thing: a
 # "password manager" or a "PIN pad" is not a password or a PIN.
 _COMPOUND_HEADS = frozenset(
-    """
-    manager managers reset resets rule rules policy policies requirement requirements hint hints
-    field fields box screen screens page prompt prompts strength length generator generators app
-    apps protection protected change changes expiry expiration entry input form dialog popup
-    email emails link links sharing keeper book notebook list file spreadsheet vault vaults
-    pad pads board boards cushion cushions drive drawer needle needles hole holes point
-    protect protecting recovery reminder reminders security requests request prompt login
-    generation storage analysis hygiene hash hashes hashing brush brushes strategy strategies
-    count counts header headers layout layouts out outs diagram diagrams ball balls
-    collection collections badge badges trading collector collectors
-    """.split()
+    [
+        "manager",
+        "managers",
+        "reset",
+        "resets",
+        "rule",
+        "rules",
+        "policy",
+        "policies",
+        "requirement",
+        "requirements",
+        "hint",
+        "hints",
+        "field",
+        "fields",
+        "box",
+        "screen",
+        "screens",
+        "page",
+        "prompt",
+        "prompts",
+        "strength",
+        "length",
+        "generator",
+        "generators",
+        "app",
+        "apps",
+        "protection",
+        "protected",
+        "change",
+        "changes",
+        "expiry",
+        "expiration",
+        "entry",
+        "input",
+        "form",
+        "dialog",
+        "popup",
+        "email",
+        "emails",
+        "link",
+        "links",
+        "sharing",
+        "keeper",
+        "book",
+        "notebook",
+        "list",
+        "file",
+        "spreadsheet",
+        "vault",
+        "vaults",
+        "pad",
+        "pads",
+        "board",
+        "boards",
+        "cushion",
+        "cushions",
+        "drive",
+        "drawer",
+        "needle",
+        "needles",
+        "hole",
+        "holes",
+        "point",
+        "protect",
+        "protecting",
+        "recovery",
+        "reminder",
+        "reminders",
+        "security",
+        "requests",
+        "request",
+        "prompt",
+        "login",
+        "generation",
+        "storage",
+        "analysis",
+        "hygiene",
+        "hash",
+        "hashes",
+        "hashing",
+        "brush",
+        "brushes",
+        "strategy",
+        "strategies",
+        "count",
+        "counts",
+        "header",
+        "headers",
+        "layout",
+        "layouts",
+        "out",
+        "outs",
+        "diagram",
+        "diagrams",
+        "ball",
+        "balls",
+        "collection",
+        "collections",
+        "badge",
+        "badges",
+        "trading",
+        "collector",
+        "collectors",
+    ]
 )
 
 # Connectors between the noun and its value, each with its own mode: "to"
@@ -157,10 +257,10 @@ _MAX_GAP_WORDS = 5
 _MAX_SIGN_GAP_WORDS = 2
 # Unless the gap says whose or which credential it is ("The password to my
 # laptop: ..."), a heading or a label does not start with a preposition.
-_SIGN_GAP_PREPOSITIONS = frozenset("to for of on at".split())
+_SIGN_GAP_PREPOSITIONS = frozenset(["to", "for", "of", "on", "at"])
 # Words that, between noun and connector, make the connector belong to
 # another clause: "passwords that are lengthy" describes passwords in general.
-_GAP_BREAKERS = frozenset("that which who whom where whose".split())
+_GAP_BREAKERS = frozenset(["that", "which", "who", "whom", "where", "whose"])
 # Markdown and code markup around a token, never part of the value.
 _MARKUP = "*_`~#>"
 
@@ -209,53 +309,376 @@ _TRAILING = ".,;:!?)]}\"'”’"
 
 # Words that describe a credential, or point to it, rather than being it.
 _NOT_VALUES = frozenset(
-    """
-    a an the my your his her our their its this that these those it one some any no not none nothing
-    something someone somewhere anything everything everywhere here there below above attached
-    on in at under behind with for from by of to into inside about over near next same different
-    also too so very really pretty quite rather either neither both all each every just only even
-    still always never now then what which who whom whose where how why when whatever
-    is was be been being are were will would should can could must may might
-    has have had do does did
-    gonna going getting
-    two three four five six seven eight nine ten eleven twelve twenty
-    strong weak long short simple easy hard tough complicated complex new old unique random
-    temporary forgotten lost gone invalid valid correct right wrong fine ok okay good bad terrible
-    great awful memorable obvious private personal confidential secret encrypted blank empty
-    unknown public shared common default generic weird silly funny cute clever stale outdated
-    required needed necessary optional mandatory due useless pointless annoying impossible tricky
-    secure safe unsafe insecure incorrect ready set mine yours ours theirs hers such similar
-    case-sensitive case sensitive long enough expired reset changed saved stored written
-    working broken fixed sorted lowercase uppercase numeric alphanumeric numbers letters digits
-    characters symbols words word number digit character letter pin code password passcode
-    passphrase same-as sensible reasonable decent solid ridiculous crazy insane absurd lame dumb
-    stupid embarrassing boring nice cool awesome perfect lengthy low high medium
-    str string int integer bool boolean text varchar char bytes null nil true false undefined
-    hash field column
-    """.split()
+    [
+        "a",
+        "an",
+        "the",
+        "my",
+        "your",
+        "his",
+        "her",
+        "our",
+        "their",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "one",
+        "some",
+        "any",
+        "no",
+        "not",
+        "none",
+        "nothing",
+        "something",
+        "someone",
+        "somewhere",
+        "anything",
+        "everything",
+        "everywhere",
+        "here",
+        "there",
+        "below",
+        "above",
+        "attached",
+        "on",
+        "in",
+        "at",
+        "under",
+        "behind",
+        "with",
+        "for",
+        "from",
+        "by",
+        "of",
+        "to",
+        "into",
+        "inside",
+        "about",
+        "over",
+        "near",
+        "next",
+        "same",
+        "different",
+        "also",
+        "too",
+        "so",
+        "very",
+        "really",
+        "pretty",
+        "quite",
+        "rather",
+        "either",
+        "neither",
+        "both",
+        "all",
+        "each",
+        "every",
+        "just",
+        "only",
+        "even",
+        "still",
+        "always",
+        "never",
+        "now",
+        "then",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "where",
+        "how",
+        "why",
+        "when",
+        "whatever",
+        "is",
+        "was",
+        "be",
+        "been",
+        "being",
+        "are",
+        "were",
+        "will",
+        "would",
+        "should",
+        "can",
+        "could",
+        "must",
+        "may",
+        "might",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "gonna",
+        "going",
+        "getting",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "twenty",
+        "strong",
+        "weak",
+        "long",
+        "short",
+        "simple",
+        "easy",
+        "hard",
+        "tough",
+        "complicated",
+        "complex",
+        "new",
+        "old",
+        "unique",
+        "random",
+        "temporary",
+        "forgotten",
+        "lost",
+        "gone",
+        "invalid",
+        "valid",
+        "correct",
+        "right",
+        "wrong",
+        "fine",
+        "ok",
+        "okay",
+        "good",
+        "bad",
+        "terrible",
+        "great",
+        "awful",
+        "memorable",
+        "obvious",
+        "private",
+        "personal",
+        "confidential",
+        "secret",
+        "encrypted",
+        "blank",
+        "empty",
+        "unknown",
+        "public",
+        "shared",
+        "common",
+        "default",
+        "generic",
+        "weird",
+        "silly",
+        "funny",
+        "cute",
+        "clever",
+        "stale",
+        "outdated",
+        "required",
+        "needed",
+        "necessary",
+        "optional",
+        "mandatory",
+        "due",
+        "useless",
+        "pointless",
+        "annoying",
+        "impossible",
+        "tricky",
+        "secure",
+        "safe",
+        "unsafe",
+        "insecure",
+        "incorrect",
+        "ready",
+        "set",
+        "mine",
+        "yours",
+        "ours",
+        "theirs",
+        "hers",
+        "such",
+        "similar",
+        "case-sensitive",
+        "case",
+        "sensitive",
+        "long",
+        "enough",
+        "expired",
+        "reset",
+        "changed",
+        "saved",
+        "stored",
+        "written",
+        "working",
+        "broken",
+        "fixed",
+        "sorted",
+        "lowercase",
+        "uppercase",
+        "numeric",
+        "alphanumeric",
+        "numbers",
+        "letters",
+        "digits",
+        "characters",
+        "symbols",
+        "words",
+        "word",
+        "number",
+        "digit",
+        "character",
+        "letter",
+        "pin",
+        "code",
+        "password",
+        "passcode",
+        "passphrase",
+        "same-as",
+        "sensible",
+        "reasonable",
+        "decent",
+        "solid",
+        "ridiculous",
+        "crazy",
+        "insane",
+        "absurd",
+        "lame",
+        "dumb",
+        "stupid",
+        "embarrassing",
+        "boring",
+        "nice",
+        "cool",
+        "awesome",
+        "perfect",
+        "lengthy",
+        "low",
+        "high",
+        "medium",
+        "str",
+        "string",
+        "int",
+        "integer",
+        "bool",
+        "boolean",
+        "text",
+        "varchar",
+        "char",
+        "bytes",
+        "null",
+        "nil",
+        "true",
+        "false",
+        "undefined",
+        "hash",
+        "field",
+        "column",
+    ]
 )
 # Adjectives ending in "ary": that ending is also a noun's ("canary",
 # "library"), so only these read as descriptions.
 _ARY_ADJECTIVES = frozenset(
-    """
-    temporary necessary unnecessary arbitrary ordinary extraordinary primary secondary
-    contrary voluntary customary solitary sanitary legendary imaginary preliminary binary
-    elementary momentary honorary hereditary complementary supplementary stationary
-    visionary revolutionary unitary monetary literary exemplary sedentary proprietary
-    """.split()
+    [
+        "temporary",
+        "necessary",
+        "unnecessary",
+        "arbitrary",
+        "ordinary",
+        "extraordinary",
+        "primary",
+        "secondary",
+        "contrary",
+        "voluntary",
+        "customary",
+        "solitary",
+        "sanitary",
+        "legendary",
+        "imaginary",
+        "preliminary",
+        "binary",
+        "elementary",
+        "momentary",
+        "honorary",
+        "hereditary",
+        "complementary",
+        "supplementary",
+        "stationary",
+        "visionary",
+        "revolutionary",
+        "unitary",
+        "monetary",
+        "literary",
+        "exemplary",
+        "sedentary",
+        "proprietary",
+    ]
 )
 # Endings of descriptive words: "expired", "annoying", "unbreakable", "useless".
 _DESCRIPTIVE_ENDINGS = (
-    "ed", "ing", "ly", "able", "ible", "ful", "less", "ous", "ive",
-    "ic", "ical", "al", "ent", "ant", "ure",
+    "ed",
+    "ing",
+    "ly",
+    "able",
+    "ible",
+    "ful",
+    "less",
+    "ous",
+    "ive",
+    "ic",
+    "ical",
+    "al",
+    "ent",
+    "ant",
+    "ure",
 )
 # Last parts of hyphenated words that say how a password is made or kept.
 _HYPHENATED_DESCRIPTIONS = frozenset(
-    "based free only specific sensitive style like wide proof friendly length long".split()
+    [
+        "based",
+        "free",
+        "only",
+        "specific",
+        "sensitive",
+        "style",
+        "like",
+        "wide",
+        "proof",
+        "friendly",
+        "length",
+        "long",
+    ]
 )
 # A security answer is never a pronoun: "Security answer: I always lie on those."
 _PRONOUNS = frozenset(
-    "i i'm i've i'd i'll me you you're he she we we're they they're him us them".split()
+    [
+        "i",
+        "i'm",
+        "i've",
+        "i'd",
+        "i'll",
+        "me",
+        "you",
+        "you're",
+        "he",
+        "she",
+        "we",
+        "we're",
+        "they",
+        "they're",
+        "him",
+        "us",
+        "them",
+    ]
 )
 
 
@@ -299,7 +722,7 @@ def _states_value(kind: str, after: str, *, plural: bool, foreign: bool = False)
         if sign and len(gap) > _MAX_SIGN_GAP_WORDS and gap[0].lower() not in _SIGN_GAP_PREPOSITIONS:
             continue
         word = (connector.group("word") or "").lower()
-        rest = after[connector.end():].lstrip().lstrip(_MARKUP).lstrip()
+        rest = after[connector.end() :].lstrip().lstrip(_MARKUP).lstrip()
         strong_only = foreign or word in _STRONG_ONLY_CONNECTORS or word in _FOREIGN_CONNECTORS
         # Several plain words are a value only where a passphrase is named or
         # a password is labelled ("Password: correct horse battery staple"):
@@ -339,7 +762,7 @@ def _is_value(
     if right_after_noun and _BARE_YEAR.match(rest):
         return False
     digits = _DIGITS.match(rest)
-    if digits and _has_digits(digits.group(), 3) and not _UNITS.match(rest[digits.end():]):
+    if digits and _has_digits(digits.group(), 3) and not _UNITS.match(rest[digits.end() :]):
         return True
     if phrase and _is_lowercase_phrase(rest):
         return True
@@ -368,7 +791,7 @@ def _is_value(
         return token.lower() not in _PRONOUNS
     # A plain word is a password only when it ends the clause: "is sunflower."
     # but not "is sunflower yellow now" (a description of something else).
-    following = rest[token_match.end():]
+    following = rest[token_match.end() :]
     return (
         not following.strip()
         or token_match.group()[-1] in _TRAILING
@@ -478,22 +901,158 @@ _MAX_PHRASE_WORDS = 8
 _LOWERCASE_WORD = re.compile(r"^[a-z]+$")
 # Words of sentences, never of a passphrase (which is a few nouns and adjectives).
 _FUNCTION_WORDS = frozenset(
-    """
-    a an the my your his her our their its this that these those it i me you he she we they us them
-    on in at under behind with without for from by of to into inside about over near as than like
-    is was be been being are were will would should can could must may might shall
-    has have had do does did not no never also too so very just only even still always then
-    what which who whom where how why when some any every each all both either neither same
-    one first last next before after again day days week weeks month months year years
-    today yesterday tomorrow ago now here there
-    """.split()
+    [
+        "a",
+        "an",
+        "the",
+        "my",
+        "your",
+        "his",
+        "her",
+        "our",
+        "their",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "i",
+        "me",
+        "you",
+        "he",
+        "she",
+        "we",
+        "they",
+        "us",
+        "them",
+        "on",
+        "in",
+        "at",
+        "under",
+        "behind",
+        "with",
+        "without",
+        "for",
+        "from",
+        "by",
+        "of",
+        "to",
+        "into",
+        "inside",
+        "about",
+        "over",
+        "near",
+        "as",
+        "than",
+        "like",
+        "is",
+        "was",
+        "be",
+        "been",
+        "being",
+        "are",
+        "were",
+        "will",
+        "would",
+        "should",
+        "can",
+        "could",
+        "must",
+        "may",
+        "might",
+        "shall",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "not",
+        "no",
+        "never",
+        "also",
+        "too",
+        "so",
+        "very",
+        "just",
+        "only",
+        "even",
+        "still",
+        "always",
+        "then",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "where",
+        "how",
+        "why",
+        "when",
+        "some",
+        "any",
+        "every",
+        "each",
+        "all",
+        "both",
+        "either",
+        "neither",
+        "same",
+        "one",
+        "first",
+        "last",
+        "next",
+        "before",
+        "after",
+        "again",
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "year",
+        "years",
+        "today",
+        "yesterday",
+        "tomorrow",
+        "ago",
+        "now",
+        "here",
+        "there",
+    ]
 )
 # Verbs an instruction starts with: "Password: ask dad first" says where to get it.
 _PHRASE_VERBS = frozenset(
-    """
-    ask see check use call text look find get try contact type enter refer read go pick choose
-    make keep write set change reset email message ping
-    """.split()
+    [
+        "ask",
+        "see",
+        "check",
+        "use",
+        "call",
+        "text",
+        "look",
+        "find",
+        "get",
+        "try",
+        "contact",
+        "type",
+        "enter",
+        "refer",
+        "read",
+        "go",
+        "pick",
+        "choose",
+        "make",
+        "keep",
+        "write",
+        "set",
+        "change",
+        "reset",
+        "email",
+        "message",
+        "ping",
+    ]
 )
 
 # A login or credentials statement whose value is a user and a secret: "The
@@ -505,7 +1064,20 @@ _LOGIN_STATEMENT = re.compile(
 )
 # "login page", "login issues": the statement is about another thing.
 _LOGIN_COMPOUND_HEADS = _COMPOUND_HEADS | frozenset(
-    "page pages screen screens issue issues problem problems attempt attempts time times".split()
+    [
+        "page",
+        "pages",
+        "screen",
+        "screens",
+        "issue",
+        "issues",
+        "problem",
+        "problems",
+        "attempt",
+        "attempts",
+        "time",
+        "times",
+    ]
 )
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[;\n]")
 _SLASH_PAIR = re.compile(r"^\s*[^\s/|]+\s*[/|]\s*(?P<secret>\S+)")

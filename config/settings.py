@@ -111,11 +111,11 @@ class Settings:
         """Cookies get ``Secure`` (and the ``__Host-`` prefix) when we are served over https."""
         return self.public_url.startswith("https://")
 
-    def with_overrides(self, **changes: object) -> "Settings":
+    def with_overrides(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = _Env(os.environ if environ is None else environ)
         port = env.integer("PORT", 8000, minimum=1, maximum=65535)
         public_url = env.url("OWNSONA_PUBLIC_URL", f"http://127.0.0.1:{port}")
@@ -133,7 +133,9 @@ class Settings:
             embedding_base_url=env.text("EMBEDDING_BASE_URL"),
             embedding_api_key=env.text("EMBEDDING_API_KEY"),
             embedding_model=env.text("EMBEDDING_MODEL"),
-            embedding_dimensions=env.optional_integer("EMBEDDING_DIMENSIONS", minimum=1, maximum=16000),
+            embedding_dimensions=env.optional_integer(
+                "EMBEDDING_DIMENSIONS", minimum=1, maximum=16000
+            ),
             embedding_model_dir=_optional_path(env.text("EMBEDDING_MODEL_DIR")),
             embedding_timeout_s=env.number("EMBEDDING_TIMEOUT", 30.0, minimum=0.1, maximum=600),
             relation_extractor=env.choice("RELATION_EXTRACTOR", "rules", ("rules", "llm", "off")),
@@ -157,7 +159,9 @@ class Settings:
             ),
             oauth_allow_dynamic_registration=env.boolean("OAUTH_ALLOW_DYNAMIC_REGISTRATION", True),
             allowed_origins=env.origins("OWNSONA_ALLOWED_ORIGINS"),
-            max_body_bytes=env.integer("MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=1 << 30),
+            max_body_bytes=env.integer(
+                "MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=1 << 30
+            ),
             write_timeout_s=env.number("WRITE_TIMEOUT", 60.0, minimum=1.0, maximum=3600),
             queue_namespace=env.text("QUEUE_NAMESPACE") or "ownsona",
             queue_heartbeat_timeout_ms=env.integer(
@@ -194,12 +198,17 @@ class Settings:
                 raise SettingsError("METRICS_TOKEN", "is set but METRICS_ENABLED is not true")
         if provider == "openai":
             if not settings.embedding_base_url:
-                raise SettingsError("EMBEDDING_BASE_URL", "is required with EMBEDDING_PROVIDER=openai")
+                raise SettingsError(
+                    "EMBEDDING_BASE_URL", "is required with EMBEDDING_PROVIDER=openai"
+                )
             if not settings.embedding_model:
                 raise SettingsError("EMBEDDING_MODEL", "is required with EMBEDDING_PROVIDER=openai")
             env.url("EMBEDDING_BASE_URL", "")
         if settings.relation_extractor == "llm":
-            for name, value in (("LLM_BASE_URL", settings.llm_base_url), ("LLM_MODEL", settings.llm_model)):
+            for name, value in (
+                ("LLM_BASE_URL", settings.llm_base_url),
+                ("LLM_MODEL", settings.llm_model),
+            ):
                 if not value:
                     raise SettingsError(name, "is required with RELATION_EXTRACTOR=llm")
             env.url("LLM_BASE_URL", "")
@@ -419,8 +428,14 @@ class _Env:
             if not item:
                 continue
             parts = urlsplit(item)
-            if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
-                raise SettingsError(name, f"must list origins such as https://app.example, got {item!r}")
+            if (
+                parts.scheme not in ("http", "https")
+                or not parts.netloc
+                or parts.path not in ("", "/")
+            ):
+                raise SettingsError(
+                    name, f"must list origins such as https://app.example, got {item!r}"
+                )
             if parts.query or parts.fragment:
                 raise SettingsError(name, f"an origin has no query or fragment, got {item!r}")
             found.append(f"{parts.scheme}://{parts.netloc}")

@@ -8,7 +8,7 @@ plus :mod:`memory.errors`.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from memory.errors import invalid
 
@@ -43,8 +43,7 @@ def parse_timestamp(value: object, *, field: str) -> datetime:
             except (ValueError, OverflowError):
                 pass
     raise invalid(
-        f"{field} must be an RFC 3339 date-time with a timezone offset,"
-        " e.g. 2026-05-17T14:00:00Z.",
+        f"{field} must be an RFC 3339 date-time with a timezone offset, e.g. 2026-05-17T14:00:00Z.",
         field=field,
     )
 
@@ -62,7 +61,7 @@ def format_timestamp(dt: datetime | None) -> str | None:
         return None
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise ValueError("format_timestamp needs an aware datetime")
-    utc = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    utc = dt.astimezone(UTC).replace(tzinfo=None)
     timespec = "seconds" if utc.microsecond == 0 else "microseconds"
     return utc.isoformat(timespec=timespec) + "Z"
 
@@ -94,4 +93,4 @@ def _to_utc(match: re.Match[str]) -> datetime:
         int(fraction),
         tzinfo=timezone(offset),
     )
-    return local.astimezone(timezone.utc)
+    return local.astimezone(UTC)
