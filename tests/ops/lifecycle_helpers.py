@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from tests.auth.oauth_flow import CLAUDE_CALLBACK, parse_form, pkce_pair
-from tests.unit.test_openai_embedder import FakeProvider, Reply, Request, serve_provider
+from tests.providers.test_openai_embedder import FakeProvider, Reply, Request, serve_provider
 
 #: The session database's embedding width.
 DIMENSIONS = 384

@@ -31,7 +31,7 @@ from memory.service import USE_CASES
 from storage.migrate import migrate
 from storage.pool import make_pool
 from tests.conftest import TEST_DIMENSIONS
-from tests.unit.test_openai_embedder import FakeProvider, serve_provider
+from tests.providers.test_openai_embedder import FakeProvider, serve_provider
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -22,7 +22,7 @@ import psycopg
 
 from storage.embedded import stop_embedded
 from tests.e2e.server import run_processes
-from tests.unit.test_openai_embedder import FakeProvider
+from tests.providers.test_openai_embedder import FakeProvider
 
 from .lifecycle_helpers import DIMENSIONS, call_tool, provider_env, provider_server
 
