@@ -1,0 +1,1 @@
+"""The one composition root: builds pools, brokers, providers and HTTP clients for every process."""
