@@ -42,10 +42,21 @@ from storage.migrate import migrate
 from storage.pool import make_pool
 
 from . import corpus
+from .database import copy_memories
 
 DIMENSIONS = 384
 _FORGOTTEN_AT = datetime(2026, 6, 1, tzinfo=UTC)
 _FIRST_CREATED = datetime(2025, 11, 30, tzinfo=UTC)
+#: What the seed fills beyond database.SEED_COLUMNS: learning, tombstones, a year of dates.
+_EXTRA_COLUMNS = (
+    ("importance", "float8"),
+    ("salience", "float8"),
+    ("use_count", "int4"),
+    ("deleted_at", "timestamptz"),
+    ("forget_reason", "text"),
+    ("created_at", "timestamptz"),
+    ("updated_at", "timestamptz"),
+)
 
 
 def _seed(dsn: str, n: int) -> None:
@@ -63,36 +74,16 @@ def _seed(dsn: str, n: int) -> None:
             for name in ("bench", "bench2")
         ]
     rng = np.random.default_rng(3)
-    tags = (["family"], ["work", "city"], [], ["habits"], ["health", "people", "dates"])
+    tags: tuple[list[str], ...] = (
+        ["family"],
+        ["work", "city"],
+        [],
+        ["habits"],
+        ["health", "people", "dates"],
+    )
     with psycopg.connect(dsn) as conn:
         register_vector(conn)
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-                " embedding_model, tags, importance, salience, use_count, deleted_at, forget_reason,"
-                " created_at, updated_at)"
-                " FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy,
-        ):
-            copy.set_types(
-                [
-                    "int8",
-                    "text",
-                    "text",
-                    "vector",
-                    "text",
-                    "text",
-                    "text[]",
-                    "float8",
-                    "float8",
-                    "int4",
-                    "timestamptz",
-                    "text",
-                    "timestamptz",
-                    "timestamptz",
-                ]
-            )
+        with copy_memories(conn, _EXTRA_COLUMNS) as copy:
             for i, text in enumerate(corpus.facts(n)):
                 vector = rng.standard_normal(DIMENSIONS).astype(np.float32)
                 vector /= np.linalg.norm(vector)

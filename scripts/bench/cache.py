@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +36,10 @@ from storage import memories as store
 from storage.embedded import shared_buffers_bytes, start_embedded, stop_embedded
 from storage.migrate import migrate
 from storage.pool import make_pool
-from storage.rows import NewMemory
 
 from . import corpus
 from .core import embed_cached, raw_write_p50, seed
+from .database import new_row
 
 DEFAULT_CACHE = 128 * 2**20
 BATCH = 200
@@ -83,22 +84,8 @@ def measure(workdir: Path, n: int, shared_buffers: int) -> dict[str, float]:
                 )
                 near = (near / np.linalg.norm(near, axis=1, keepdims=True)).astype(np.float32)
                 rows = [
-                    NewMemory(
-                        text=t,
-                        normalized_text=normalize_text(t),
-                        embedding=v,
-                        embedding_provider="local",
-                        embedding_model="bench-cache",
-                        tags=[],
-                        importance=0.5,
-                        keep=False,
-                        source_provider=None,
-                        capture_mode=None,
-                        session_id=None,
-                        last_confirmed_at=None,
-                        expires_at=None,
-                    )
-                    for t, v in zip(new_texts, near)
+                    new_row(t, v, model="bench-cache", normalized=normalize_text(t))
+                    for t, v in zip(new_texts, near, strict=True)
                 ]
                 marks = [time.perf_counter()]
                 async with conn.transaction():
@@ -110,7 +97,7 @@ def measure(workdir: Path, n: int, shared_buffers: int) -> dict[str, float]:
                     marks.append(time.perf_counter())
                 marks.append(time.perf_counter())
                 if b > 0:
-                    for name, start, end in zip(steps, marks, marks[1:]):
+                    for name, (start, end) in zip(steps, pairwise(marks), strict=True):
                         times[name].append(end - start)
                 await conn.execute("DELETE FROM memories WHERE embedding_model = 'bench-cache'")
         await pool.close()
@@ -147,7 +134,7 @@ def main() -> None:
     }
     try:
         for r in range(args.rounds):
-            for label, size in zip(results, (DEFAULT_CACHE, sized)):
+            for label, size in zip(results, (DEFAULT_CACHE, sized), strict=True):
                 stop_embedded(
                     workdir / "data"
                 )  # cold start for each round: the restart applies the size

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import numpy as np
@@ -39,11 +39,15 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from memory.providers.embedders import LocalEmbedder
+from memory.rules import ranking
 from memory.rules.text import normalize_text
+from scripts.processes import free_port
+from storage import memories as store
 from storage.embedded import start_embedded, stop_embedded
 
 from . import corpus
-from .harness import free_port
+from .database import copy_memories, new_row, on_one_connection
+from .mcp_client import McpClient
 
 #: Recalls before measuring (caches, prepared statements, allocator warm).
 WARM_UP = 30
@@ -80,41 +84,31 @@ class Server:
             "OWNSONA_LOGIN_USERNAME": "bench",
             "OWNSONA_LOGIN_PASSWORD": "bench-password",
         }
-        self.proc: subprocess.Popen | None = None
-        self.client: httpx.Client | None = None
-        self.rpc_id = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log: IO[str] | None = None
+        self.client: McpClient | None = None
 
     def start(self) -> float:
         """Start and return seconds until the first answered tools/list."""
-        token_needed = self.client is None
-        log = open(self.workdir / "serve.log", "a")
+        # Closed in stop(): the server writes to it until then.
+        self.log = open(self.workdir / "serve.log", "a")  # noqa: SIM115
         started = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scripts.cli", "serve"],
             env=self.env,
-            stdout=log,
+            stdout=self.log,
             stderr=subprocess.STDOUT,
         )
         probe = httpx.Client(timeout=5)
-        token = None
         while True:
             if self.proc.poll() is not None:
                 raise SystemExit(f"server exited; see {self.workdir / 'serve.log'}")
             try:
-                if token is None and token_needed:
-                    # Minting a token needs the account, which the server creates on start.
-                    if probe.get(f"{self.url}/healthz").status_code == 200:
-                        token = self.token()
-                        self.client = httpx.Client(
-                            base_url=self.url,
-                            headers={
-                                "Authorization": f"Bearer {token}",
-                                "Content-Type": "application/json",
-                            },
-                            timeout=120,
-                        )
+                # Minting a token needs the account, which the server creates on start.
+                if self.client is None and probe.get(f"{self.url}/healthz").status_code == 200:
+                    self.client = McpClient(self.url, self.token(), timeout_s=120)
                 if self.client is not None:
-                    reply = self.client.post(
+                    reply = self.client.http.post(
                         "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "tools/list"}
                     )
                     if reply.status_code == 200 and "result" in reply.json():
@@ -140,6 +134,9 @@ class Server:
             self.proc.terminate()
             self.proc.wait(60)
         self.proc = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
     def rss_mb(self) -> tuple[float, float]:
         assert self.proc is not None
@@ -153,21 +150,7 @@ class Server:
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         assert self.client is not None
-        self.rpc_id += 1
-        reply = self.client.post(
-            "/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": self.rpc_id,
-                "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments},
-            },
-        )
-        reply.raise_for_status()
-        payload = reply.json()["result"]["structuredContent"]
-        if not payload.get("ok"):
-            raise SystemExit(f"{tool} failed: {payload}")
-        return payload
+        return self.client.call(tool, arguments)
 
 
 # --- seeding and the raw parts -------------------------------------------------
@@ -187,15 +170,8 @@ def seed(dsn: str, user_id: int, texts: list[str], vectors: np.ndarray, start: i
     """COPY rows ``start..len(texts)`` into the user's store (HNSW index kept live)."""
     with psycopg.connect(dsn) as conn:
         register_vector(conn)
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-                " embedding_model, tags) FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy,
-        ):
-            copy.set_types(["int8", "text", "text", "vector", "text", "text", "text[]"])
-            for text, vector in zip(texts[start:], vectors[start:]):
+        with copy_memories(conn) as copy:
+            for text, vector in zip(texts[start:], vectors[start:], strict=True):
                 copy.write_row(
                     [
                         user_id,
@@ -217,42 +193,35 @@ def raw_search_times(
 ) -> list[float]:
     """The SQL of one recall (hybrid: term statistics, lexical candidates, fused search),
     issued as memory.reading issues it, without the embedding."""
-    from memory.rules import ranking
-    from storage import memories as store
-    from storage.pool import make_pool
 
-    async def run() -> list[float]:
-        pool = make_pool(dsn, min_size=1, max_size=1, name="bench-raw")
-        await pool.open(wait=True)
+    async def run(conn: psycopg.AsyncConnection[Any]) -> list[float]:
         times = []
-        async with pool.connection() as conn:
-            for question, v in zip(questions, vectors):
-                t = time.perf_counter()
-                counted = await store.query_term_stats(conn, user_id, question)
-                terms = ranking.weigh_terms(counted.terms, counted.total)
-                weighted = [(term.term, term.weight) for term in terms]
-                ids = await store.lexical_candidates(
-                    conn,
-                    user_id,
-                    terms=weighted,
-                    probe=ranking.probe_terms(terms),
-                    candidates=ranking.lexical_candidate_count(8),
-                    tags=[],
-                )
-                await store.search_hybrid(
-                    conn,
-                    user_id,
-                    v,
-                    candidates=ranking.candidate_count(8),
-                    terms=weighted,
-                    lexical_ids=ids,
-                    tags=[],
-                )
-                times.append(time.perf_counter() - t)
-        await pool.close()
+        for question, v in zip(questions, vectors, strict=True):
+            t = time.perf_counter()
+            counted = await store.query_term_stats(conn, user_id, question)
+            terms = ranking.weigh_terms(counted.terms, counted.total)
+            weighted = [(term.term, term.weight) for term in terms]
+            ids = await store.lexical_candidates(
+                conn,
+                user_id,
+                terms=weighted,
+                probe=ranking.probe_terms(terms),
+                candidates=ranking.lexical_candidate_count(8),
+                tags=[],
+            )
+            await store.search_hybrid(
+                conn,
+                user_id,
+                v,
+                candidates=ranking.candidate_count(8),
+                terms=weighted,
+                lexical_ids=ids,
+                tags=[],
+            )
+            times.append(time.perf_counter() - t)
         return times
 
-    return asyncio.run(run())
+    return on_one_connection(dsn, run, name="bench-raw")
 
 
 def raw_write_p50(
@@ -260,54 +229,29 @@ def raw_write_p50(
 ) -> dict[str, float]:
     """The SQL of one remember: duplicate, near-duplicate and tombstone checks, insert,
     receipt, and the commit that makes it durable (the rows are deleted afterwards)."""
-    from storage import memories as store
-    from storage.pool import make_pool
-    from storage.rows import NewMemory
 
-    async def run() -> list[float]:
-        pool = make_pool(dsn, min_size=1, max_size=1, name="bench-raw")
-        await pool.open(wait=True)
+    async def run(conn: psycopg.AsyncConnection[Any]) -> list[float]:
         times = []
-        async with pool.connection() as conn:
-            for text, v in zip(texts, vectors):
-                t = time.perf_counter()
-                async with conn.transaction():
-                    normalized = normalize_text(text)
-                    await store.find_exact(conn, user_id, [normalized])
-                    await store.nearest_active(conn, user_id, [v], k=5, min_score=0.9)
-                    await store.nearest_tombstones(conn, user_id, [v], k=5, min_score=0.9)
-                    await store.insert_memories(
-                        conn,
-                        user_id,
-                        [
-                            NewMemory(
-                                text=text,
-                                normalized_text=normalized,
-                                embedding=v,
-                                embedding_provider="local",
-                                embedding_model="bench",
-                                tags=[],
-                                importance=0.5,
-                                keep=False,
-                                source_provider=None,
-                                capture_mode=None,
-                                session_id=None,
-                                last_confirmed_at=None,
-                                expires_at=None,
-                            )
-                        ],
-                    )
-                    await store.put_receipt(
-                        conn, user_id, f"bench-{time.perf_counter_ns()}", "remember", {"ok": True}
-                    )
-                times.append(time.perf_counter() - t)
-            await conn.execute(
-                "DELETE FROM memories WHERE user_id = %s AND embedding_model = 'bench'", (user_id,)
-            )
-        await pool.close()
+        for text, v in zip(texts, vectors, strict=True):
+            t = time.perf_counter()
+            async with conn.transaction():
+                normalized = normalize_text(text)
+                await store.find_exact(conn, user_id, [normalized])
+                await store.nearest_active(conn, user_id, [v], k=5, min_score=0.9)
+                await store.nearest_tombstones(conn, user_id, [v], k=5, min_score=0.9)
+                await store.insert_memories(
+                    conn, user_id, [new_row(text, v, model="bench", normalized=normalized)]
+                )
+                await store.put_receipt(
+                    conn, user_id, f"bench-{time.perf_counter_ns()}", "remember", {"ok": True}
+                )
+            times.append(time.perf_counter() - t)
+        await conn.execute(
+            "DELETE FROM memories WHERE user_id = %s AND embedding_model = 'bench'", (user_id,)
+        )
         return times
 
-    return summary(asyncio.run(run()))
+    return summary(on_one_connection(dsn, run, name="bench-raw"))
 
 
 def embed_times(embedder: LocalEmbedder, texts: list[str]) -> list[float]:
@@ -381,7 +325,9 @@ def main() -> None:
     results["startup_warm_s"] = round(server.start(), 2)
     dsn = start_embedded(workdir / "data")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        user_id = conn.execute("SELECT id FROM users WHERE username = 'bench'").fetchone()[0]
+        row = conn.execute("SELECT id FROM users WHERE username = 'bench'").fetchone()
+        assert row is not None, "the server creates the bench account on start"
+        user_id = row[0]
         conn.execute("DELETE FROM memories WHERE user_id = %s", (user_id,))
         conn.execute("DELETE FROM write_receipts WHERE user_id = %s", (user_id,))
 

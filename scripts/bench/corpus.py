@@ -144,7 +144,22 @@ _HOBBIES = [
     "astronomy",
     "knitting",
 ]
-_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+#: Shared with scan_corpus.py.
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 _TEMPLATES = (
     "My {rel} {name} lives in {city} and works as a {job}.",
@@ -160,20 +175,6 @@ _TEMPLATES = (
     "I promised {name} I would help with {hobby} next {day}.",
     "My {rel} {name} has {n} kids and a dog named {name2}.",
 )
-_MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
 _ROOMS = ["hallway", "kitchen", "study", "attic", "basement", "living", "room"]
 
 _QUESTIONS = (
@@ -201,11 +202,11 @@ def _fill(template: str, rng: random.Random) -> str:
         job=rng.choice(_JOBS),
         food=rng.choice(_FOODS),
         food2=rng.choice(_FOODS),
-        day=rng.choice(_DAYS),
+        day=rng.choice(DAYS),
         hobby=rng.choice(_HOBBIES),
         n=rng.randint(2, 28),
         n4=rng.randint(1000, 9999),
-        month=rng.choice(_MONTHS),
+        month=rng.choice(MONTHS),
         year=rng.randint(1995, 2025),
         room=rng.choice(_ROOMS),
     )

@@ -40,7 +40,6 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,8 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
+
+from scripts.processes import free_port, wait_until_healthy
+
+from .mcp_client import McpClient
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "eval" / "locomo"
 ATTRIBUTION = (
@@ -209,17 +211,11 @@ async def cosine_rankings(conversations: Sequence[Conversation], k: int) -> list
 # --- the server ----------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Server:
     """``ownsona serve`` on the embedded default in a fresh data directory."""
 
     def __init__(self, workdir: Path) -> None:
-        port = _free_port()
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.workdir = workdir
         self.env = {
@@ -233,25 +229,20 @@ class Server:
             "OWNSONA_LOGIN_USERNAME": "locomo-admin",
             "OWNSONA_LOGIN_PASSWORD": "locomo-admin-password",
         }
-        self.log = open(workdir / "serve.log", "w")
+        # Closed in stop(): the server writes to it for the whole benchmark.
+        self.log = open(workdir / "serve.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scripts.cli", "serve"],
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 180
-        while True:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"ownsona serve exited; see {workdir / 'serve.log'}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit(f"ownsona serve did not come up; see {workdir / 'serve.log'}")
-            time.sleep(0.2)
+        problem = wait_until_healthy(
+            self.url, self.proc, timeout_s=180, probe_timeout_s=2, poll_s=0.2
+        )
+        if problem is not None:
+            what = "exited" if self.proc.poll() is not None else "did not come up"
+            raise SystemExit(f"ownsona serve {what}; see {workdir / 'serve.log'}")
 
     def _cli(self, *args: str, stdin: str | None = None) -> str:
         out = subprocess.run(
@@ -288,39 +279,6 @@ class Server:
             stop_embedded(self.workdir / "data")
 
 
-class McpClient:
-    """Plain JSON-RPC ``tools/call`` POSTs to ``/mcp`` with a bearer token."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.http = httpx.Client(
-            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=600
-        )
-        self.next_id = 0
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        reply = self.http.post(
-            "/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": self.next_id,
-                "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments},
-            },
-        )
-        reply.raise_for_status()
-        body = reply.json()
-        if "error" in body:
-            raise SystemExit(f"{tool}: JSON-RPC error {body['error']}")
-        payload: dict[str, Any] = body["result"]["structuredContent"]
-        if not payload.get("ok"):
-            raise SystemExit(f"{tool} failed: {payload}")
-        return payload
-
-    def close(self) -> None:
-        self.http.close()
-
-
 def ingest(client: McpClient, conv: Conversation) -> dict[int, list[str]]:
     """Store every turn with remember_batch; return memory id -> turn keys."""
     by_id: dict[int, list[str]] = collections.defaultdict(list)
@@ -334,7 +292,7 @@ def ingest(client: McpClient, conv: Conversation) -> dict[int, list[str]]:
             raise SystemExit(
                 f"{conv.sample_id}: remember_batch failed for some items: {out['results']}"
             )
-        for key, result in zip(keys, out["results"]):
+        for key, result in zip(keys, out["results"], strict=True):
             by_id[int(result["memory_id"])].append(key)  # an exact repeat maps to the first copy
     return by_id
 

@@ -42,7 +42,8 @@ import re
 import statistics
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,7 @@ def seed(dsn: str, user_id: int, texts: Sequence[str], vectors: np.ndarray) -> f
             ) as copy,
         ):
             copy.set_types(["int8", "text", "text", "vector", "text", "text"])
-            for text, vector in zip(texts, vectors):
+            for text, vector in zip(texts, vectors, strict=True):
                 copy.write_row([user_id, text, normalize_text(text), vector, "local", MODEL])
         conn.commit()  # the term statistics are counted here, by the deferred triggers
         conn.execute("SET maintenance_work_mem = '512MB'")
@@ -285,14 +286,18 @@ async def measure(
             await reading.recall(deps, user_id, {"query": warm, "limit": limit})
             await _vector_only(deps, user_id, warm, limit)
             await _vector_only(old_deps, user_id, warm, limit)
-        for query, vector in zip(asked, vectors):
-            runs = [
-                ("hybrid", lambda: reading.recall(deps, user_id, {"query": query, "limit": limit})),
-                ("vector", lambda: _vector_only(deps, user_id, query, limit)),
-                ("vector, 0001", lambda: _vector_only(old_deps, user_id, query, limit)),
-                ("sql hybrid", lambda: _sql_hybrid(pool, user_id, query, vector, limit)),
-                ("sql vector", lambda: _sql_vector(pool, user_id, vector, limit)),
-                ("sql vector, 0001", lambda: _sql_vector(old_pool, user_id, vector, limit)),
+        for query, vector in zip(asked, vectors, strict=True):
+            # partial binds this query and vector now (a lambda would see the loop's last).
+            runs: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+                (
+                    "hybrid",
+                    partial(reading.recall, deps, user_id, {"query": query, "limit": limit}),
+                ),
+                ("vector", partial(_vector_only, deps, user_id, query, limit)),
+                ("vector, 0001", partial(_vector_only, old_deps, user_id, query, limit)),
+                ("sql hybrid", partial(_sql_hybrid, pool, user_id, query, vector, limit)),
+                ("sql vector", partial(_sql_vector, pool, user_id, vector, limit)),
+                ("sql vector, 0001", partial(_sql_vector, old_pool, user_id, vector, limit)),
             ]
             rng.shuffle(runs)
             for name, run in runs:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import random
 
+from .corpus import DAYS, MONTHS
+
 #: Share of sentences that rewrite an earlier one lightly.
 NEAR_DUPLICATE_SHARE = 0.04
 
@@ -324,21 +326,6 @@ _HOBBIES = [
     "fly fishing",
     "beekeeping",
 ]
-_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-_MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
 _ALLERGENS = [
     "peanuts",
     "shellfish",
@@ -406,7 +393,7 @@ def _fact(rng: random.Random) -> tuple[str, list[str]]:
     emp, job = rng.choice(_EMPLOYERS), rng.choice(_JOBS)
     food, food2 = rng.choice(_FOODS), rng.choice(_FOODS)
     hobby, detail = rng.choice(_HOBBIES), rng.choice(_DETAILS)
-    day, month = rng.choice(_DAYS), rng.choice(_MONTHS)
+    day, month = rng.choice(DAYS), rng.choice(MONTHS)
     place, lang = rng.choice(_PLACES), rng.choice(_LANGS)
     n = rng.randint(2, 28)
     templates: list[tuple[str, list[str]]] = [

@@ -49,6 +49,7 @@ from storage.embedded import start_embedded
 from storage.migrate import migrate
 from storage.pool import make_pool
 
+from .database import copy_memories
 from .scan_corpus import facts
 
 USERNAME = "bench-scans"
@@ -64,7 +65,7 @@ def _embed_cached(embedder: LocalEmbedder, texts: list[str], workdir: Path) -> n
     if cache.exists():
         return np.load(cache)
     started = time.perf_counter()
-    parts = []
+    parts: list[np.ndarray] = []
     for i in range(0, len(texts), _EMBED_BATCH):
         parts.append(asyncio.run(embedder.embed(texts[i : i + _EMBED_BATCH])))
         done = min(i + _EMBED_BATCH, len(texts))
@@ -107,15 +108,8 @@ def seed(dsn: str, embedder: LocalEmbedder, n: int, workdir: Path) -> int:
         register_vector(conn)
         conn.execute("DELETE FROM memories WHERE user_id = %s", (user_id,))
         conn.execute("DROP INDEX IF EXISTS memories_embedding_hnsw")
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-                " embedding_model, tags) FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy,
-        ):
-            copy.set_types(["int8", "text", "text", "vector", "text", "text", "text[]"])
-            for (text, tags), vector in zip(rows, vectors):
+        with copy_memories(conn) as copy:
+            for (text, tags), vector in zip(rows, vectors, strict=True):
                 copy.write_row(
                     [
                         user_id,
@@ -196,7 +190,7 @@ async def _parts(deps: Deps, user_id: int, threshold: float, shared_tag: bool) -
         found.vectors, k=NEIGHBOURS, min_similarity=threshold, probe=probe
     )
     searched = time.perf_counter()
-    cluster_pairs(zip(rows.tolist(), cols.tolist(), sims.tolist()))
+    cluster_pairs(zip(rows.tolist(), cols.tolist(), sims.tolist(), strict=True))
     grouped = time.perf_counter()
     return {
         "fetch_vectors": round(fetched - started, 2),

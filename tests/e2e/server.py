@@ -1,5 +1,5 @@
 """The process harness the benchmarks use, shared with the end-to-end tests."""
 
-from scripts.bench.harness import RunningServer, free_port, run_processes
+from scripts.processes import RunningServer, free_port, run_processes
 
 __all__ = ["RunningServer", "free_port", "run_processes"]
