@@ -32,9 +32,12 @@ def make_embedder(
     learn the width.
     """
     if settings.embedding_provider == "openai":
-        provider = "EMBEDDING_PROVIDER=openai"
-        base_url = _required(settings.embedding_base_url, "EMBEDDING_BASE_URL", provider)
-        model = _required(settings.embedding_model, "EMBEDDING_MODEL", provider)
+        base_url, model = _endpoint(
+            "EMBEDDING",
+            settings.embedding_base_url,
+            settings.embedding_model,
+            "EMBEDDING_PROVIDER=openai",
+        )
         return OpenAIEmbedder(
             base_url=base_url,
             model=model,
@@ -80,9 +83,9 @@ def make_extractor(
     if settings.relation_extractor == "rules":
         return RulesExtractor()
     if settings.relation_extractor == "llm":
-        extractor = "RELATION_EXTRACTOR=llm"
-        base_url = _required(settings.llm_base_url, "LLM_BASE_URL", extractor)
-        model = _required(settings.llm_model, "LLM_MODEL", extractor)
+        base_url, model = _endpoint(
+            "LLM", settings.llm_base_url, settings.llm_model, "RELATION_EXTRACTOR=llm"
+        )
         return LLMExtractor(
             base_url=base_url,
             model=model,
@@ -92,8 +95,16 @@ def make_extractor(
     raise SettingsError("RELATION_EXTRACTOR", f"unknown extractor {settings.relation_extractor!r}")
 
 
-def _required(value: str | None, variable: str, setting: str) -> str:
-    """``value``, which ``setting`` makes required; an empty one is a SettingsError."""
-    if not value:
-        raise SettingsError(variable, f"is required with {setting}")
-    return value
+def _endpoint(
+    prefix: str, base_url: str | None, model: str | None, setting: str
+) -> tuple[str, str]:
+    """An OpenAI-compatible endpoint's base URL and model, both required with ``setting``.
+
+    ``prefix`` names the variables: ``EMBEDDING`` -> ``EMBEDDING_BASE_URL``,
+    ``EMBEDDING_MODEL``.
+    """
+    for variable, value in ((f"{prefix}_BASE_URL", base_url), (f"{prefix}_MODEL", model)):
+        if not value:
+            raise SettingsError(variable, f"is required with {setting}")
+    assert base_url is not None and model is not None
+    return base_url, model

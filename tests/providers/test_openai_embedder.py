@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from bootstrap.providers import make_embedder
-from config.settings import Settings
+from config.settings import Settings, SettingsError
 from memory.errors import EMBEDDING_ERROR, MemoryServiceError
 from memory.providers.embedders import Embedder, OpenAIEmbedder
 
@@ -453,3 +453,17 @@ async def test_factory_closes_only_the_client_it_built(provider: tuple[FakeProvi
         await embedder.embed(["hello"])
         await embedder.aclose()
         assert not shared.is_closed  # the caller's client stays the caller's
+
+
+@pytest.mark.parametrize(
+    ("configured", "variable"),
+    [
+        ({"embedding_model": "m"}, "EMBEDDING_BASE_URL"),
+        ({"embedding_base_url": "http://127.0.0.1:9/v1"}, "EMBEDDING_MODEL"),
+    ],
+)
+def test_factory_names_the_missing_variable(configured: dict[str, str], variable: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        make_embedder(Settings(embedding_provider="openai", **configured))
+    assert caught.value.variable == variable
+    assert str(caught.value) == f"{variable}: is required with EMBEDDING_PROVIDER=openai"

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from bootstrap.providers import make_extractor
+from config.settings import SettingsError
 from memory.deps import Deps
 from memory.graph import Relation
 from memory.providers.extractors import ExtractionError, LLMExtractor
@@ -256,6 +257,10 @@ def test_make_extractor_follows_the_settings(settings):
         settings.with_overrides(relation_extractor="llm", llm_base_url="http://x/v1", llm_model="m")
     )
     assert llm is not None and llm.name == "llm" and "sk" not in repr(llm)
+    with pytest.raises(SettingsError, match="^LLM_MODEL: is required with RELATION_EXTRACTOR=llm$"):
+        make_extractor(
+            settings.with_overrides(relation_extractor="llm", llm_base_url="http://x/v1")
+        )
 
 
 # --- the Dramatiq job -------------------------------------------------------------------------------
