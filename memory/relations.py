@@ -120,7 +120,7 @@ async def extract_relations(
     first, so nothing costly (an LLM call) is spent on a job that owes
     nothing; an entry is committed before any job for it is sent. The memory's outbox entry goes
     with the edges' transaction (or now, for a forgotten memory). Extraction
-    failures (:class:`~memory.extractors.ExtractionError`) and database errors
+    failures (:class:`~memory.providers.extractors.ExtractionError`) and database errors
     propagate so that the job is retried, and the entry stays; the memory
     itself is never touched. With no extractor (``extractor`` and
     ``deps.extractor`` both None: ``RELATION_EXTRACTOR=off`` in this process)
