@@ -1,6 +1,110 @@
-"""Building the embedder and the relation extractor from the settings."""
+"""Building the embedder and the relation extractor from the settings.
 
-from memory.providers.embedders import make_embedder
-from memory.providers.extractors import make_extractor
+The HTTP clients the OpenAI-compatible providers talk through are built here
+too, so nothing under ``memory/`` opens a connection pool of its own.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from config.settings import Settings, SettingsError
+from memory.providers.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
+from memory.providers.extractors import Extractor, LLMExtractor, RulesExtractor
 
 __all__ = ["make_embedder", "make_extractor"]
+
+
+def make_embedder(
+    settings: Settings,
+    *,
+    client: httpx.AsyncClient | None = None,
+    intra_op_threads: int | None = None,
+) -> Embedder:
+    """The embedder ``settings`` ask for; blocking (the local model loads here).
+
+    Local: ``EMBEDDING_MODEL_DIR`` (``model.onnx`` + ``tokenizer.json``)
+    replaces the bundled, checksum-verified model. ``EMBEDDING_DIMENSIONS``,
+    when set, must equal the local model's width. OpenAI: ``client`` is an
+    optional shared ``httpx.AsyncClient``, which the embedder's ``aclose``
+    leaves open; without one a client is built for the embedder alone, and
+    its ``aclose`` closes it. Call ``await ensure_ready()`` afterwards to
+    learn the width.
+    """
+    if settings.embedding_provider == "openai":
+        base_url, model = _endpoint(
+            "EMBEDDING",
+            settings.embedding_base_url,
+            settings.embedding_model,
+            "EMBEDDING_PROVIDER=openai",
+        )
+        return OpenAIEmbedder(
+            base_url=base_url,
+            model=model,
+            api_key=settings.embedding_api_key,
+            dimensions=settings.embedding_dimensions,
+            timeout_s=settings.embedding_timeout_s,
+            client=client if client is not None else httpx.AsyncClient(),
+            owns_client=client is None,
+        )
+    if settings.embedding_provider != "local":
+        raise SettingsError(
+            "EMBEDDING_PROVIDER", f"unknown provider {settings.embedding_provider!r}"
+        )
+    model_dir = settings.embedding_model_dir
+    if model_dir is not None:
+        for name in ("model.onnx", "tokenizer.json"):
+            if not (model_dir / name).is_file():
+                raise SettingsError("EMBEDDING_MODEL_DIR", f"{model_dir} has no {name}")
+        embedder = LocalEmbedder.from_dir(
+            model_dir, model=settings.embedding_model, intra_op_threads=intra_op_threads
+        )
+    else:
+        embedder = LocalEmbedder.bundled(intra_op_threads=intra_op_threads)
+    wanted = settings.embedding_dimensions
+    if wanted is not None and wanted != embedder.dimensions:
+        raise SettingsError(
+            "EMBEDDING_DIMENSIONS",
+            f"the local model gives {embedder.dimensions} dimensions, not {wanted}",
+        )
+    return embedder
+
+
+def make_extractor(
+    settings: Settings, *, client: httpx.AsyncClient | None = None
+) -> Extractor | None:
+    """The extractor ``RELATION_EXTRACTOR`` asks for; None when it is ``off``.
+
+    LLM: ``client`` is an optional shared ``httpx.AsyncClient`` (left open);
+    without one each extraction opens its own client and closes it.
+    """
+    if settings.relation_extractor == "off":
+        return None
+    if settings.relation_extractor == "rules":
+        return RulesExtractor()
+    if settings.relation_extractor == "llm":
+        base_url, model = _endpoint(
+            "LLM", settings.llm_base_url, settings.llm_model, "RELATION_EXTRACTOR=llm"
+        )
+        return LLMExtractor(
+            base_url=base_url,
+            model=model,
+            api_key=settings.llm_api_key,
+            client=client if client is not None else httpx.AsyncClient,
+        )
+    raise SettingsError("RELATION_EXTRACTOR", f"unknown extractor {settings.relation_extractor!r}")
+
+
+def _endpoint(
+    prefix: str, base_url: str | None, model: str | None, setting: str
+) -> tuple[str, str]:
+    """An OpenAI-compatible endpoint's base URL and model, both required with ``setting``.
+
+    ``prefix`` names the variables: ``EMBEDDING`` -> ``EMBEDDING_BASE_URL``,
+    ``EMBEDDING_MODEL``.
+    """
+    for variable, value in ((f"{prefix}_BASE_URL", base_url), (f"{prefix}_MODEL", model)):
+        if not value:
+            raise SettingsError(variable, f"is required with {setting}")
+    assert base_url is not None and model is not None
+    return base_url, model

@@ -10,10 +10,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from typing import TypeVar
+from urllib.parse import SplitResult, parse_qs, urlsplit
+
+_Number = TypeVar("_Number", int, float)
 
 
 class SettingsError(ValueError):
@@ -292,14 +295,18 @@ def public_listen_problem(settings: Settings) -> str | None:
     )
 
 
+def _check_port(variable: str, parts: SplitResult) -> None:
+    try:
+        _ = parts.port  # urllib parses the port only when asked, and raises for a bad one
+    except ValueError:
+        raise SettingsError(variable, "has a port that is not a number") from None
+
+
 def _check_database_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("postgres", "postgresql"):
         raise SettingsError("DATABASE_URL", "must be a postgres:// or postgresql:// URL")
-    try:
-        parts.port
-    except ValueError:
-        raise SettingsError("DATABASE_URL", "has a port that is not a number") from None
+    _check_port("DATABASE_URL", parts)
     for mode in parse_qs(parts.query).get("sslmode", []):
         if mode not in _SSLMODES:
             raise SettingsError(
@@ -311,10 +318,7 @@ def _check_redis_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss", "unix"):
         raise SettingsError("REDIS_URL", "must be a redis://, rediss:// or unix:// URL")
-    try:
-        parts.port
-    except ValueError:
-        raise SettingsError("REDIS_URL", "has a port that is not a number") from None
+    _check_port("REDIS_URL", parts)
     database = parts.path.strip("/")
     if parts.scheme != "unix" and database and not database.isdigit():
         raise SettingsError("REDIS_URL", f"the path is a database number, got {parts.path!r}")
@@ -377,25 +381,28 @@ class _Env:
         return default if value is None else value
 
     def optional_integer(self, name: str, *, minimum: int, maximum: int) -> int | None:
+        return self._bounded(name, int, "a whole number", minimum, maximum)
+
+    def number(self, name: str, default: float, *, minimum: float, maximum: float) -> float:
+        value = self._bounded(name, float, "a number", minimum, maximum)
+        return default if value is None else value
+
+    def _bounded(
+        self,
+        name: str,
+        parse: Callable[[str], _Number],
+        what: str,
+        minimum: _Number,
+        maximum: _Number,
+    ) -> _Number | None:
+        """``name`` parsed and within ``minimum..maximum``, or None when unset."""
         raw = self.text(name)
         if raw is None:
             return None
         try:
-            value = int(raw)
+            value = parse(raw)
         except ValueError:
-            raise SettingsError(name, f"must be a whole number, got {raw!r}") from None
-        if not minimum <= value <= maximum:
-            raise SettingsError(name, f"must be between {minimum} and {maximum}, got {value}")
-        return value
-
-    def number(self, name: str, default: float, *, minimum: float, maximum: float) -> float:
-        raw = self.text(name)
-        if raw is None:
-            return default
-        try:
-            value = float(raw)
-        except ValueError:
-            raise SettingsError(name, f"must be a number, got {raw!r}") from None
+            raise SettingsError(name, f"must be {what}, got {raw!r}") from None
         if not minimum <= value <= maximum:
             raise SettingsError(name, f"must be between {minimum} and {maximum}, got {value}")
         return value
@@ -420,13 +427,8 @@ class _Env:
 
     def origins(self, name: str) -> tuple[str, ...]:
         """A comma-separated list of ``scheme://host[:port]`` origins."""
-        raw = self.text(name)
-        if raw is None:
-            return ()
         found = []
-        for item in (part.strip() for part in raw.split(",")):
-            if not item:
-                continue
+        for item in self._items(name):
             parts = urlsplit(item)
             if (
                 parts.scheme not in ("http", "https")
@@ -441,15 +443,17 @@ class _Env:
             found.append(f"{parts.scheme}://{parts.netloc}")
         return tuple(found)
 
-    def proxies(self, name: str) -> tuple[str, ...]:
-        """Comma-separated proxy addresses or networks (``10.0.0.0/8``), or ``*`` for any."""
+    def _items(self, name: str) -> list[str]:
+        """The non-empty items of a comma-separated variable; none when it is unset."""
         raw = self.text(name)
         if raw is None:
-            return ()
+            return []
+        return [item for item in (part.strip() for part in raw.split(",")) if item]
+
+    def proxies(self, name: str) -> tuple[str, ...]:
+        """Comma-separated proxy addresses or networks (``10.0.0.0/8``), or ``*`` for any."""
         found = []
-        for item in (part.strip() for part in raw.split(",")):
-            if not item:
-                continue
+        for item in self._items(name):
             if item != "*":
                 try:
                     ipaddress.ip_network(item, strict=False)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memory.providers.extractors import Extractor, make_extractor
+from memory.providers.extractors import Extractor
 from memory.rules.inputs import Args
 from storage import outbox
 from storage import relations as store
@@ -82,18 +82,16 @@ async def query_relations(
     cap = deps.settings.graph_max_relations
     walk = graph.Traversal(entity, max_hops=hops, max_edges=cap)
     texts: dict[int, str] = {}
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():  # one snapshot for the whole walk
-            while (request := walk.wanted()) is not None:
-                room = cap + 1 + len(walk.edges)  # one more than fits: truncation shows
-                rows = await store.edges_touching(conn, user_id, request.expand, limit=room)
-                rows += await store.role_edges(
-                    conn, user_id, request.owners, request.predicates, limit=room
-                )
-                texts.update((r.memory_id, r.source_text) for r in rows)
-                walk.feed(
-                    graph.Edge(r.id, r.subject, r.predicate, r.object, r.memory_id) for r in rows
-                )
+    # One transaction: one snapshot for the whole walk.
+    async with deps.pool.connection() as conn, conn.transaction():
+        while (request := walk.wanted()) is not None:
+            room = cap + 1 + len(walk.edges)  # one more than fits: truncation shows
+            rows = await store.edges_touching(conn, user_id, request.expand, limit=room)
+            rows += await store.role_edges(
+                conn, user_id, request.owners, request.predicates, limit=room
+            )
+            texts.update((r.memory_id, r.source_text) for r in rows)
+            walk.feed(graph.Edge(r.id, r.subject, r.predicate, r.object, r.memory_id) for r in rows)
     relations = [
         {
             "subject": edge.subject,
@@ -122,12 +120,13 @@ async def extract_relations(
     first, so nothing costly (an LLM call) is spent on a job that owes
     nothing; an entry is committed before any job for it is sent. The memory's outbox entry goes
     with the edges' transaction (or now, for a forgotten memory). Extraction
-    failures (:class:`~memory.extractors.ExtractionError`) and database errors
+    failures (:class:`~memory.providers.extractors.ExtractionError`) and database errors
     propagate so that the job is retried, and the entry stays; the memory
-    itself is never touched. With ``RELATION_EXTRACTOR=off`` the memory's old
-    edges are removed.
+    itself is never touched. With no extractor (``extractor`` and
+    ``deps.extractor`` both None: ``RELATION_EXTRACTOR=off`` in this process)
+    the memory's old edges are removed.
     """
-    chosen = extractor or deps.extractor or make_extractor(deps.settings)
+    chosen = extractor or deps.extractor
     async with deps.pool.connection() as conn:
         if not await outbox.is_owed(conn, memory_id):
             return None
@@ -348,7 +347,7 @@ async def rebuild_relations(
     summary = RebuildSummary()
     async with deps.pool.connection() as conn, conn.transaction():
         summary.memories = await outbox.owe_all(conn, user_id, hold_s=hold_s)
-    extractor = deps.extractor or make_extractor(deps.settings)
+    extractor = deps.extractor
     gate = asyncio.Semaphore(REBUILD_CONCURRENCY)
 
     async def one(entry: outbox.Owed) -> None:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from config.settings import Settings, SettingsError
 from memory import graph
 
 __all__ = [
@@ -28,8 +28,8 @@ __all__ = [
     "ExtractionError",
     "Extractor",
     "LLMExtractor",
+    "ClientFactory",
     "RulesExtractor",
-    "make_extractor",
 ]
 
 #: Seconds one chat-completions request may take (connect, read, write, pool).
@@ -38,6 +38,9 @@ LLM_TIMEOUT_S = 60.0
 LLM_MAX_RELATIONS = 50
 #: Longest memory text sent to the LLM, in characters (MAX_TEXT_CHARS' default).
 _LLM_MAX_INPUT = 16_000
+
+#: Opens a fresh ``httpx.AsyncClient``; the composition root passes ``httpx.AsyncClient``.
+ClientFactory = Callable[[], httpx.AsyncClient]
 
 SYSTEM_PROMPT = """\
 You extract a personal knowledge graph from one stored memory about a user.
@@ -113,9 +116,13 @@ class LLMExtractor:
         model: str,
         api_key: str | None = None,
         timeout_s: float = LLM_TIMEOUT_S,
-        client: httpx.AsyncClient | None = None,
+        client: httpx.AsyncClient | ClientFactory,
     ) -> None:
-        """``client``: a shared ``httpx.AsyncClient``; without one each call opens its own."""
+        """``client``: a shared ``httpx.AsyncClient`` (never closed here), or a factory.
+
+        With a factory each call opens its own client and closes it when the
+        call ends. Both come from the composition root (``bootstrap.providers``).
+        """
         self.model = model
         self._url = f"{base_url.rstrip('/')}/chat/completions"
         self._api_key = api_key
@@ -128,9 +135,9 @@ class LLMExtractor:
         return f"LLMExtractor(url={self._url!r}, model={self.model!r})"
 
     async def extract(self, text: str) -> list[graph.Relation]:
-        if self._client is not None:
+        if isinstance(self._client, httpx.AsyncClient):
             return await self._extract(self._client, text)
-        async with httpx.AsyncClient() as client:
+        async with self._client() as client:
             return await self._extract(client, text)
 
     async def _extract(self, client: httpx.AsyncClient, text: str) -> list[graph.Relation]:
@@ -209,25 +216,3 @@ def parse_answer(content: str) -> list[graph.Relation]:
         if len(found) >= LLM_MAX_RELATIONS:
             break
     return found
-
-
-def make_extractor(
-    settings: Settings, *, client: httpx.AsyncClient | None = None
-) -> Extractor | None:
-    """The extractor ``RELATION_EXTRACTOR`` asks for; None when it is ``off``."""
-    if settings.relation_extractor == "off":
-        return None
-    if settings.relation_extractor == "rules":
-        return RulesExtractor()
-    if settings.relation_extractor == "llm":
-        if not settings.llm_base_url:
-            raise SettingsError("LLM_BASE_URL", "is required with RELATION_EXTRACTOR=llm")
-        if not settings.llm_model:
-            raise SettingsError("LLM_MODEL", "is required with RELATION_EXTRACTOR=llm")
-        return LLMExtractor(
-            base_url=settings.llm_base_url,
-            model=settings.llm_model,
-            api_key=settings.llm_api_key,
-            client=client,
-        )
-    raise SettingsError("RELATION_EXTRACTOR", f"unknown extractor {settings.relation_extractor!r}")

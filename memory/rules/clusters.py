@@ -79,7 +79,7 @@ def cluster_pairs(pairs: Iterable[tuple[int, int, float]]) -> list[Cluster]:
     members: dict[int, list[int]] = {}
     strongest: dict[int, float] = {}
     counts: dict[int, int] = {}
-    for (a, b), similarity in best.items():
+    for (a, _b), similarity in best.items():
         root = forest.find(a)
         counts[root] = counts.get(root, 0) + 1
         if similarity > strongest.get(root, float("-inf")):

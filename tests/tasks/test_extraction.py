@@ -17,12 +17,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import dramatiq
+import httpx
 import psycopg
 import pytest
 
+from bootstrap.providers import make_extractor
+from config.settings import SettingsError
 from memory.deps import Deps
 from memory.graph import Relation
-from memory.providers.extractors import ExtractionError, LLMExtractor, make_extractor
+from memory.providers.extractors import ExtractionError, LLMExtractor
 from memory.service import USE_CASES
 from storage.pool import make_pool
 from tasks.actors import BACKGROUND_QUEUE, WorkerResources, declare_actors, extraction_hook
@@ -51,7 +54,11 @@ def completion(content: str) -> tuple[int, str, float]:
 def relations_answer(*triples: tuple[str, str, str]) -> tuple[int, str, float]:
     return completion(
         json.dumps(
-            {"relations": [dict(zip(("subject", "predicate", "object"), t)) for t in triples]}
+            {
+                "relations": [
+                    dict(zip(("subject", "predicate", "object"), t, strict=True)) for t in triples
+                ]
+            }
         )
     )
 
@@ -121,6 +128,7 @@ def llm() -> Iterator[ChatServer]:
 
 
 def extractor(llm: ChatServer, **kw: Any) -> LLMExtractor:
+    kw.setdefault("client", httpx.AsyncClient)  # one client per call, as the factory builds it
     return LLMExtractor(base_url=llm.url, model="test-model", api_key="sk-test-key", **kw)
 
 
@@ -223,7 +231,9 @@ async def test_a_timeout_raises_extraction_error(llm):
 
 
 async def test_an_unreachable_endpoint_raises_extraction_error():
-    ex = LLMExtractor(base_url="http://127.0.0.1:9/v1", model="m", timeout_s=2)
+    ex = LLMExtractor(
+        base_url="http://127.0.0.1:9/v1", model="m", timeout_s=2, client=httpx.AsyncClient
+    )
     with pytest.raises(ExtractionError, match="could not be reached"):
         await ex.extract("Dana is my manager.")
 
@@ -247,6 +257,10 @@ def test_make_extractor_follows_the_settings(settings):
         settings.with_overrides(relation_extractor="llm", llm_base_url="http://x/v1", llm_model="m")
     )
     assert llm is not None and llm.name == "llm" and "sk" not in repr(llm)
+    with pytest.raises(SettingsError, match="^LLM_MODEL: is required with RELATION_EXTRACTOR=llm$"):
+        make_extractor(
+            settings.with_overrides(relation_extractor="llm", llm_base_url="http://x/v1")
+        )
 
 
 # --- the Dramatiq job -------------------------------------------------------------------------------
@@ -365,7 +379,10 @@ async def test_the_rules_extractor_runs_as_a_job_too(clean_db, settings, embedde
     async def build() -> Deps:
         pool = make_pool(clean_db, min_size=1, max_size=2, name="test-rules-worker")
         await pool.open(wait=True)
-        return Deps(settings=settings, pool=pool, embedder=embedder)
+        # The composition root passes the extractor; None would mean extraction is off.
+        return Deps(
+            settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
+        )
 
     async def close(d: Deps) -> None:
         await d.pool.close()

@@ -15,7 +15,7 @@ def unit_rows(a: np.ndarray) -> np.ndarray:
 def pairs(vectors: np.ndarray, **kw) -> list[tuple[int, int, float]]:
     rows, cols, sims = knn.neighbour_pairs(vectors, **kw)
     assert rows.dtype == cols.dtype == np.int64 and sims.dtype == np.float32
-    return list(zip(rows.tolist(), cols.tolist(), sims.tolist()))
+    return list(zip(rows.tolist(), cols.tolist(), sims.tolist(), strict=True))
 
 
 def brute_force(

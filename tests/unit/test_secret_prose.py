@@ -1,4 +1,4 @@
-"""Credentials stated in plain words (memory.secret_prose, via detect_secret)."""
+"""Credentials stated in plain words (memory.rules.secret_prose, via detect_secret)."""
 
 from __future__ import annotations
 
