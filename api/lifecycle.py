@@ -29,10 +29,10 @@ import uvicorn
 from auth.accounts import ensure_login_user
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
+from bootstrap.providers import make_embedder, make_extractor
 from config.settings import Settings
 from memory.deps import Deps
-from memory.providers.embedders import Embedder, make_embedder
-from memory.providers.extractors import make_extractor
+from memory.providers.embedders import Embedder
 from memory.relations import sweep_forever
 from storage.embedded import start_embedded
 from storage.errors import StorageError

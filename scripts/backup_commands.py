@@ -78,8 +78,8 @@ async def _export(settings: Settings, username: str | None, out: TextIO, bar: _B
 async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> Any:
     from api.lifecycle import resolve_database
     from auth.accounts import normalize_username
+    from bootstrap.providers import make_embedder
     from memory.backup import DEFAULT_IMPORT_BATCH, import_store
-    from memory.providers.embedders import make_embedder
     from scripts.database import admin_pool
     from storage.migrate import migrate
 

@@ -121,9 +121,8 @@ def _worker(settings: Settings, threads: int) -> int:
     import dramatiq
 
     from api.lifecycle import open_deps, require_broker, resolve_database
+    from bootstrap.providers import make_embedder, make_extractor
     from memory.deps import Deps
-    from memory.providers.embedders import make_embedder
-    from memory.providers.extractors import make_extractor
     from storage.migrate import check_schema
     from tasks.actors import (
         WorkerResources,
@@ -201,7 +200,7 @@ async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
 
 async def _migrate(settings: Settings) -> list[int]:
     from api.lifecycle import resolve_database
-    from memory.providers.embedders import make_embedder
+    from bootstrap.providers import make_embedder
     from storage.migrate import migrate
 
     dsn = await resolve_database(settings)

@@ -88,8 +88,8 @@ async def run(
 ) -> Summary:
     """Re-embed every stale row (or, with ``dry_run``, count them and change nothing)."""
     from api.lifecycle import open_deps, resolve_database
+    from bootstrap.providers import make_embedder
     from memory import reembedding
-    from memory.providers.embedders import make_embedder
     from storage.migrate import check_schema
 
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
@@ -364,7 +364,7 @@ def serve_batches(settings: Settings, threads: int) -> int:
     import dramatiq
 
     from api.lifecycle import open_deps, resolve_database
-    from memory.providers.embedders import make_embedder
+    from bootstrap.providers import make_embedder
     from storage.migrate import check_schema
     from tasks.actors import WorkerResources, declare_actors, reembed_queue, resources_ready
     from tasks.broker import make_broker

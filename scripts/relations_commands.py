@@ -27,8 +27,8 @@ def add_parsers(sub: Any) -> None:
 
 async def _rebuild(settings: Settings, username: str | None) -> Any:
     from auth.accounts import normalize_username
+    from bootstrap.providers import make_extractor
     from memory.deps import Deps
-    from memory.providers.extractors import make_extractor
     from memory.relations import rebuild_relations
     from scripts.database import admin_pool
     from storage.migrate import check_schema

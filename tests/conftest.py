@@ -104,9 +104,12 @@ def make_user(dsn: str, username: str) -> int:
 
 @pytest.fixture
 def deps(clean_db, pool, embedder, settings):
+    from bootstrap.providers import make_extractor
     from memory.deps import Deps
 
-    return Deps(settings=settings, pool=pool, embedder=embedder)
+    return Deps(
+        settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
+    )
 
 
 @pytest.fixture

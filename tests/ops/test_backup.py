@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import numpy as np
 import psycopg
 import pytest
@@ -351,7 +352,13 @@ async def test_one_account_goes_into_another_and_other_models_lose_learned_conte
         summary = await export_store(deps.pool, out.write, username="alice")
     assert summary.memories == 9 and summary.users == 1
     fake, base_url = other_model
-    embedder = OpenAIEmbedder(base_url=base_url, model="other-embedder", dimensions=TEST_DIMENSIONS)
+    embedder = OpenAIEmbedder(
+        base_url=base_url,
+        model="other-embedder",
+        dimensions=TEST_DIMENSIONS,
+        client=httpx.AsyncClient(),
+        owns_client=True,
+    )
     try:
         result = await import_store(target.pool, embedder, path, into_user="carol", batch_size=3)
     finally:

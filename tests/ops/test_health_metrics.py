@@ -12,6 +12,7 @@ from typing import Any
 
 import dramatiq
 import falcon.testing
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -29,8 +30,8 @@ from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tests.api.conftest import Mcp
 from tests.conftest import QUEUE_NAMESPACE, make_user
-from tests.tasks.test_queue import _count
 from tests.providers.test_openai_embedder import FakeProvider, Reply, serve_provider
+from tests.tasks.test_queue import _count
 
 METRICS_TOKEN = "scrape-token-5b1e0c7d9a"
 PUBLIC_URL = "https://mem.example"
@@ -211,7 +212,14 @@ async def test_readyz_is_503_while_the_embedder_fails_and_200_once_it_answers(
 ) -> None:
     provider, base_url = failing_provider
     provider.script = [Reply(status=500, body=b'{"error": {"message": "overloaded"}}')]
-    embedder = OpenAIEmbedder(base_url=base_url, model="m", dimensions=384, max_attempts=1)
+    embedder = OpenAIEmbedder(
+        base_url=base_url,
+        model="m",
+        dimensions=384,
+        max_attempts=1,
+        client=httpx.AsyncClient(),
+        owns_client=True,
+    )
     settings = ops_settings()
     runtime = Runtime(
         settings,

@@ -29,10 +29,11 @@ import numpy as np
 import psycopg
 import pytest
 
+from bootstrap.providers import make_embedder
 from config.settings import Settings
 from memory.deps import Deps
 from memory.errors import MemoryServiceError
-from memory.providers.embedders import LOCAL_MODEL_ID, LocalEmbedder, make_embedder
+from memory.providers.embedders import LOCAL_MODEL_ID, LocalEmbedder
 from memory.service import USE_CASES
 from scripts import cli, reembed
 from storage.errors import StorageError

@@ -19,10 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import dramatiq
+import httpx
 import psycopg
 import pytest
 import redis
 
+from bootstrap.providers import make_extractor
 from memory.backup import export_store, import_store
 from memory.deps import Deps
 from memory.graph import Relation
@@ -483,7 +485,9 @@ async def test_redis_down_after_the_commit_then_the_sweep_sends_once_it_is_back(
     async def build() -> Deps:
         pool = make_pool(clean_db, min_size=1, max_size=2, name="test-outbox-worker")
         await pool.open(wait=True)
-        return Deps(settings=settings, pool=pool, embedder=embedder)
+        return Deps(
+            settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
+        )
 
     async def close(d: Deps) -> None:
         await d.pool.close()
@@ -667,7 +671,10 @@ async def test_a_failed_rebuild_leaves_its_memories_owed(deps, alice, clean_db):
         from memory.providers.extractors import LLMExtractor
 
         broken = dataclasses.replace(
-            deps, extractor=LLMExtractor(base_url=chat.url, model="m", timeout_s=2)
+            deps,
+            extractor=LLMExtractor(
+                base_url=chat.url, model="m", timeout_s=2, client=httpx.AsyncClient
+            ),
         )
         summary = await rebuild_relations(broken, alice)
     finally:
