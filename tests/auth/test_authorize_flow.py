@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -33,51 +32,22 @@ from auth.authorize_flow import (
 )
 from auth.oauth_errors import OAuthError
 from auth.throttle import SignIn
-from storage.oauth import ClientRow
+from tests.auth.samples import CLIENT, REDIRECT, RESOURCE, authorization_params
 
-CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
-REDIRECT = "https://claude.ai/api/mcp/auth_callback"
-RESOURCE = "https://mem.example/mcp"
 OWN_ORIGIN = "https://mem.example"
 TOKEN = "t" * 43
-CLIENT = ClientRow(
-    client_id="c1",
-    client_secret_hash=None,
-    client_name="Claude",
-    redirect_uris=[REDIRECT],
-    grant_types=["authorization_code", "refresh_token"],
-    response_types=["code"],
-    scope="memory:read memory:write",
-    token_endpoint_auth_method="none",
-    application_type=None,
-    metadata={},
-    created_at=datetime.now(UTC),
-)
-
-
-def _params(**changes: str | None) -> list[tuple[str, str]]:
-    base: dict[str, str | None] = {
-        "response_type": "code",
-        "client_id": "c1",
-        "redirect_uri": REDIRECT,
-        "state": "s",
-        "code_challenge": CHALLENGE,
-        "code_challenge_method": "S256",
-    }
-    base.update(changes)
-    return [(k, v) for k, v in base.items() if v is not None]
 
 
 def _get(params: list[tuple[str, str]] | None = None, **facts: Any) -> AuthorizeFacts:
     facts.setdefault("client", CLIENT)
-    return AuthorizeFacts(params=params or _params(), resource_url=RESOURCE, **facts)
+    return AuthorizeFacts(params=params or authorization_params(), resource_url=RESOURCE, **facts)
 
 
 def _post(
     form: dict[str, str], params: list[tuple[str, str]] | None = None, **facts: Any
 ) -> AuthorizeFacts:
     """A POST of one of our forms: a same-site origin and the right CSRF token unless changed."""
-    pairs = (params or _params()) + list(form.items())
+    pairs = (params or authorization_params()) + list(form.items())
     fields = {csrf.FIELD: TOKEN, **form}
     facts.setdefault("client", CLIENT)
     facts.setdefault("origin", OWN_ORIGIN)
@@ -127,12 +97,12 @@ CASES: list[tuple[str, AuthorizeFacts, tuple[Any, ...]]] = [
     ),
     (
         "no client_id",
-        _get(_params(client_id=None), client=None),
+        _get(authorization_params(client_id=None), client=None),
         ("error page", 400, CANNOT_CONTINUE, "The request names no client (client_id)."),
     ),
     (
         "unregistered redirect URI",
-        _get(_params(redirect_uri="https://evil.example/cb")),
+        _get(authorization_params(redirect_uri="https://evil.example/cb")),
         (
             "error page",
             400,
@@ -155,17 +125,17 @@ CASES: list[tuple[str, AuthorizeFacts, tuple[Any, ...]]] = [
     # -- other parameters: back to the client (302 for a GET, 303 for a POST)
     (
         "bad response_type",
-        _get(_params(response_type="token")),
+        _get(authorization_params(response_type="token")),
         ("error redirect", "unsupported_response_type", "s", False),
     ),
     (
         "repeated state is not echoed",
-        _get(_params() + [("state", "t")]),
+        _get(authorization_params() + [("state", "t")]),
         ("error redirect", "invalid_request", None, False),
     ),
     (
         "bad parameter in a POST",
-        _post(LOGIN, _params(code_challenge=None)),
+        _post(LOGIN, authorization_params(code_challenge=None)),
         ("error redirect", "invalid_request", "s", True),
     ),
     # -- GET: the session decides between the sign-in page and going on
@@ -182,12 +152,12 @@ CASES: list[tuple[str, AuthorizeFacts, tuple[Any, ...]]] = [
     ),
     (
         "prompt=login ignores the session",
-        _get(_params(prompt="login"), session_checked=True, session_user=7),
+        _get(authorization_params(prompt="login"), session_checked=True, session_user=7),
         ("login", 200, "", None, None),
     ),
     (
         "prompt=login does not even ask",
-        _get(_params(prompt="login")),
+        _get(authorization_params(prompt="login")),
         ("login", 200, "", None, None),
     ),
     # -- POST: Origin first, then CSRF
@@ -285,9 +255,13 @@ def test_decide(facts: AuthorizeFacts, expected: tuple[Any, ...]) -> None:
 
 
 def test_the_request_carried_is_the_validated_one() -> None:
-    step = decide(_get(_params(scope="memory:read"), session_checked=True, session_user=7))
+    step = decide(
+        _get(authorization_params(scope="memory:read"), session_checked=True, session_user=7)
+    )
     assert isinstance(step, Proceed)
-    assert step.request == validate(_params(scope="memory:read"), CLIENT, REDIRECT, RESOURCE)
+    assert step.request == validate(
+        authorization_params(scope="memory:read"), CLIENT, REDIRECT, RESOURCE
+    )
     assert step.request.scope == "memory:read"
 
 
@@ -345,7 +319,7 @@ def test_is_cross_site(origin: str | None, cross: bool) -> None:
     ],
 )
 def test_consent_given(scope: str, prompt: str | None, allowed: str | None, given: bool) -> None:
-    request = validate(_params(scope=scope, prompt=prompt), CLIENT, REDIRECT, RESOURCE)
+    request = validate(authorization_params(scope=scope, prompt=prompt), CLIENT, REDIRECT, RESOURCE)
     assert consent_given(request, allowed) is given
 
 
