@@ -1,7 +1,9 @@
 """``/oauth/*``: registration, authorization (sign-in and consent pages), token, revocation.
 
-The protocol decisions live in ``auth``; this module reads requests,
-renders pages and writes responses. Endpoints (SUPPLEMENT §8):
+The protocol decisions live in ``auth``; this module and its siblings
+(``api.oauth_authorize`` for the pages, ``api.oauth_http`` for bodies and
+replies, ``api.oauth_services`` for the collaborators) read requests,
+render pages and write responses. Endpoints (SUPPLEMENT §8):
 
 - ``POST /oauth/register`` (RFC 7591): JSON in, 201 with the client
   information; 403 when ``OAUTH_ALLOW_DYNAMIC_REGISTRATION`` is off.

@@ -21,7 +21,6 @@ from api.oauth_pages import STYLE_HASH, consent_page, error_page, login_page
 from api.oauth_services import Collaborators, OAuthServices
 from auth import csrf
 from auth.authorize import (
-    AuthorizationRequest,
     echoed_fields,
     error_answer,
     named_client_id,
@@ -172,7 +171,7 @@ class Authorize:
         self._page(resp, 200, html, redirect_uri=request.redirect_uri)
 
     def _login(self, resp: falcon.asgi.Response, page: LoginPage, facts: AuthorizeFacts) -> None:
-        request: AuthorizationRequest = page.request
+        request = page.request
         html = login_page(
             action=self._action,
             fields=echoed_fields(facts.params),
@@ -203,7 +202,7 @@ class Authorize:
 
     def _csrf_token(self, resp: falcon.asgi.Response, facts: AuthorizeFacts) -> str:
         """The browser's CSRF token for the next form, or a new one set as its cookie."""
-        if facts.csrf_cookie is not None and presentable(facts.csrf_cookie):
+        if presentable(facts.csrf_cookie):
             return facts.csrf_cookie
         token = csrf.new_token()
         self._set_cookie(resp, self._cookies.csrf, token, None)

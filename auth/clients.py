@@ -213,7 +213,6 @@ class Clients:
         """The registered client ``client_id`` names; None for no id or one we never issued."""
         if not presentable(client_id):
             return None
-        assert client_id is not None
         async with self._pool.connection() as conn:
             return await oauth.get_client(conn, client_id)
 
@@ -240,7 +239,6 @@ def _proven(client: ClientRow, creds: ClientCredentials) -> ClientRow:
         raise invalid_client(
             "This client must authenticate with its client_secret.", basic_auth=creds.basic
         )
-    assert secret is not None
     if not hmac.compare_digest(digest(secret), client.client_secret_hash):
         raise invalid_client("Client authentication failed.", basic_auth=creds.basic)
     return client

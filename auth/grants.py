@@ -306,7 +306,7 @@ class Grants:
     async def revoke_cli_token(self, token: str) -> bool:
         """Revoke an ``ownsona token`` access token on its own say-so; False if it is not one.
 
-        Such a token has no client to authenticate (see ``api.oauth``); a valid
+        Such a token has no client to authenticate (see :func:`auth.token_endpoint.revoke`); a valid
         signature is its proof. Anything else is left to :meth:`revoke`.
         """
         if not isinstance(token, str) or token.count(".") != 2 or len(token) > MAX_TOKEN_CHARS:

@@ -59,7 +59,6 @@ class Sessions:
         """The signed-in user of a cookie value, or None."""
         if not presentable(session_id):
             return None
-        assert session_id is not None
         async with self._pool.connection() as conn:
             return await oauth.session_user(conn, digest(session_id))
 
