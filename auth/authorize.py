@@ -74,6 +74,12 @@ def single(params: Params, name: str) -> str | None:
     return values[0] if values else None
 
 
+def named_client_id(params: Params) -> str | None:
+    """The client_id to look up: the one value sent, or None when absent or repeated."""
+    values = [v for k, v in params if k == "client_id"]
+    return values[0] if len(values) == 1 else None
+
+
 def trusted_redirect(params: Params, client: ClientRow | None) -> str:
     """The redirect URI once the client and URI are verified; :class:`AuthorizePageError` else."""
     try:
@@ -152,3 +158,24 @@ def echoed_fields(params: Params) -> list[tuple[str, str]]:
         if key in PARAMETERS and key not in seen:
             seen[key] = value
     return list(seen.items())
+
+
+def consent_given(request: AuthorizationRequest, allowed: str | None) -> bool:
+    """True when the user already allowed this request's scope and the request does not ask again."""
+    if allowed is None or "consent" in request.prompt:
+        return False
+    return set(request.scope.split()) <= set(allowed.split())
+
+
+def redirect_params(answer: dict[str, str], state: str | None, issuer: str) -> dict[str, str]:
+    """The query of a redirect to the client: the answer, ``state`` if sent, ``iss`` (RFC 9207 §2)."""
+    params = dict(answer)
+    if state is not None:
+        params["state"] = state
+    params["iss"] = issuer
+    return params
+
+
+def error_answer(ex: OAuthError) -> dict[str, str]:
+    """An error answer for the redirect URI (RFC 6749 §4.1.2.1)."""
+    return {"error": ex.error, "error_description": ex.description}

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 
 from auth.oauth_errors import OAuthError, invalid_client
 from auth.opaque import digest, new_secret, presentable
@@ -143,27 +143,6 @@ def validate_metadata(raw: object) -> dict[str, Any]:
     return metadata
 
 
-async def register_client(conn: AsyncConnection, raw: object) -> Registration:
-    """Validate and store a client (RFC 7591 §3.1); its secret is in the result only."""
-    metadata = validate_metadata(raw)
-    method = metadata["token_endpoint_auth_method"]
-    secret = None if method == "none" else new_secret()
-    row = await oauth.insert_client(
-        conn,
-        client_id=new_secret()[:32],
-        client_secret_hash=None if secret is None else digest(secret),
-        client_name=metadata.get("client_name"),
-        redirect_uris=metadata["redirect_uris"],
-        grant_types=metadata["grant_types"],
-        response_types=metadata["response_types"],
-        scope=metadata["scope"],
-        token_endpoint_auth_method=method,
-        application_type=metadata.get("application_type"),
-        metadata=metadata,
-    )
-    return Registration(row, secret)
-
-
 @dataclass(frozen=True)
 class ClientCredentials:
     """What a token or revocation request presented to identify its client."""
@@ -203,14 +182,52 @@ def client_credentials(form: dict[str, str], authorization: str | None) -> Clien
     return ClientCredentials(basic_id, basic_secret, basic=True)
 
 
-async def authenticate_client(conn: AsyncConnection, creds: ClientCredentials) -> ClientRow:
-    """The client the credentials prove; :class:`OAuthError` ``invalid_client`` (401) otherwise."""
-    if not presentable(creds.client_id):
-        raise invalid_client("client_id is required.", basic_auth=creds.basic)
-    assert creds.client_id is not None
-    client = await oauth.get_client(conn, creds.client_id)
-    if client is None:
-        raise invalid_client("Unknown client.", basic_auth=creds.basic)
+class Clients:
+    """The registered clients: registration, lookup and authentication, over the pool."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def register(self, raw: object) -> Registration:
+        """Validate and store a client (RFC 7591 §3.1); its secret is in the result only."""
+        metadata = validate_metadata(raw)
+        method = metadata["token_endpoint_auth_method"]
+        secret = None if method == "none" else new_secret()
+        async with self._pool.connection() as conn:
+            row = await oauth.insert_client(
+                conn,
+                client_id=new_secret()[:32],
+                client_secret_hash=None if secret is None else digest(secret),
+                client_name=metadata.get("client_name"),
+                redirect_uris=metadata["redirect_uris"],
+                grant_types=metadata["grant_types"],
+                response_types=metadata["response_types"],
+                scope=metadata["scope"],
+                token_endpoint_auth_method=method,
+                application_type=metadata.get("application_type"),
+                metadata=metadata,
+            )
+        return Registration(row, secret)
+
+    async def find(self, client_id: str | None) -> ClientRow | None:
+        """The registered client ``client_id`` names; None for no id or one we never issued."""
+        if not presentable(client_id):
+            return None
+        async with self._pool.connection() as conn:
+            return await oauth.get_client(conn, client_id)
+
+    async def authenticate(self, creds: ClientCredentials) -> ClientRow:
+        """The client the credentials prove; :class:`OAuthError` ``invalid_client`` (401) otherwise."""
+        if not presentable(creds.client_id):
+            raise invalid_client("client_id is required.", basic_auth=creds.basic)
+        client = await self.find(creds.client_id)
+        if client is None:
+            raise invalid_client("Unknown client.", basic_auth=creds.basic)
+        return _proven(client, creds)
+
+
+def _proven(client: ClientRow, creds: ClientCredentials) -> ClientRow:
+    """``client`` when ``creds`` carry exactly the secret it needs (none for a public one)."""
     if client.client_secret_hash is None:
         if creds.client_secret:
             raise invalid_client(
@@ -222,7 +239,6 @@ async def authenticate_client(conn: AsyncConnection, creds: ClientCredentials) -
         raise invalid_client(
             "This client must authenticate with its client_secret.", basic_auth=creds.basic
         )
-    assert secret is not None
     if not hmac.compare_digest(digest(secret), client.client_secret_hash):
         raise invalid_client("Client authentication failed.", basic_auth=creds.basic)
     return client

@@ -4,8 +4,8 @@ The browser gets a random token in an ``HttpOnly``, ``SameSite=Lax``
 cookie (``__Host-`` prefixed under https), and every form carries the same
 token in a hidden field. A cross-site page can make the browser send the
 cookie but can neither read it nor guess it, so it cannot fill the field.
-Comparison is constant-time. ``api/oauth.py`` also refuses a POST whose
-``Origin`` header names another site.
+Comparison is constant-time. :func:`auth.authorize_flow.decide` also refuses
+a POST whose ``Origin`` header names another site.
 """
 
 from __future__ import annotations
@@ -25,5 +25,4 @@ def new_token() -> str:
 def token_matches(cookie_value: str | None, form_value: str | None) -> bool:
     if not presentable(cookie_value) or not presentable(form_value):
         return False
-    assert cookie_value is not None and form_value is not None
     return hmac.compare_digest(cookie_value.encode(), form_value.encode())

@@ -15,7 +15,7 @@ from typing import Literal
 
 BearerErrorCode = Literal["invalid_request", "invalid_token", "insufficient_scope"]
 AccountProblem = Literal[
-    "duplicate_username", "invalid_username", "invalid_password", "unknown_user"
+    "duplicate_username", "invalid_username", "invalid_password", "unknown_user", "account_disabled"
 ]
 
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from auth.authorize import AuthorizationRequest
 from auth.errors import BearerError
 from auth.keys import KeyStore
 from auth.loopback import same_resource
@@ -130,17 +131,9 @@ class Grants:
         self._settings = settings
 
     async def issue_code(
-        self,
-        conn: AsyncConnection,
-        *,
-        client_id: str,
-        user_id: int,
-        redirect_uri: str,
-        code_challenge: str,
-        scope: str,
-        resource: str,
+        self, conn: AsyncConnection, request: AuthorizationRequest, user_id: int
     ) -> str:
-        """A new authorization code, stored as a digest in the caller's transaction.
+        """A new authorization code for ``request``, stored as a digest in the caller's transaction.
 
         Also sweeps what has expired (codes, revocations, sessions, old
         sign-in failures): cheap indexed deletes, at the pace codes are made.
@@ -150,12 +143,12 @@ class Grants:
         await oauth.insert_code(
             conn,
             code_hash=digest(code),
-            client_id=client_id,
+            client_id=request.client.client_id,
             user_id=user_id,
-            redirect_uri=redirect_uri,
-            code_challenge=code_challenge,
-            scope=scope,
-            resource=resource,
+            redirect_uri=request.redirect_uri,
+            code_challenge=request.code_challenge,
+            scope=request.scope,
+            resource=request.resource,
             expires_at=_now() + timedelta(seconds=CODE_TTL_S),
         )
         return code
@@ -285,9 +278,9 @@ class Grants:
         if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS:
             return
         looks_like_jwt = token.count(".") == 2
-        if token_type_hint == "refresh_token" or not looks_like_jwt:
-            if await self._revoke_refresh(token, client) or not looks_like_jwt:
-                return
+        refresh_first = token_type_hint == "refresh_token" or not looks_like_jwt
+        if refresh_first and (await self._revoke_refresh(token, client) or not looks_like_jwt):
+            return
         await self._revoke_access(token, client)
 
     async def _revoke_refresh(self, token: str, client: ClientRow) -> bool:
@@ -313,7 +306,7 @@ class Grants:
     async def revoke_cli_token(self, token: str) -> bool:
         """Revoke an ``ownsona token`` access token on its own say-so; False if it is not one.
 
-        Such a token has no client to authenticate (see ``api.oauth``); a valid
+        Such a token has no client to authenticate (see :func:`auth.token_endpoint.revoke`); a valid
         signature is its proof. Anything else is left to :meth:`revoke`.
         """
         if not isinstance(token, str) or token.count(".") != 2 or len(token) > MAX_TOKEN_CHARS:

@@ -64,7 +64,7 @@ def _raisable(cls: _E) -> _E:
         else:
             frozen_setattr(self, name, value)
 
-    cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
+    cls.__setattr__ = __setattr__  # type: ignore[method-assign]
     return cls
 
 

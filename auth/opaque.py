@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import TypeGuard
 
 #: Bytes of randomness in every opaque secret.
 SECRET_BYTES = 32
@@ -26,6 +27,6 @@ def digest(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def presentable(value: object) -> bool:
+def presentable(value: object) -> TypeGuard[str]:
     """Whether a presented value is worth looking up at all."""
     return isinstance(value, str) and 0 < len(value) <= MAX_PRESENTED_CHARS

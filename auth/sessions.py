@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from auth.opaque import digest, new_secret, presentable
@@ -42,18 +41,24 @@ class Sessions:
         self._pool = pool
         self.ttl_s = ttl_s
 
-    async def start(self, conn: AsyncConnection, user_id: int) -> str:
-        """A new session id for ``user_id`` (the cookie value), in the caller's transaction."""
+    async def start(self, user_id: int, replacing: str | None = None) -> str:
+        """A new session id for ``user_id`` (the cookie value).
+
+        ``replacing`` is the session the browser held before this sign-in;
+        it ends once the new one is stored.
+        """
         session_id = new_secret()
         expires = datetime.now(UTC) + timedelta(seconds=self.ttl_s)
-        await oauth.insert_session(conn, digest(session_id), user_id, expires)
+        async with self._pool.connection() as conn:
+            await oauth.insert_session(conn, digest(session_id), user_id, expires)
+        if replacing is not None:
+            await self.end(replacing)
         return session_id
 
     async def user(self, session_id: str | None) -> int | None:
         """The signed-in user of a cookie value, or None."""
         if not presentable(session_id):
             return None
-        assert session_id is not None
         async with self._pool.connection() as conn:
             return await oauth.session_user(conn, digest(session_id))
 

@@ -41,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 from psycopg_pool import AsyncConnectionPool
 
 from auth.accounts import authenticate_password
+from auth.errors import AccountError
 from storage import login_attempts, oauth
 
 logger = logging.getLogger("ownsona.auth.login")
@@ -80,11 +81,13 @@ class Reservation:
 
 @dataclass(frozen=True)
 class SignIn:
-    """The outcome of a sign-in attempt: exactly one of the fields is set."""
+    """The outcome of a sign-in attempt: at most one of the fields is set (none: refused)."""
 
     user_id: int | None = None
     #: Whole seconds to wait before trying again (throttled; the password was not checked).
     retry_after_s: int | None = None
+    #: The right password of a disabled account: what to tell its owner.
+    disabled: str | None = None
 
 
 def _utcnow() -> datetime:
@@ -118,7 +121,14 @@ class LoginGuard:
             return SignIn(retry_after_s=max(1, math.ceil(reserved.wait_s)))
         # An exception from here on (a dropped client, a lost database) leaves the
         # reservation standing as a failure: an attempt is never free for the attacker.
-        user_id = await authenticate_password(self._pool, username, password)
+        try:
+            user_id = await authenticate_password(self._pool, username, password)
+        except AccountError as ex:
+            # Raised only for the right password of a disabled account; its
+            # reservation stays recorded as a failure, like any refusal.
+            if ex.problem != "account_disabled":
+                raise
+            return SignIn(disabled=ex.message)
         async with self._pool.connection() as conn:
             if user_id is None:
                 await login_attempts.confirm_failure(

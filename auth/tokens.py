@@ -20,7 +20,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, NoReturn, NotRequired, TypedDict, TypeGuard, Unpack
 
 from joserfc import jws, jwt
 from joserfc.errors import JoseError
@@ -77,15 +77,20 @@ class IssuedToken:
     issued_at: int = 0
 
 
+class TokenClaims(TypedDict):
+    """Who and what an access token is for (:func:`mint_access_token`'s keywords)."""
+
+    user_id: int
+    client_id: str
+    scope: str
+    #: Seconds the token is valid for; None means the setting.
+    ttl_s: NotRequired[int | None]
+    #: The issue time, in seconds since the epoch; None means now.
+    now: NotRequired[float | None]
+
+
 def issue_access_token(
-    keystore: KeyStore,
-    settings: Settings,
-    *,
-    user_id: int,
-    client_id: str,
-    scope: str,
-    ttl_s: int | None = None,
-    now: float | None = None,
+    keystore: KeyStore, settings: Settings, **claims: Unpack[TokenClaims]
 ) -> str:
     """A signed access token for ``user_id``, valid ``ttl_s`` seconds (default: the setting).
 
@@ -93,9 +98,7 @@ def issue_access_token(
     ``await keystore.refresh_if_stale()`` first so it follows rotations made
     by other processes.
     """
-    return mint_access_token(
-        keystore, settings, user_id=user_id, client_id=client_id, scope=scope, ttl_s=ttl_s, now=now
-    ).token
+    return mint_access_token(keystore, settings, **claims).token
 
 
 def mint_access_token(

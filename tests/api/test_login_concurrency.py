@@ -258,10 +258,12 @@ async def test_a_throttled_username_refuses_a_burst_without_queueing_on_its_lock
     assert first[400] == FREE
     # Another connection holds alice's throttle lock: a burst that queued on it,
     # each attempt holding a pool connection, would not answer until released.
-    async with await psycopg.AsyncConnection.connect(oauth_clean, autocommit=True) as conn:
-        async with conn.transaction():
-            await login_attempts.lock(conn, "alice", ADDRESS)
-            second = await asyncio.wait_for(_burst([browser], "alice"), timeout=20)
+    async with (
+        await psycopg.AsyncConnection.connect(oauth_clean, autocommit=True) as conn,
+        conn.transaction(),
+    ):
+        await login_attempts.lock(conn, "alice", ADDRESS)
+        second = await asyncio.wait_for(_burst([browser], "alice"), timeout=20)
     assert second == {429: ATTEMPTS}
     assert _failures(oauth_clean, "alice") == FREE
 

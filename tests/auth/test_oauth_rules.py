@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from auth.authorize import trusted_redirect, validate
@@ -11,11 +9,7 @@ from auth.oauth_errors import AuthorizePageError, OAuthError
 from auth.pkce import challenge_problem, s256, verifier_matches
 from auth.redirects import redirect_uri_problem, with_params
 from auth.scopes import canonical, parse_scope
-from storage.oauth import ClientRow
-
-# RFC 7636 Appendix B.
-RFC_VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
-RFC_CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+from tests.auth.samples import CLIENT, RESOURCE, RFC_CHALLENGE, RFC_VERIFIER, authorization_params
 
 
 def test_s256_matches_rfc_7636_appendix_b() -> None:
@@ -95,47 +89,20 @@ def test_scope_helpers() -> None:
     assert canonical([]) == ""
 
 
-CLIENT = ClientRow(
-    client_id="c1",
-    client_secret_hash=None,
-    client_name="Claude",
-    redirect_uris=["https://claude.ai/api/mcp/auth_callback"],
-    grant_types=["authorization_code", "refresh_token"],
-    response_types=["code"],
-    scope="memory:read memory:write",
-    token_endpoint_auth_method="none",
-    application_type=None,
-    metadata={},
-    created_at=datetime.now(UTC),
-)
-RESOURCE = "https://mem.example/mcp"
-
-
-def _params(**changes: str | None) -> list[tuple[str, str]]:
-    base: dict[str, str | None] = {
-        "response_type": "code",
-        "client_id": "c1",
-        "redirect_uri": "https://claude.ai/api/mcp/auth_callback",
-        "state": "s",
-        "code_challenge": RFC_CHALLENGE,
-        "code_challenge_method": "S256",
-    }
-    base.update(changes)
-    return [(k, v) for k, v in base.items() if v is not None]
-
-
 def test_defaults_scope_and_resource() -> None:
-    request = validate(_params(), CLIENT, CLIENT.redirect_uris[0], RESOURCE)
+    request = validate(authorization_params(), CLIENT, CLIENT.redirect_uris[0], RESOURCE)
     assert request.scope == "memory:read memory:write"
     assert request.resource == RESOURCE and request.state == "s"
 
 
 def test_repeated_parameters_are_refused() -> None:
-    params = _params() + [("client_id", "c1")]
+    params = authorization_params() + [("client_id", "c1")]
     with pytest.raises(AuthorizePageError):
         trusted_redirect(params, CLIENT)
     with pytest.raises(OAuthError) as caught:
-        validate(_params() + [("state", "t")], CLIENT, CLIENT.redirect_uris[0], RESOURCE)
+        validate(
+            authorization_params() + [("state", "t")], CLIENT, CLIENT.redirect_uris[0], RESOURCE
+        )
     assert caught.value.error == "invalid_request"
 
 
@@ -152,13 +119,15 @@ def test_repeated_parameters_are_refused() -> None:
 )
 def test_request_errors(changes: dict[str, str | None], error: str) -> None:
     with pytest.raises(OAuthError) as caught:
-        validate(_params(**changes), CLIENT, CLIENT.redirect_uris[0], RESOURCE)
+        validate(authorization_params(**changes), CLIENT, CLIENT.redirect_uris[0], RESOURCE)
     assert caught.value.error == error
     assert not isinstance(caught.value, AuthorizePageError)
 
 
 def test_resource_with_trailing_slash_is_ours() -> None:
-    request = validate(_params(resource=RESOURCE + "/"), CLIENT, CLIENT.redirect_uris[0], RESOURCE)
+    request = validate(
+        authorization_params(resource=RESOURCE + "/"), CLIENT, CLIENT.redirect_uris[0], RESOURCE
+    )
     assert request.resource == RESOURCE
 
 

@@ -110,10 +110,12 @@ async def test_concurrent_attempts_from_one_address_check_at_most_its_free_numbe
 @contextlib.asynccontextmanager
 async def holding_throttle_lock(dsn: str, username: str, address: str) -> AsyncIterator[None]:
     """Another connection (not the guard's pool) holds the username's and address's lock."""
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        async with conn.transaction():
-            await login_attempts.lock(conn, username, address)
-            yield
+    async with (
+        await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn,
+        conn.transaction(),
+    ):
+        await login_attempts.lock(conn, username, address)
+        yield
 
 
 async def test_a_throttled_username_answers_without_waiting_for_its_lock(
