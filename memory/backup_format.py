@@ -1,7 +1,9 @@
 """The backup file format: JSON Lines, a header line then one memory per line.
 
-Pure: standard library plus :mod:`memory.errors`, :mod:`memory.text` and
-:mod:`memory.timestamps`. Every value a record carries round-trips exactly:
+Pure: standard library plus :mod:`memory.errors`, :mod:`memory.rules` and
+the field list of :class:`storage.rows.MemoryRow` (a record's fields, their
+order and how each is checked derive from it; the example below is that
+order). Every value a record carries round-trips exactly:
 timestamps are RFC 3339 UTC with microseconds, floats are JSON numbers
 (Python's shortest repr gives back the same double; a float32 centroid
 component is exactly representable as a double), texts are UTF-8.
@@ -39,6 +41,7 @@ import json
 import math
 from dataclasses import dataclass, fields
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from memory.rules.text import reject_unstorable
@@ -129,11 +132,17 @@ def header_line(header: Header) -> str:
     )
 
 
+@cache
+def _record_layout(row_type: type[MemoryRow]) -> tuple[tuple[str, bool], ...]:
+    """The backed-up fields of ``row_type``, each with whether the row holds it (or the record)."""
+    row_fields = {f.name for f in fields(row_type)}
+    return tuple((key, key in row_fields) for key in backup_fields(row_type))
+
+
 def record_line(record: MemoryRecord) -> str:
     out: dict[str, Any] = {"type": "memory", "user": record.user}
-    row_fields = _ROW_TYPES.keys()
-    for key in backup_fields(type(record.memory)):
-        value = getattr(record.memory if key in row_fields else record, key)
+    for key, of_row in _record_layout(type(record.memory)):
+        value = getattr(record.memory if of_row else record, key)
         out[key] = format_timestamp(value) if isinstance(value, datetime) else value
     out["relations"] = [
         {

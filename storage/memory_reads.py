@@ -104,10 +104,15 @@ async def text_search(
     return await cur.fetchall()
 
 
+def _unless_included(include_deleted: bool) -> str:
+    """The active-row condition to add to a WHERE, unless soft-deleted rows are wanted too."""
+    return "" if include_deleted else f"AND {ACTIVE}"
+
+
 async def export_rows(
     conn: AsyncConnection, user_id: int, *, include_deleted: bool, limit: int
 ) -> list[MemoryRow]:
-    where = "" if include_deleted else f"AND {ACTIVE}"
+    where = _unless_included(include_deleted)
     cur = conn.cursor(row_factory=class_row(MemoryRow))
     await cur.execute(
         f"SELECT {COLUMNS} FROM memories WHERE user_id = %s {where}"
@@ -140,7 +145,7 @@ async def store_stats(conn: AsyncConnection, user_id: int) -> StoreStats:
 async def tag_counts(
     conn: AsyncConnection, user_id: int, *, include_deleted: bool, limit: int
 ) -> list[TagCount]:
-    where = "" if include_deleted else f"AND {ACTIVE}"
+    where = _unless_included(include_deleted)
     cur = conn.cursor(row_factory=class_row(TagCount))
     await cur.execute(
         f"SELECT t.tag, count(*) AS count FROM memories, unnest(tags) AS t(tag)"

@@ -77,9 +77,9 @@ def _columns(row_type: type[MemoryRow]) -> list[tuple[str, Column]]:
     return [(f.name, f.metadata["column"]) for f in fields(row_type)]
 
 
-def select_list(row_type: type[MemoryRow] = MemoryRow, *, prefix: str = "") -> str:
-    """The columns of ``row_type`` for a SELECT (``prefix``: a table alias and dot)."""
-    return ", ".join(prefix + name for name, _ in _columns(row_type))
+def select_list(row_type: type[Any] = MemoryRow, *, prefix: str = "") -> str:
+    """The columns of a row dataclass for a SELECT (``prefix``: a table alias and dot)."""
+    return ", ".join(prefix + f.name for f in fields(row_type))
 
 
 def memory_row(values: Mapping[str, Any], row_type: type[MemoryRow] = MemoryRow) -> MemoryRow:
