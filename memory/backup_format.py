@@ -41,7 +41,6 @@ import json
 import math
 from dataclasses import dataclass, fields
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from memory.rules.text import reject_unstorable
@@ -60,8 +59,9 @@ _HEADER_KEYS = frozenset(
 #: row's order, vectors included) and its relation edges.
 _RECORD_KEYS = ("type", "user", *backup_fields(), "relations")
 _RELATION_KEYS = frozenset({"subject", "predicate", "object", "created_at"})
-#: The row's field types and the least value a field of an integer type may hold.
+#: The type of each field of the row (as written), which picks how it is checked.
 _ROW_TYPES = {f.name: str(f.type) for f in fields(MemoryRow)}
+#: The least value an integer field may hold where it is not 0.
 _MINIMUM = {"id": 1, "replaced_by_id": 1}
 #: The bounds of a float field that has them.
 _BOUNDS = {"salience": (-1.0, 1.0)}
@@ -132,16 +132,20 @@ def header_line(header: Header) -> str:
     )
 
 
-@cache
 def _record_layout(row_type: type[MemoryRow]) -> tuple[tuple[str, bool], ...]:
     """The backed-up fields of ``row_type``, each with whether the row holds it (or the record)."""
     row_fields = {f.name for f in fields(row_type)}
     return tuple((key, key in row_fields) for key in backup_fields(row_type))
 
 
+_LAYOUT = _record_layout(MemoryRow)
+
+
 def record_line(record: MemoryRecord) -> str:
     out: dict[str, Any] = {"type": "memory", "user": record.user}
-    for key, of_row in _record_layout(type(record.memory)):
+    row_type = type(record.memory)
+    layout = _LAYOUT if row_type is MemoryRow else _record_layout(row_type)
+    for key, of_row in layout:
         value = getattr(record.memory if of_row else record, key)
         out[key] = format_timestamp(value) if isinstance(value, datetime) else value
     out["relations"] = [
