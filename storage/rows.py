@@ -4,7 +4,8 @@
 them is derived from it: the SELECT lists (:func:`select_list`), the backup's
 dump, restore and file records (:func:`backup_fields`, :func:`copy_columns`)
 and the full tool shape (:func:`shape_fields`). A field added to
-``MemoryRow`` (with its :func:`column`) is read, backed up, restored and shown.
+``MemoryRow`` (with its :func:`column`) is read, backed up, restored and shown;
+a backed-up one changes the backup file's records (the format's version).
 """
 
 from __future__ import annotations
