@@ -37,7 +37,7 @@ import asyncio
 import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -141,12 +141,12 @@ async def export_store(
             if not page:
                 break
             edges: dict[int, list[RelationRecord]] = defaultdict(list)
-            for edge in await store.relations_of(conn, [m.id for m in page]):
+            for edge in await store.relations_of(conn, [m.row.id for m in page]):
                 edges[edge.memory_id].append(
                     RelationRecord(edge.subject, edge.predicate, edge.object, edge.created_at)
                 )
-            write("".join(record_line(_record(m, edges[m.id])) + "\n" for m in page))
-            after = page[-1].id
+            write("".join(record_line(_record(m, edges[m.row.id])) + "\n" for m in page))
+            after = page[-1].row.id
             if progress is not None:
                 progress.advance(len(page))
     return ExportSummary(users=len(users), memories=header.memories, relations=header.relations)
@@ -160,30 +160,7 @@ def _record(m: store.ExportedMemory, edges: list[RelationRecord]) -> MemoryRecor
         vector = vector.to_numpy() if hasattr(vector, "to_numpy") else vector  # pgvector's Vector
         centroid = np.asarray(vector, dtype=np.float32).tolist()
     return MemoryRecord(
-        user=m.username,
-        id=m.id,
-        text=m.text,
-        tags=list(m.tags),
-        importance=m.importance,
-        keep=m.keep,
-        source_provider=m.source_provider,
-        capture_mode=m.capture_mode,
-        session_id=m.session_id,
-        metadata=m.metadata,
-        created_at=m.created_at,
-        updated_at=m.updated_at,
-        last_confirmed_at=m.last_confirmed_at,
-        expires_at=m.expires_at,
-        deleted_at=m.deleted_at,
-        forget_reason=m.forget_reason,
-        replaced_by_id=m.replaced_by_id,
-        salience=m.salience,
-        use_count=m.use_count,
-        context_count=m.context_count,
-        context_centroid=centroid,
-        embedding_provider=m.embedding_provider,
-        embedding_model=m.embedding_model,
-        relations=tuple(edges),
+        user=m.username, memory=m.row, context_centroid=centroid, relations=tuple(edges)
     )
 
 
@@ -227,13 +204,13 @@ def check_file(path: Path) -> Header:
         record = parse_record(line_no, line)
         if record.user not in known:
             raise invalid_line(line_no, f"user {record.user!r} is not listed in the header")
-        if record.id in seen:
-            raise invalid_line(line_no, f"memory id {record.id} appears twice in the file")
-        if record.id > header.max_memory_id:
+        if record.memory.id in seen:
+            raise invalid_line(line_no, f"memory id {record.memory.id} appears twice in the file")
+        if record.memory.id > header.max_memory_id:
             raise invalid_line(
-                line_no, f"memory id {record.id} is above the header's max_memory_id"
+                line_no, f"memory id {record.memory.id} is above the header's max_memory_id"
             )
-        seen.add(record.id)
+        seen.add(record.memory.id)
         memories[record.user] += 1
         relations[record.user] += len(record.relations)
     for user in header.users:
@@ -297,40 +274,45 @@ class _Run:
 
 
 def _text_key(record: MemoryRecord) -> str:
-    return hashlib.md5(normalize_text(record.text).encode("utf-8")).hexdigest()
+    return hashlib.md5(normalize_text(record.memory.text).encode("utf-8")).hexdigest()
 
 
 async def _plan(conn: AsyncConnection, run: _Run, records: list[MemoryRecord]) -> _Plan:
-    by_id = {r.id: r for r in await store.rows_by_id(conn, [rec.id for rec in records])}
+    by_id = {r.id: r for r in await store.rows_by_id(conn, [rec.memory.id for rec in records])}
     present: dict[int, int] = {}
     taken: set[int] = set()
     rest: list[MemoryRecord] = []
     for rec in records:
         uid = run.user_ids[rec.user]
-        row = by_id.get(rec.id)
-        if row is not None and row.user_id == uid and row.created_at == rec.created_at:
-            present[rec.id] = rec.id
+        row = by_id.get(rec.memory.id)
+        if row is not None and row.user_id == uid and row.created_at == rec.memory.created_at:
+            present[rec.memory.id] = rec.memory.id
             continue
         if row is not None:
-            taken.add(rec.id)
+            taken.add(rec.memory.id)
         rest.append(rec)
     # Where another memory holds the id, an earlier run stored this one under a
     # fresh id: find it by account, creation time and text.
     births = await store.rows_by_birth(
-        conn, [(run.user_ids[r.user], r.created_at, _text_key(r)) for r in rest if r.id in taken]
+        conn,
+        [
+            (run.user_ids[r.user], r.memory.created_at, _text_key(r))
+            for r in rest
+            if r.memory.id in taken
+        ],
     )
     by_birth = {(b.user_id, b.created_at, b.text_md5): b.id for b in births}
     candidates: list[MemoryRecord] = []
     for rec in rest:
         found = None
-        if rec.id in taken:
-            found = by_birth.get((run.user_ids[rec.user], rec.created_at, _text_key(rec)))
+        if rec.memory.id in taken:
+            found = by_birth.get((run.user_ids[rec.user], rec.memory.created_at, _text_key(rec)))
         if found is not None:
-            present[rec.id] = found
+            present[rec.memory.id] = found
         else:
             candidates.append(rec)
     # The store's rule: one active row per account and normalised text.
-    active = [r for r in candidates if r.deleted_at is None]
+    active = [r for r in candidates if r.memory.deleted_at is None]
     holders = await store.active_by_text(
         conn, [(run.user_ids[r.user], _text_key(r)) for r in active]
     )
@@ -338,14 +320,14 @@ async def _plan(conn: AsyncConnection, run: _Run, records: list[MemoryRecord]) -
     duplicate: dict[int, int] = {}
     insert: list[MemoryRecord] = []
     for rec in candidates:
-        if rec.deleted_at is None:
+        if rec.memory.deleted_at is None:
             key = (run.user_ids[rec.user], _text_key(rec))
             if key in held:
-                duplicate[rec.id] = held[key]
+                duplicate[rec.memory.id] = held[key]
                 continue
-            held[key] = rec.id  # a later line of this batch repeating it is a duplicate
+            held[key] = rec.memory.id  # a later line of this batch repeating it is a duplicate
         insert.append(rec)
-    return _Plan(present, duplicate, insert, taken & {r.id for r in insert})
+    return _Plan(present, duplicate, insert, taken & {r.memory.id for r in insert})
 
 
 def _restored(
@@ -354,47 +336,34 @@ def _restored(
     embedder = run.embedder
     centroid: Any = None
     context_count = 0
-    same_space = (rec.embedding_provider, rec.embedding_model) == (
+    same_space = (rec.memory.embedding_provider, rec.memory.embedding_model) == (
         embedder.provider,
         embedder.model,
     )
     if rec.context_centroid is not None and same_space and len(rec.context_centroid) == len(vector):
         centroid = np.asarray(rec.context_centroid, dtype=np.float32)
-        context_count = rec.context_count
-    return store.RestoredMemory(
+        context_count = rec.memory.context_count
+    row = replace(
+        rec.memory,
         id=new_id,
         user_id=run.user_ids[rec.user],
-        text=rec.text,
-        normalized_text=normalize_text(rec.text),
-        embedding=vector,
         embedding_provider=embedder.provider,
         embedding_model=embedder.model,
-        tags=rec.tags,
-        importance=rec.importance,
-        keep=rec.keep,
-        source_provider=rec.source_provider,
-        capture_mode=rec.capture_mode,
-        session_id=rec.session_id,
-        metadata=rec.metadata,
-        created_at=rec.created_at,
-        updated_at=rec.updated_at,
-        last_confirmed_at=rec.last_confirmed_at,
-        expires_at=rec.expires_at,
-        deleted_at=rec.deleted_at,
-        forget_reason=rec.forget_reason,
-        replaced_by_id=rec.replaced_by_id,
-        salience=rec.salience,
-        use_count=rec.use_count,
-        context_centroid=centroid,
         context_count=context_count,
+    )
+    return store.RestoredMemory(
+        row=row,
+        normalized_text=normalize_text(row.text),
+        embedding=vector,
+        context_centroid=centroid,
     )
 
 
 async def _embed(run: _Run, records: list[MemoryRecord]) -> dict[int, np.ndarray]:
     if not records:
         return {}
-    vectors = await run.embedder.embed([r.text for r in records])
-    return {r.id: vectors[i] for i, r in enumerate(records)}
+    vectors = await run.embedder.embed([r.memory.text for r in records])
+    return {r.memory.id: vectors[i] for i, r in enumerate(records)}
 
 
 async def _write_batch(
@@ -405,15 +374,23 @@ async def _write_batch(
         await store.lock_import(conn)
         plan = await _plan(conn, run, records)
         # Rows a concurrent delete made absent since the first plan need vectors too.
-        missing = [r for r in plan.insert if r.id not in vectors]
+        missing = [r for r in plan.insert if r.memory.id not in vectors]
         vectors = {**vectors, **await _embed(run, missing)}
         fresh = iter(await store.next_memory_ids(conn, len(plan.taken)))
-        final = {r.id: (next(fresh) if r.id in plan.taken else r.id) for r in plan.insert}
-        rows = [_restored(run, r, final[r.id], vectors[r.id]) for r in plan.insert]
+        final = {
+            r.memory.id: (next(fresh) if r.memory.id in plan.taken else r.memory.id)
+            for r in plan.insert
+        }
+        rows = [_restored(run, r, final[r.memory.id], vectors[r.memory.id]) for r in plan.insert]
         await store.copy_memories(conn, rows)
         edges = [
             store.RestoredRelation(
-                run.user_ids[r.user], final[r.id], e.subject, e.predicate, e.object, e.created_at
+                run.user_ids[r.user],
+                final[r.memory.id],
+                e.subject,
+                e.predicate,
+                e.object,
+                e.created_at,
             )
             for r in plan.insert
             for e in r.relations
@@ -429,8 +406,9 @@ async def _write_batch(
     summary.already_present += len(plan.present)
     summary.centroids_cleared += sum(
         1
-        for rec, row in zip(plan.insert, rows)
-        if (rec.context_centroid is not None or rec.context_count) and row.context_centroid is None
+        for rec, row in zip(plan.insert, rows, strict=True)
+        if (rec.context_centroid is not None or rec.memory.context_count)
+        and row.context_centroid is None
     )
     summary.duplicates += len(plan.duplicate)
     summary.relations += len(edges)

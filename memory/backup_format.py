@@ -1,7 +1,9 @@
 """The backup file format: JSON Lines, a header line then one memory per line.
 
-Pure: standard library plus :mod:`memory.errors`, :mod:`memory.text` and
-:mod:`memory.timestamps`. Every value a record carries round-trips exactly:
+Pure: standard library plus :mod:`memory.errors`, :mod:`memory.rules` and
+the field list of :class:`storage.rows.MemoryRow` (a record's fields, their
+order and how each is checked derive from it; the example below is that
+order). Every value a record carries round-trips exactly:
 timestamps are RFC 3339 UTC with microseconds, floats are JSON numbers
 (Python's shortest repr gives back the same double; a float32 centroid
 component is exactly representable as a double), texts are UTF-8.
@@ -37,12 +39,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
 from memory.rules.text import reject_unstorable
 from memory.rules.timestamps import format_timestamp, parse_timestamp
+from storage.rows import MemoryRow, backup_fields
 
 from .errors import MemoryServiceError, invalid
 
@@ -52,35 +55,19 @@ VERSION = 1
 _HEADER_KEYS = frozenset(
     {"format", "version", "exported_at", "scope", "memories", "relations", "max_memory_id", "users"}
 )
-_RECORD_KEYS = (
-    "type",
-    "user",
-    "id",
-    "text",
-    "tags",
-    "importance",
-    "keep",
-    "source_provider",
-    "capture_mode",
-    "session_id",
-    "metadata",
-    "created_at",
-    "updated_at",
-    "last_confirmed_at",
-    "expires_at",
-    "deleted_at",
-    "forget_reason",
-    "replaced_by_id",
-    "salience",
-    "use_count",
-    "context_count",
-    "context_centroid",
-    "embedding_provider",
-    "embedding_model",
-    "relations",
-)
+#: A record's fields: its account's name, the row's backed-up fields (in the
+#: row's order, vectors included) and its relation edges.
+_RECORD_KEYS = ("type", "user", *backup_fields(), "relations")
 _RELATION_KEYS = frozenset({"subject", "predicate", "object", "created_at"})
-_OPTIONAL_TEXT = ("source_provider", "capture_mode", "session_id", "forget_reason")
+#: The type of each field of the row (as written), which picks how it is checked.
+_ROW_TYPES = {f.name: str(f.type) for f in fields(MemoryRow)}
+#: The least value an integer field may hold where it is not 0.
+_MINIMUM = {"id": 1, "replaced_by_id": 1}
+#: The bounds of a float field that has them.
+_BOUNDS = {"salience": (-1.0, 1.0)}
+#: ``MemoryRecord.memory.user_id`` of a parsed record: a file names its account
+#: (``user``); the store it goes into gives the id.
+NO_USER_ID = 0
 
 
 @dataclass(frozen=True)
@@ -110,31 +97,12 @@ class RelationRecord:
 
 @dataclass(frozen=True)
 class MemoryRecord:
-    """One memory of a backup, validated; field meanings as in ``memories``."""
+    """One memory of a backup, validated: its row, account, context vector and edges."""
 
     user: str
-    id: int
-    text: str
-    tags: list[str]
-    importance: float
-    keep: bool
-    source_provider: str | None
-    capture_mode: str | None
-    session_id: str | None
-    metadata: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    last_confirmed_at: datetime | None
-    expires_at: datetime | None
-    deleted_at: datetime | None
-    forget_reason: str | None
-    replaced_by_id: int | None
-    salience: float
-    use_count: int
-    context_count: int
+    #: Field meanings as in ``memories``; ``user_id`` is :data:`NO_USER_ID` when parsed.
+    memory: MemoryRow
     context_centroid: list[float] | None
-    embedding_provider: str
-    embedding_model: str
     relations: tuple[RelationRecord, ...]
 
 
@@ -164,23 +132,31 @@ def header_line(header: Header) -> str:
     )
 
 
+def _record_layout(row_type: type[MemoryRow]) -> tuple[tuple[str, bool], ...]:
+    """The backed-up fields of ``row_type``, each with whether the row holds it (or the record)."""
+    row_fields = {f.name for f in fields(row_type)}
+    return tuple((key, key in row_fields) for key in backup_fields(row_type))
+
+
+_LAYOUT = _record_layout(MemoryRow)
+
+
 def record_line(record: MemoryRecord) -> str:
-    out: dict[str, Any] = {"type": "memory"}
-    for key in _RECORD_KEYS[1:]:
-        value = getattr(record, key)
-        if isinstance(value, datetime):
-            value = format_timestamp(value)
-        elif key == "relations":
-            value = [
-                {
-                    "subject": r.subject,
-                    "predicate": r.predicate,
-                    "object": r.object,
-                    "created_at": format_timestamp(r.created_at),
-                }
-                for r in value
-            ]
-        out[key] = value
+    out: dict[str, Any] = {"type": "memory", "user": record.user}
+    row_type = type(record.memory)
+    layout = _LAYOUT if row_type is MemoryRow else _record_layout(row_type)
+    for key, of_row in layout:
+        value = getattr(record.memory if of_row else record, key)
+        out[key] = format_timestamp(value) if isinstance(value, datetime) else value
+    out["relations"] = [
+        {
+            "subject": r.subject,
+            "predicate": r.predicate,
+            "object": r.object,
+            "created_at": format_timestamp(r.created_at),
+        }
+        for r in record.relations
+    ]
     return dump_line(out)
 
 
@@ -241,17 +217,59 @@ def _time(line_no: int, value: Any, field: str, *, optional: bool = False) -> da
         ) from None
 
 
-def _check_json_strings(line_no: int, value: Any) -> None:
+def _check_json_strings(line_no: int, value: Any, field: str) -> None:
     """jsonb refuses what ``text`` refuses (NUL, lone surrogates), keys included."""
     if isinstance(value, str):
-        _text(line_no, value, "metadata", optional=True)
+        _text(line_no, value, field, optional=True)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _text(line_no, key, "metadata", optional=True)
-            _check_json_strings(line_no, item)
+            _text(line_no, key, field, optional=True)
+            _check_json_strings(line_no, item, field)
     elif isinstance(value, list):
         for item in value:
-            _check_json_strings(line_no, item)
+            _check_json_strings(line_no, item, field)
+
+
+def _row_value(line_no: int, value: Any, field: str, kind: str) -> Any:
+    """A field of the row, checked by its type in :class:`MemoryRow`."""
+    if kind in ("int", "int | None"):
+        if value is None and kind == "int | None":
+            return None
+        return _int(line_no, value, field, minimum=_MINIMUM.get(field, 0))
+    if kind == "float":
+        number = _number(line_no, value, field)
+        low, high = _BOUNDS.get(field, (-math.inf, math.inf))
+        if not low <= number <= high:
+            raise invalid_line(line_no, f"{field} must be between {low:g} and {high:g}")
+        return number
+    if kind in ("str", "str | None"):
+        return _text(line_no, value, field, optional=kind == "str | None")
+    if kind in ("datetime", "datetime | None"):
+        return _time(line_no, value, field, optional=kind == "datetime | None")
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise invalid_line(line_no, f"{field} must be true or false")
+        return value
+    if kind == "list[str]":
+        if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+            raise invalid_line(line_no, f"{field} must be a list of strings")
+        for item in value:
+            _text(line_no, item, field)
+        return list(value)
+    if kind == "dict[str, Any]":
+        if not isinstance(value, dict):
+            raise invalid_line(line_no, f"{field} must be an object")
+        _check_json_strings(line_no, value, field)
+        return value
+    raise TypeError(f"the backup format has no rule for {field} of type {kind}")
+
+
+def _vector(line_no: int, value: Any, field: str) -> list[float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        raise invalid_line(line_no, f"{field} must be a list of numbers or null")
+    return [_number(line_no, x, field) for x in value]
 
 
 def parse_header(line: str) -> Header:
@@ -311,27 +329,15 @@ def parse_record(line_no: int, line: str) -> MemoryRecord:
     if unknown:
         raise invalid_line(line_no, f"unknown fields {unknown}")
 
-    tags = value["tags"]
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise invalid_line(line_no, "tags must be a list of strings")
-    for tag in tags:
-        _text(line_no, tag, "tags")
-    if not isinstance(value["keep"], bool):
-        raise invalid_line(line_no, "keep must be true or false")
-    if not isinstance(value["metadata"], dict):
-        raise invalid_line(line_no, "metadata must be an object")
-    _check_json_strings(line_no, value["metadata"])
-    salience = _number(line_no, value["salience"], "salience")
-    if not -1.0 <= salience <= 1.0:
-        raise invalid_line(line_no, "salience must be between -1 and 1")
-    replaced_by = value["replaced_by_id"]
-    if replaced_by is not None:
-        replaced_by = _int(line_no, replaced_by, "replaced_by_id", minimum=1)
-    centroid = value["context_centroid"]
-    if centroid is not None:
-        if not isinstance(centroid, list) or not centroid:
-            raise invalid_line(line_no, "context_centroid must be a list of numbers or null")
-        centroid = [_number(line_no, x, "context_centroid") for x in centroid]
+    user = _text(line_no, value["user"], "user") or ""
+    row: dict[str, Any] = {"user_id": NO_USER_ID}
+    vectors: dict[str, list[float] | None] = {}
+    for key in backup_fields():
+        kind = _ROW_TYPES.get(key)
+        if kind is None:
+            vectors[key] = _vector(line_no, value[key], key)
+        else:
+            row[key] = _row_value(line_no, value[key], key, kind)
     relations_raw = value["relations"]
     if not isinstance(relations_raw, list):
         raise invalid_line(line_no, "relations must be a list")
@@ -349,29 +355,4 @@ def parse_record(line_no: int, line: str) -> MemoryRecord:
                 created_at=_time(line_no, rel["created_at"], "relations.created_at"),  # type: ignore[arg-type]
             )
         )
-    optional = {k: _text(line_no, value[k], k, optional=True) for k in _OPTIONAL_TEXT}
-    return MemoryRecord(
-        user=_text(line_no, value["user"], "user") or "",
-        id=_int(line_no, value["id"], "id", minimum=1),
-        text=_text(line_no, value["text"], "text") or "",
-        tags=list(tags),
-        importance=_number(line_no, value["importance"], "importance"),
-        keep=value["keep"],
-        metadata=value["metadata"],
-        created_at=_time(line_no, value["created_at"], "created_at"),  # type: ignore[arg-type]
-        updated_at=_time(line_no, value["updated_at"], "updated_at"),  # type: ignore[arg-type]
-        last_confirmed_at=_time(
-            line_no, value["last_confirmed_at"], "last_confirmed_at", optional=True
-        ),
-        expires_at=_time(line_no, value["expires_at"], "expires_at", optional=True),
-        deleted_at=_time(line_no, value["deleted_at"], "deleted_at", optional=True),
-        replaced_by_id=replaced_by,
-        salience=salience,
-        use_count=_int(line_no, value["use_count"], "use_count"),
-        context_count=_int(line_no, value["context_count"], "context_count"),
-        context_centroid=centroid,
-        embedding_provider=_text(line_no, value["embedding_provider"], "embedding_provider") or "",
-        embedding_model=_text(line_no, value["embedding_model"], "embedding_model") or "",
-        relations=tuple(relations),
-        **optional,  # type: ignore[arg-type]
-    )
+    return MemoryRecord(user=user, memory=MemoryRow(**row), relations=tuple(relations), **vectors)

@@ -96,21 +96,20 @@ async def survey(deps: Deps) -> Plan:
 async def prepare(deps: Deps) -> Plan:
     """Make the store ready for a run: add (or replace) the staging column when needed."""
     target = await active_target(deps)
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            live = await _store_dimensions(conn)
-            staging = await store.column_dimensions(conn, store.STAGING_COLUMN)
-            if live == target.dimensions:
-                if staging is not None:
-                    # A switch to another width was abandoned; its trigger would only cost.
-                    _log.info(
-                        "dropping the staging column of an abandoned %d-dimension switch", staging
-                    )
-                    await store.drop_staging(conn)
-            elif staging != target.dimensions:
-                if staging is not None:
-                    await store.drop_staging(conn)
-                await store.create_staging(conn, target.dimensions)
+    async with deps.pool.connection() as conn, conn.transaction():
+        live = await _store_dimensions(conn)
+        staging = await store.column_dimensions(conn, store.STAGING_COLUMN)
+        if live == target.dimensions:
+            if staging is not None:
+                # A switch to another width was abandoned; its trigger would only cost.
+                _log.info(
+                    "dropping the staging column of an abandoned %d-dimension switch", staging
+                )
+                await store.drop_staging(conn)
+        elif staging != target.dimensions:
+            if staging is not None:
+                await store.drop_staging(conn)
+            await store.create_staging(conn, target.dimensions)
     return await survey(deps)
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from memory.rules.ranking import Explanation
 from memory.rules.timestamps import format_timestamp
-from storage.rows import MemoryRow
+from storage.rows import MemoryRow, shape_fields
 
 
 def _learning(row: MemoryRow, out: dict[str, Any]) -> None:
@@ -62,26 +63,14 @@ def explain_shape(e: Explanation) -> dict[str, Any]:
 
 
 def full_shape(row: MemoryRow) -> dict[str, Any]:
-    """Every field of a row (get_memory, export_memories)."""
-    out: dict[str, Any] = {
-        "id": row.id,
-        "text": row.text,
-        "tags": list(row.tags),
-        "importance": row.importance,
-        "keep": row.keep,
-        "created_at": format_timestamp(row.created_at),
-        "updated_at": format_timestamp(row.updated_at),
-        "deleted_at": format_timestamp(row.deleted_at),
-        "forget_reason": row.forget_reason,
-        "replaced_by_id": row.replaced_by_id,
-        "last_confirmed_at": format_timestamp(row.last_confirmed_at),
-        "expires_at": format_timestamp(row.expires_at),
-        "source_provider": row.source_provider,
-        "capture_mode": row.capture_mode,
-        "session_id": row.session_id,
-        "embedding_provider": row.embedding_provider,
-        "embedding_model": row.embedding_model,
-    }
-    _learning(row, out)
-    out["context_count"] = row.context_count
+    """Every field of a row (get_memory, export_memories), in the order of ``shape_fields``."""
+    out: dict[str, Any] = {}
+    for name in shape_fields(type(row)):
+        value = getattr(row, name)
+        if isinstance(value, datetime):
+            value = format_timestamp(value)
+        elif isinstance(value, list):
+            value = list(value)
+        out[name] = value
+    out["salience"] = round(row.salience, 6)  # as in every shape (_learning)
     return out

@@ -14,13 +14,15 @@ INSERT does.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
+
+from .rows import MemoryRow, copy_columns, memory_row, select_list
 
 #: ``pg_advisory_xact_lock(class, object)`` key serialising concurrent imports
 #: batch by batch, so two runs of one file never both insert the same row.
@@ -36,31 +38,11 @@ class UserCount:
 
 @dataclass(frozen=True)
 class ExportedMemory:
-    """A memory as dumped: everything but its embedding and generated columns."""
+    """A memory as dumped: its row, its account's name and its learned context vector."""
 
-    id: int
     username: str
-    text: str
-    tags: list[str]
-    importance: float
-    keep: bool
-    source_provider: str | None
-    capture_mode: str | None
-    session_id: str | None
-    metadata: dict[str, Any]
-    embedding_provider: str
-    embedding_model: str
-    created_at: datetime
-    updated_at: datetime
-    last_confirmed_at: datetime | None
-    expires_at: datetime | None
-    deleted_at: datetime | None
-    forget_reason: str | None
-    replaced_by_id: int | None
-    salience: float
-    use_count: int
-    context_count: int
-    #: A float32 vector in the space of ``embedding_model``, or None.
+    row: MemoryRow
+    #: A float32 vector in the space of ``row.embedding_model``, or None.
     context_centroid: Any
 
 
@@ -75,33 +57,15 @@ class ExportedRelation:
 
 @dataclass(frozen=True)
 class RestoredMemory:
-    """A row to write back with its id; ``embedding`` is freshly computed."""
+    """A row to write back with its id, and the columns a row does not carry.
 
-    id: int
-    user_id: int
-    text: str
+    ``embedding`` is freshly computed; ``context_centroid`` is the backup's.
+    """
+
+    row: MemoryRow
     normalized_text: str
     embedding: Any
-    embedding_provider: str
-    embedding_model: str
-    tags: list[str]
-    importance: float
-    keep: bool
-    source_provider: str | None
-    capture_mode: str | None
-    session_id: str | None
-    metadata: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    last_confirmed_at: datetime | None
-    expires_at: datetime | None
-    deleted_at: datetime | None
-    forget_reason: str | None
-    replaced_by_id: int | None
-    salience: float
-    use_count: int
     context_centroid: Any
-    context_count: int
 
 
 @dataclass(frozen=True)
@@ -165,14 +129,10 @@ async def memory_page(
     conn: AsyncConnection, *, after_id: int, limit: int, username: str | None
 ) -> list[ExportedMemory]:
     """The next ``limit`` memories by id after ``after_id``, tombstones included."""
-    cur = conn.cursor(row_factory=class_row(ExportedMemory))
+    cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
-        """
-        SELECT m.id, u.username, m.text, m.tags, m.importance, m.keep, m.source_provider,
-               m.capture_mode, m.session_id, m.metadata, m.embedding_provider,
-               m.embedding_model, m.created_at, m.updated_at, m.last_confirmed_at,
-               m.expires_at, m.deleted_at, m.forget_reason, m.replaced_by_id, m.salience,
-               m.use_count, m.context_count, m.context_centroid
+        f"""
+        SELECT {select_list(prefix="m.")}, u.username, m.context_centroid
         FROM memories m JOIN users u ON u.id = m.user_id
         WHERE m.id > %(after)s AND (%(username)s::text IS NULL OR u.username = %(username)s)
         ORDER BY m.id
@@ -180,7 +140,10 @@ async def memory_page(
         """,
         {"after": after_id, "limit": limit, "username": username},
     )
-    return await cur.fetchall()
+    return [
+        ExportedMemory(d["username"], memory_row(d), d["context_centroid"])
+        for d in await cur.fetchall()
+    ]
 
 
 async def relations_of(conn: AsyncConnection, memory_ids: Sequence[int]) -> list[ExportedRelation]:
@@ -297,33 +260,18 @@ async def active_by_text(
     return await cur.fetchall()
 
 
-_COPY_COLUMNS = (
-    ("id", "int8"),
-    ("user_id", "int8"),
-    ("text", "text"),
-    ("normalized_text", "text"),
-    ("embedding", "vector"),
-    ("embedding_provider", "text"),
-    ("embedding_model", "text"),
-    ("tags", "text[]"),
-    ("importance", "float8"),
-    ("keep", "bool"),
-    ("source_provider", "text"),
-    ("capture_mode", "text"),
-    ("session_id", "text"),
-    ("metadata", "jsonb"),
-    ("created_at", "timestamptz"),
-    ("updated_at", "timestamptz"),
-    ("last_confirmed_at", "timestamptz"),
-    ("expires_at", "timestamptz"),
-    ("deleted_at", "timestamptz"),
-    ("forget_reason", "text"),
-    ("replaced_by_id", "int8"),
-    ("salience", "float8"),
-    ("use_count", "int4"),
-    ("context_centroid", "vector"),
-    ("context_count", "int4"),
-)
+#: What a restore writes: every column of the row and its backed-up vectors, and
+#: the two a row never carries.
+_COPY_COLUMNS = (*copy_columns(), ("normalized_text", "text"), ("embedding", "vector"))
+
+
+_ROW_FIELDS = frozenset(f.name for f in fields(MemoryRow))
+
+
+def _copy_value(row: RestoredMemory, name: str, sql_type: str) -> Any:
+    source = row.row if name in _ROW_FIELDS else row
+    value = getattr(source, name)
+    return Jsonb(value) if sql_type == "jsonb" else value
 
 
 async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -> None:
@@ -335,9 +283,7 @@ async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -
     async with cur.copy(f"COPY memories ({names}) FROM STDIN WITH (FORMAT BINARY)") as copy:
         copy.set_types([kind for _, kind in _COPY_COLUMNS])
         for row in rows:
-            values = [getattr(row, name) for name, _ in _COPY_COLUMNS]
-            values[13] = Jsonb(row.metadata)
-            await copy.write_row(values)
+            await copy.write_row([_copy_value(row, name, kind) for name, kind in _COPY_COLUMNS])
 
 
 async def insert_relations(conn: AsyncConnection, rows: Sequence[RestoredRelation]) -> None:

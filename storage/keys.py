@@ -15,11 +15,11 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from .rows import select_list
+
 #: ``pg_advisory_xact_lock(class, object)`` key that serialises creating and
 #: rotating signing keys across processes.
 SIGNING_KEY_LOCK = (0x4F53_4F4E, 2)
-
-_COLUMNS = "kid, algorithm, private_jwk, created_at, retired_at"
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class SigningKeyRow:
     private_jwk: dict[str, Any]
     created_at: datetime
     retired_at: datetime | None
+
+
+_COLUMNS = select_list(SigningKeyRow)
 
 
 async def insert_key(

@@ -15,10 +15,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-_CLIENT_COLUMNS = (
-    "client_id, client_secret_hash, client_name, redirect_uris, grant_types, response_types, "
-    "scope, token_endpoint_auth_method, application_type, metadata, created_at"
-)
+from .rows import select_list
 
 
 @dataclass(frozen=True)
@@ -34,6 +31,9 @@ class ClientRow:
     application_type: str | None
     metadata: dict[str, Any]
     created_at: datetime
+
+
+_CLIENT_COLUMNS = select_list(ClientRow)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ a vector of its old text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,10 +205,24 @@ async def stale_rows(
     return [StaleRow(int(r[0]), r[1]) for r in await cur.fetchall()]
 
 
+def _vector_params(
+    rows: Sequence[StaleRow], vectors: Iterable[Any], *, provider: str, model: str
+) -> dict[str, Any]:
+    """Parameters of a vector write: the rows' ids and texts (a row whose text
+    changed meanwhile is left for the next pass), their vectors (binary), the model."""
+    return {
+        "ids": [r.id for r in rows],
+        "texts": [r.text for r in rows],
+        "vs": list(vectors),
+        "provider": provider,
+        "model": model,
+    }
+
+
 async def write_in_place(
     conn: AsyncConnection,
     rows: Sequence[StaleRow],
-    vectors: Sequence[Any],
+    vectors: Iterable[Any],
     *,
     provider: str,
     model: str,
@@ -228,13 +242,7 @@ async def write_in_place(
         WHERE m.id = v.id AND m.text = v.text
           AND (m.embedding_provider, m.embedding_model) IS DISTINCT FROM (%(provider)s, %(model)s)
         """,
-        {
-            "ids": [r.id for r in rows],
-            "texts": [r.text for r in rows],
-            "vs": list(vectors),
-            "provider": provider,
-            "model": model,
-        },
+        _vector_params(rows, vectors, provider=provider, model=model),
     )
     return cur.rowcount
 
@@ -242,7 +250,7 @@ async def write_in_place(
 async def write_staged(
     conn: AsyncConnection,
     rows: Sequence[StaleRow],
-    vectors: Sequence[Any],
+    vectors: Iterable[Any],
     *,
     provider: str,
     model: str,
@@ -256,13 +264,7 @@ async def write_staged(
         FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)b::vector[]) AS v(id, text, e)
         WHERE m.id = v.id AND m.text = v.text
         """,
-        {
-            "ids": [r.id for r in rows],
-            "texts": [r.text for r in rows],
-            "vs": list(vectors),
-            "provider": provider,
-            "model": model,
-        },
+        _vector_params(rows, vectors, provider=provider, model=model),
     )
     return cur.rowcount
 

@@ -1,36 +1,118 @@
-"""Frozen row dataclasses built by ``psycopg.rows.class_row``; no vectors cross this line."""
+"""Frozen row dataclasses built by ``psycopg.rows.class_row``; no vectors cross this line.
+
+:class:`MemoryRow` is the one list of a memory's fields. What else names
+them is derived from it: the SELECT lists (:func:`select_list`), the backup's
+dump, restore and file records (:func:`backup_fields`, :func:`copy_columns`)
+and the full tool shape (:func:`shape_fields`). A field added to
+``MemoryRow`` (with its :func:`column`) is read, backed up, restored and shown;
+a backed-up one changes the backup file's records (the format's version).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
+
+#: Place in the full tool shape of a field that names none: after the ranked ones.
+SHAPE_END = 1000
+
+
+@dataclass(frozen=True)
+class Column:
+    """What the code derived from :class:`MemoryRow` needs to know of one of its fields."""
+
+    #: PostgreSQL type of the column (the binary COPY of a restore names it).
+    sql_type: str
+    #: Place in the full tool shape (get_memory, export_memories); None: not shown.
+    shape: int | None = SHAPE_END
+    #: Written to backup records (``user_id`` is not: a record names its account).
+    backed_up: bool = True
+    #: A vector column only backups carry (reads never do), written right after this field.
+    backup_vector: str | None = None
+
+
+def column(
+    sql_type: str,
+    *,
+    shape: int | None = SHAPE_END,
+    backed_up: bool = True,
+    backup_vector: str | None = None,
+) -> dict[str, Column]:
+    """The ``metadata`` of a :class:`MemoryRow` field."""
+    return {"column": Column(sql_type, shape, backed_up, backup_vector)}
 
 
 @dataclass(frozen=True)
 class MemoryRow:
-    id: int
-    user_id: int
-    text: str
-    tags: list[str]
-    importance: float
-    keep: bool
-    source_provider: str | None
-    capture_mode: str | None
-    session_id: str | None
-    metadata: dict[str, Any]
-    embedding_provider: str
-    embedding_model: str
-    created_at: datetime
-    updated_at: datetime
-    last_confirmed_at: datetime | None
-    expires_at: datetime | None
-    deleted_at: datetime | None
-    forget_reason: str | None
-    replaced_by_id: int | None
-    salience: float
-    use_count: int
-    context_count: int
+    """A memory as reads return it. Field order is the order of a backup record."""
+
+    id: int = field(metadata=column("int8", shape=1))
+    user_id: int = field(metadata=column("int8", shape=None, backed_up=False))
+    text: str = field(metadata=column("text", shape=2))
+    tags: list[str] = field(metadata=column("text[]", shape=3))
+    importance: float = field(metadata=column("float8", shape=4))
+    keep: bool = field(metadata=column("bool", shape=5))
+    source_provider: str | None = field(metadata=column("text", shape=13))
+    capture_mode: str | None = field(metadata=column("text", shape=14))
+    session_id: str | None = field(metadata=column("text", shape=15))
+    metadata: dict[str, Any] = field(metadata=column("jsonb", shape=None))
+    created_at: datetime = field(metadata=column("timestamptz", shape=6))
+    updated_at: datetime = field(metadata=column("timestamptz", shape=7))
+    last_confirmed_at: datetime | None = field(metadata=column("timestamptz", shape=11))
+    expires_at: datetime | None = field(metadata=column("timestamptz", shape=12))
+    deleted_at: datetime | None = field(metadata=column("timestamptz", shape=8))
+    forget_reason: str | None = field(metadata=column("text", shape=9))
+    replaced_by_id: int | None = field(metadata=column("int8", shape=10))
+    salience: float = field(metadata=column("float8", shape=18))
+    use_count: int = field(metadata=column("int4", shape=19))
+    # The learned context centroid (SUPPLEMENT §4) is a vector: never read
+    # into a row, but a backup keeps it (it cannot be recomputed).
+    context_count: int = field(metadata=column("int4", shape=20, backup_vector="context_centroid"))
+    embedding_provider: str = field(metadata=column("text", shape=16))
+    embedding_model: str = field(metadata=column("text", shape=17))
+
+
+def _columns(row_type: type[MemoryRow]) -> list[tuple[str, Column]]:
+    return [(f.name, f.metadata["column"]) for f in fields(row_type)]
+
+
+def select_list(row_type: type[Any] = MemoryRow, *, prefix: str = "") -> str:
+    """The columns of a row dataclass for a SELECT (``prefix``: a table alias and dot)."""
+    return ", ".join(prefix + f.name for f in fields(row_type))
+
+
+def memory_row(values: Mapping[str, Any], row_type: type[MemoryRow] = MemoryRow) -> MemoryRow:
+    """The row among ``values`` (a ``dict_row`` that may hold more columns)."""
+    return row_type(**{name: values[name] for name, _ in _columns(row_type)})
+
+
+def backup_fields(row_type: type[MemoryRow] = MemoryRow) -> tuple[str, ...]:
+    """The fields of a backup record, in the file's order, vectors included."""
+    out: list[str] = []
+    for name, col in _columns(row_type):
+        if col.backed_up:
+            out.append(name)
+        if col.backup_vector is not None:
+            out.append(col.backup_vector)
+    return tuple(out)
+
+
+def copy_columns(row_type: type[MemoryRow] = MemoryRow) -> tuple[tuple[str, str], ...]:
+    """``(name, PostgreSQL type)`` of the row's columns and of its backed-up vectors."""
+    out: list[tuple[str, str]] = []
+    for name, col in _columns(row_type):
+        out.append((name, col.sql_type))
+        if col.backup_vector is not None:
+            out.append((col.backup_vector, "vector"))
+    return tuple(out)
+
+
+def shape_fields(row_type: type[MemoryRow] = MemoryRow) -> tuple[str, ...]:
+    """The fields of the full tool shape, in its order (ties: the row's order)."""
+    shown = [(col.shape, name) for name, col in _columns(row_type) if col.shape is not None]
+    return tuple(name for _, name in sorted(shown, key=lambda s: s[0]))
 
 
 @dataclass(frozen=True)

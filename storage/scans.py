@@ -14,7 +14,7 @@ import numpy as np
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
-from .memories import _COLUMNS, ACTIVE  # one column list for MemoryRow
+from .memory_sql import ACTIVE, COLUMNS
 from .rows import MemoryRow
 
 #: Candidates the HNSW scan keeps per probe. Enough for a top-10 (pgvector's
@@ -135,7 +135,7 @@ async def rows_by_ids(
         return {}
     cur = conn.cursor(row_factory=class_row(MemoryRow))
     await cur.execute(
-        f"SELECT {_COLUMNS} FROM memories WHERE user_id = %s AND id = ANY(%s) AND {ACTIVE}",
+        f"SELECT {COLUMNS} FROM memories WHERE user_id = %s AND id = ANY(%s) AND {ACTIVE}",
         (user_id, list(ids)),
     )
     return {row.id: row for row in await cur.fetchall()}

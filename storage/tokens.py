@@ -91,9 +91,8 @@ async def token_standing(
     One statement: the account row, the deny-list lookup and, with ``touch``
     and when over a minute old, the token's (or its grant's) "last used".
     """
-    if not touch:
-        touch_sql = ""
-    else:
+    touch_sql = ""
+    if touch:
         touch_sql = _TOUCH_CLI if client_id == CLI_CLIENT_ID else _TOUCH_GRANT
     cur = await conn.execute(
         touch_sql + _STANDING, {"jti": jti, "user_id": user_id, "every": float(LAST_USED_EVERY_S)}

@@ -13,11 +13,11 @@ from datetime import datetime
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
+from .rows import select_list
+
 #: ``pg_advisory_xact_lock(class, object)`` key that serialises creating the
 #: first account, so two processes starting together do not both create one.
 ACCOUNT_BOOTSTRAP_LOCK = (0x4F53_4F4E, 1)
-
-_COLUMNS = "id, username, password_hash, created_at, disabled"
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class UserRow:
     password_hash: str
     created_at: datetime
     disabled: bool
+
+
+_COLUMNS = select_list(UserRow)
 
 
 async def insert_user(conn: AsyncConnection, username: str, password_hash: str) -> UserRow | None:

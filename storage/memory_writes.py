@@ -1,0 +1,273 @@
+"""Writes of ``memories`` and the lookups a write makes first (exact and near copies).
+
+Every function takes a connection: the caller owns the transaction. Every
+query is scoped by ``user_id`` (SUPPLEMENT §1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+from psycopg.adapt import PyFormat
+from psycopg.rows import class_row, dict_row
+
+from .memory_sql import M_ACTIVE, M_COLUMNS
+from .rows import MemoryRow, Neighbour, NewMemory, memory_row
+
+#: HNSW search breadth for write-time near-duplicate probes (k <= 5).
+_WRITE_EF_SEARCH = 40
+
+
+# --- write-time lookups ----------------------------------------------------
+
+
+async def find_exact(
+    conn: AsyncConnection, user_id: int, normalized_texts: Sequence[str]
+) -> dict[str, MemoryRow]:
+    """Undeleted rows (expired included) whose normalized text is one of these."""
+    if not normalized_texts:
+        return {}
+    # One unique-index probe per digest. The planner has no statistics for the
+    # md5 expression of a partial index and chose a full scan for "= ANY"
+    # (0.14 s for 200 texts against 100k rows); LATERAL ... LIMIT 1 is 2 ms.
+    digests = [hashlib.md5(t.encode("utf-8")).hexdigest() for t in normalized_texts]
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(
+        f"SELECT {M_COLUMNS}, m.normalized_text FROM unnest(%s::text[]) AS d(digest)"
+        " CROSS JOIN LATERAL (SELECT * FROM memories"
+        " WHERE user_id = %s AND deleted_at IS NULL AND md5(normalized_text) = d.digest"
+        " LIMIT 1) AS m",
+        (digests, user_id),
+    )
+    wanted = set(normalized_texts)
+    return {
+        d["normalized_text"]: memory_row(d)
+        for d in await cur.fetchall()
+        if d["normalized_text"] in wanted  # an md5 collision is not a duplicate
+    }
+
+
+async def nearest_active(
+    conn: AsyncConnection, user_id: int, embeddings: Sequence[Any], *, k: int, min_score: float
+) -> list[Neighbour]:
+    """For each probe vector, its top-``k`` active rows at cosine >= ``min_score``.
+
+    Must run inside a transaction: it narrows the HNSW search for its duration.
+    """
+    if not embeddings:
+        return []
+    # A top-5 check at cosine >= 0.9 needs far less search breadth than
+    # recall's candidate lists; this took a 200-item batch's probes from
+    # 0.21 s to 0.08 s (measured on a 2k-row store).
+    await conn.execute(f"SET LOCAL hnsw.ef_search = {_WRITE_EF_SEARCH}")
+    cur = conn.cursor(row_factory=class_row(Neighbour))
+    # %(vs)b: the probe vectors go in binary; as text, 200 of them cost ~80 ms to
+    # format and parse (measured), binary ~1 ms.
+    await cur.execute(
+        f"""
+        SELECT (q.i - 1)::int AS probe, n.id, n.text, n.tags, n.score,
+               NULL::text AS forget_reason, NULL::bigint AS replaced_by_id,
+               NULL::timestamptz AS deleted_at
+        FROM unnest(%(vs)b::vector[]) WITH ORDINALITY AS q(v, i)
+        CROSS JOIN LATERAL (
+            SELECT m.id, m.text, m.tags, 1 - (m.embedding <=> q.v) AS score
+            FROM memories m
+            WHERE m.user_id = %(user_id)s AND {M_ACTIVE}
+            ORDER BY m.embedding <=> q.v
+            LIMIT %(k)s
+        ) n
+        WHERE n.score >= %(min)s
+        ORDER BY q.i, n.score DESC
+        """,
+        {"vs": list(embeddings), "user_id": user_id, "k": k, "min": min_score},
+    )
+    return await cur.fetchall()
+
+
+async def nearest_tombstones(
+    conn: AsyncConnection, user_id: int, embeddings: Sequence[Any], *, k: int, min_score: float
+) -> list[Neighbour]:
+    """For each probe vector, its top-``k`` soft-deleted rows at cosine >= ``min_score``.
+
+    Tombstones are few next to active rows, so this is an exact scan over the
+    user's deleted rows, gathered once (MATERIALIZED keeps the planner off the
+    HNSW index, which would wade through active rows to find them).
+    """
+    if not embeddings:
+        return []
+    cur = conn.cursor(row_factory=class_row(Neighbour))
+    await cur.execute(
+        """
+        WITH dead AS MATERIALIZED (
+            SELECT id, text, tags, embedding, forget_reason, replaced_by_id, deleted_at
+            FROM memories WHERE user_id = %(user_id)s AND deleted_at IS NOT NULL
+        )
+        SELECT (q.i - 1)::int AS probe, n.id, n.text, n.tags, n.score,
+               n.forget_reason, n.replaced_by_id, n.deleted_at
+        FROM unnest(%(vs)b::vector[]) WITH ORDINALITY AS q(v, i)
+        CROSS JOIN LATERAL (
+            SELECT d.id, d.text, d.tags, 1 - (d.embedding <=> q.v) AS score,
+                   d.forget_reason, d.replaced_by_id, d.deleted_at
+            FROM dead d
+            ORDER BY d.embedding <=> q.v
+            LIMIT %(k)s
+        ) n
+        WHERE n.score >= %(min)s
+        ORDER BY q.i, n.score DESC
+        """,
+        {"vs": list(embeddings), "user_id": user_id, "k": k, "min": min_score},
+    )
+    return await cur.fetchall()
+
+
+# --- writes ----------------------------------------------------------------
+
+
+#: The columns an insert writes: the owner and every field of a ``NewMemory``.
+_NEW_FIELDS = tuple(f.name for f in fields(NewMemory))
+#: The placeholders of one inserted row. The vector goes in binary: as text, 384
+#: floats cost ~0.25 ms to format and parse each (a batch of 200: ~50 ms),
+#: binary ~1/50th of that.
+_PLACEHOLDER = {"embedding": "%b", "last_confirmed_at": "coalesce(%s, now())"}
+_NEW_ROW = sql.SQL("({})").format(
+    sql.SQL(", ").join(sql.SQL(_PLACEHOLDER.get(n, "%s")) for n in ("user_id", *_NEW_FIELDS))
+)
+
+
+async def insert_memories(
+    conn: AsyncConnection, user_id: int, items: Sequence[NewMemory]
+) -> list[tuple[int, datetime]]:
+    """Insert rows in order; return (id, created_at) of each, in the same order."""
+    if not items:
+        return []
+    params: list[Any] = []
+    for item in items:
+        params.append(user_id)
+        params.extend(getattr(item, n) for n in _NEW_FIELDS)
+    query = sql.SQL("INSERT INTO memories ({}) VALUES {} RETURNING id, created_at").format(
+        sql.SQL(", ").join(sql.Identifier(n) for n in ("user_id", *_NEW_FIELDS)),
+        sql.SQL(", ").join([_NEW_ROW] * len(items)),
+    )
+    cur = await conn.execute(query, params)
+    return [(int(r[0]), r[1]) for r in await cur.fetchall()]
+
+
+async def soft_delete(
+    conn: AsyncConnection,
+    user_id: int,
+    memory_ids: Sequence[int],
+    *,
+    reason: str | None,
+    replaced_by_id: int | None,
+    keep_existing_metadata: bool = False,
+) -> None:
+    """Mark rows forgotten; on rows already forgotten, rewrite the tombstone metadata.
+
+    With ``keep_existing_metadata`` a None reason or replacement leaves the
+    stored value alone instead of clearing it.
+    """
+    if not memory_ids:
+        return
+    if keep_existing_metadata:
+        await conn.execute(
+            "UPDATE memories SET deleted_at = coalesce(deleted_at, now()),"
+            " forget_reason = coalesce(%s, forget_reason),"
+            " replaced_by_id = coalesce(%s, replaced_by_id), updated_at = now()"
+            " WHERE user_id = %s AND id = ANY(%s)",
+            (reason, replaced_by_id, user_id, list(memory_ids)),
+        )
+    else:
+        await conn.execute(
+            "UPDATE memories SET deleted_at = coalesce(deleted_at, now()), forget_reason = %s,"
+            " replaced_by_id = %s, updated_at = now() WHERE user_id = %s AND id = ANY(%s)",
+            (reason, replaced_by_id, user_id, list(memory_ids)),
+        )
+
+
+async def hard_delete(conn: AsyncConnection, user_id: int, memory_id: int) -> bool:
+    """Remove the row and what derives from it (relations cascade; receipts naming it)."""
+    cur = await conn.execute(
+        "DELETE FROM memories WHERE user_id = %s AND id = %s", (user_id, memory_id)
+    )
+    await conn.execute(
+        "DELETE FROM write_receipts WHERE user_id = %s"
+        " AND jsonb_path_exists(result, '$.** ? (@.id == $m || @.memory_id == $m)',"
+        " jsonb_build_object('m', %s::bigint))",
+        (user_id, memory_id),
+    )
+    return cur.rowcount > 0
+
+
+async def set_salience(
+    conn: AsyncConnection,
+    user_id: int,
+    updates: Sequence[tuple[int, float, int]],
+) -> None:
+    """Write (id, salience, use_count increment) for each row."""
+    if not updates:
+        return
+    await conn.execute(
+        "UPDATE memories m SET salience = u.salience, use_count = m.use_count + u.inc"
+        " FROM unnest(%s::bigint[], %s::float8[], %s::int[]) AS u(id, salience, inc)"
+        " WHERE m.id = u.id AND m.user_id = %s",
+        (
+            [u[0] for u in updates],
+            [u[1] for u in updates],
+            [u[2] for u in updates],
+            user_id,
+        ),
+    )
+
+
+async def confirm(conn: AsyncConnection, user_id: int, memory_id: int, salience: float) -> datetime:
+    cur = await conn.execute(
+        "UPDATE memories SET last_confirmed_at = now(), salience = %s, use_count = use_count + 1"
+        " WHERE user_id = %s AND id = %s RETURNING last_confirmed_at",
+        (salience, user_id, memory_id),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return row[0]
+
+
+_UPDATABLE = frozenset(
+    {
+        "text",
+        "normalized_text",
+        "embedding",
+        "embedding_provider",
+        "embedding_model",
+        "tags",
+        "importance",
+        "expires_at",
+        "last_confirmed_at",
+        "keep",
+    }
+)
+
+
+async def update_fields(
+    conn: AsyncConnection, user_id: int, memory_id: int, changes: dict[str, Any]
+) -> None:
+    """Set the given columns (a fixed whitelist) and ``updated_at``."""
+    unknown = set(changes) - _UPDATABLE
+    if unknown:
+        raise ValueError(f"not updatable: {sorted(unknown)}")
+    assignments: list[sql.Composable] = [
+        sql.SQL("{} = {}").format(
+            sql.Identifier(name),
+            # Vectors travel in binary (see insert_memories).
+            sql.Placeholder(name, PyFormat.BINARY if name == "embedding" else PyFormat.AUTO),
+        )
+        for name in changes
+    ]
+    assignments.append(sql.SQL("updated_at = now()"))
+    query = sql.SQL("UPDATE memories SET {} WHERE user_id = %(user_id)s AND id = %(id)s").format(
+        sql.SQL(", ").join(assignments)
+    )
+    await conn.execute(query, {**changes, "user_id": user_id, "id": memory_id})

@@ -1,0 +1,159 @@
+"""The one field list of a memory (``storage.rows.MemoryRow``) and what derives from it.
+
+The SELECT lists, the backup's dump, restore and file records and the full
+tool shape are all read off ``MemoryRow``; these tests pin that each equals
+the list (in order), that the file and wire orders stay what they were, and
+that a field added to the row reaches every one of them. Pure: no database.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime
+
+from memory import backup_format
+from memory.backup_format import NO_USER_ID, MemoryRecord, parse_record, record_line
+from memory.shapes import full_shape
+from storage import backup as backup_store
+from storage import memory_sql
+from storage.rows import (
+    MemoryRow,
+    backup_fields,
+    column,
+    copy_columns,
+    memory_row,
+    select_list,
+    shape_fields,
+)
+
+ROW = [f.name for f in fields(MemoryRow)]
+
+#: The order of a backup record's fields on disk (a file written before this
+#: list was derived must read back the same).
+FILE_ORDER = (
+    "type", "user", "id", "text", "tags", "importance", "keep", "source_provider",
+    "capture_mode", "session_id", "metadata", "created_at", "updated_at",
+    "last_confirmed_at", "expires_at", "deleted_at", "forget_reason", "replaced_by_id",
+    "salience", "use_count", "context_count", "context_centroid", "embedding_provider",
+    "embedding_model", "relations",
+)  # fmt: skip
+#: The order of get_memory's and export_memories' fields on the wire.
+WIRE_ORDER = (
+    "id", "text", "tags", "importance", "keep", "created_at", "updated_at", "deleted_at",
+    "forget_reason", "replaced_by_id", "last_confirmed_at", "expires_at", "source_provider",
+    "capture_mode", "session_id", "embedding_provider", "embedding_model", "salience",
+    "use_count", "context_count",
+)  # fmt: skip
+
+WHEN = datetime(2026, 5, 5, 12, 0, 0, 250000, tzinfo=UTC)
+
+
+def sample(row_type: type[MemoryRow] = MemoryRow, **extra: object) -> MemoryRow:
+    return row_type(
+        id=7,
+        user_id=2,
+        text="My sister Ana lives in Lisbon.",
+        tags=["family"],
+        importance=0.9,
+        keep=True,
+        source_provider="claude",
+        capture_mode=None,
+        session_id=None,
+        metadata={"k": "v"},
+        created_at=WHEN,
+        updated_at=WHEN,
+        last_confirmed_at=None,
+        expires_at=None,
+        deleted_at=WHEN,
+        forget_reason="moved",
+        replaced_by_id=9,
+        salience=0.12345678,
+        use_count=3,
+        context_count=2,
+        embedding_provider="local",
+        embedding_model="all-MiniLM-L6-v2",
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_the_select_lists_are_the_row_fields_in_order():
+    assert memory_sql.COLUMNS == ", ".join(ROW) == select_list()
+    assert ", ".join(f"m.{name}" for name in ROW) == memory_sql.M_COLUMNS
+
+
+def test_a_backup_record_is_the_row_fields_in_order_with_its_account_and_vector():
+    expected = [name for name in ROW if name != "user_id"]
+    expected.insert(expected.index("context_count") + 1, "context_centroid")
+    assert list(backup_fields()) == expected
+    assert backup_format._RECORD_KEYS == ("type", "user", *expected, "relations") == FILE_ORDER
+
+
+def test_a_restore_writes_every_row_column_and_the_ones_a_row_does_not_carry():
+    expected = list(ROW)
+    expected.insert(expected.index("context_count") + 1, "context_centroid")
+    assert [name for name, _ in copy_columns()] == expected
+    assert [name for name, _ in backup_store._COPY_COLUMNS] == [
+        *expected,
+        "normalized_text",
+        "embedding",
+    ]
+    assert dict(backup_store._COPY_COLUMNS)["metadata"] == "jsonb"
+
+
+def test_the_full_shape_is_the_shown_row_fields_in_wire_order():
+    assert shape_fields() == WIRE_ORDER
+    assert set(ROW) - set(WIRE_ORDER) == {"user_id", "metadata"}
+    assert full_shape(sample()) == {
+        "id": 7,
+        "text": "My sister Ana lives in Lisbon.",
+        "tags": ["family"],
+        "importance": 0.9,
+        "keep": True,
+        "created_at": "2026-05-05T12:00:00.250000Z",
+        "updated_at": "2026-05-05T12:00:00.250000Z",
+        "deleted_at": "2026-05-05T12:00:00.250000Z",
+        "forget_reason": "moved",
+        "replaced_by_id": 9,
+        "last_confirmed_at": None,
+        "expires_at": None,
+        "source_provider": "claude",
+        "capture_mode": None,
+        "session_id": None,
+        "embedding_provider": "local",
+        "embedding_model": "all-MiniLM-L6-v2",
+        "salience": 0.123457,
+        "use_count": 3,
+        "context_count": 2,
+    }
+    assert list(full_shape(sample())) == list(WIRE_ORDER)
+
+
+def test_a_record_line_reads_back_as_the_same_record():
+    record = MemoryRecord("alice", sample(), [0.25, -0.5], ())
+    line = record_line(record)
+    assert list(json.loads(line)) == list(FILE_ORDER)
+    back = parse_record(2, line)
+    assert back.memory.user_id == NO_USER_ID
+    assert back == MemoryRecord("alice", replace(sample(), user_id=NO_USER_ID), [0.25, -0.5], ())
+
+
+@dataclass(frozen=True)
+class WiderRow(MemoryRow):
+    """The row with one more field, as a migration adding a column would make it."""
+
+    mood: str | None = field(default=None, metadata=column("text"))
+
+
+def test_a_field_added_to_the_row_appears_in_every_list():
+    assert select_list(WiderRow).endswith(", mood")
+    assert select_list(WiderRow, prefix="m.").endswith(", m.mood")
+    assert backup_fields(WiderRow)[-1] == "mood"
+    assert copy_columns(WiderRow)[-1] == ("mood", "text")
+    assert shape_fields(WiderRow)[-1] == "mood"
+
+    row = sample(WiderRow, mood="calm")
+    assert memory_row({**{n: getattr(row, n) for n in ROW}, "mood": "calm"}, WiderRow) == row
+    assert list(full_shape(row))[-1] == "mood" and full_shape(row)["mood"] == "calm"
+    line = json.loads(record_line(MemoryRecord("alice", row, None, ())))
+    assert list(line)[-2:] == ["mood", "relations"] and line["mood"] == "calm"
