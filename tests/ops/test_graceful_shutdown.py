@@ -209,7 +209,7 @@ def _metrics_server_env(clean_db: str, base_url: str) -> dict[str, str]:
 def test_ctrl_c_during_a_batch_answers_it_and_exits_within_the_grace_period(
     clean_db, provider, tmp_path
 ):
-    from api.lifecycle import CLOSE_GRACE_S
+    from bootstrap.web import CLOSE_GRACE_S
 
     gated, base_url = provider
     with run_processes(tmp_path, _metrics_server_env(clean_db, base_url)) as server:

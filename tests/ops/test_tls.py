@@ -30,7 +30,7 @@ import redis
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolTimeout
 
-from api.lifecycle import resolve_database
+from bootstrap.database import resolve_database
 from config.settings import Settings
 from storage.errors import StorageError
 from storage.migrate import migrate

@@ -1,0 +1,188 @@
+"""Dramatiq workers: the broker, the actors, and the Deps the actors run with.
+
+One builder for every worker of OwnSona: ``ownsona worker`` (Redis), the
+in-process worker of the embedded default (``ownsona serve`` or uvicorn
+without ``REDIS_URL``), and ``ownsona reembed``'s workers. A process that
+only sends messages (a web process next to separate workers) gets its
+broker and actors from here too, without a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+
+from config.settings import Settings
+from memory.deps import Deps
+from memory.providers.embedders import Embedder
+from storage.errors import StorageError
+from storage.migrate import check_schema
+from tasks.actors import Actors, WorkerResources, declare_actors, extraction_hook, reembed_queue
+from tasks.broker import BrokerBundle, BrokerUnreachable, check_broker, make_broker
+from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker
+
+from .database import DatabaseAddress, open_deps
+from .providers import make_embedder, make_extractor
+
+#: Seconds between a Redis worker's idle fetches, in milliseconds (Dramatiq's worker_timeout).
+REDIS_WORKER_TIMEOUT_MS = 1000
+
+
+class ActorDeps:
+    """Builds the Deps a worker's actors run with, on the worker's event loop, and closes them.
+
+    ``conninfo`` is the database (a DSN or the process's
+    :class:`~bootstrap.database.DatabaseAddress`); the worker gets a pool of
+    its own, since its event loop is not the web process's. ``owns_embedder``:
+    the worker readies the embedder at boot and closes it at shutdown (a
+    worker process), rather than sharing the web process's. ``extraction``:
+    the actors enqueue relation extraction for the text they store, and run it.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        conninfo: str | DatabaseAddress,
+        embedder: Embedder,
+        *,
+        name: str = "worker",
+        owns_embedder: bool = False,
+        check_schema_first: bool = False,
+        extraction: bool = True,
+    ) -> None:
+        self._settings = settings
+        self._conninfo = conninfo
+        self._embedder = embedder
+        self._name = name
+        self._owns_embedder = owns_embedder
+        self._check_schema = check_schema_first
+        self._extraction = extraction
+        #: Declared once the broker exists (:func:`build_broker`); the extraction hook sends on them.
+        self.actors: Actors | None = None
+
+    async def build(self) -> Deps:
+        if self._owns_embedder:
+            await self._embedder.ensure_ready()
+        plain = await open_deps(self._settings, self._conninfo, self._embedder, name=self._name)
+        pool = plain.pool
+        try:
+            if self._check_schema:
+                async with pool.connection() as conn:
+                    await check_schema(conn)
+        except BaseException:
+            await pool.close()
+            raise
+        if not self._extraction:
+            return plain
+        assert self.actors is not None, "build_broker declares the actors before any worker boots"
+        return dataclasses.replace(
+            plain,
+            on_text_stored=extraction_hook(self.actors),
+            extractor=make_extractor(self._settings),
+        )
+
+    async def close(self, deps: Deps) -> None:
+        await deps.pool.close()
+        if self._owns_embedder:
+            await self._embedder.aclose()
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A process's broker, its actors, and (when it runs a worker) the worker's resources."""
+
+    bundle: BrokerBundle
+    actors: Actors
+    resources: WorkerResources | None
+
+    def worker(self, threads: int, *, timeout_ms: int, queues: set[str] | None = None) -> Any:
+        """A Dramatiq worker over this broker (not started)."""
+        return dramatiq.Worker(
+            self.bundle.broker, queues=queues, worker_threads=threads, worker_timeout=timeout_ms
+        )
+
+
+def build_broker(
+    settings: Settings,
+    *,
+    actor_deps: ActorDeps | None = None,
+    extra_middleware: Sequence[Any] = (),
+    reembed_queue_name: str | None = None,
+) -> Broker:
+    """The broker REDIS_URL names (in-process without it) and the actors declared on it.
+
+    With ``actor_deps`` the broker carries a worker's resources: a worker
+    started on it opens them at boot. Nothing connects here.
+    """
+    resources = WorkerResources(actor_deps.build, actor_deps.close) if actor_deps else None
+    bundle = make_broker(
+        settings.redis_url,
+        namespace=settings.queue_namespace,
+        heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
+        extra_middleware=[*([resources] if resources else []), *extra_middleware],
+    )
+    options = {} if reembed_queue_name is None else {"reembed_queue_name": reembed_queue_name}
+    actors = declare_actors(bundle.broker, **options)
+    if actor_deps is not None:
+        actor_deps.actors = actors
+    return Broker(bundle=bundle, actors=actors, resources=resources)
+
+
+def require_broker(bundle: BrokerBundle) -> None:
+    """Raise StorageError naming REDIS_URL when Redis does not answer (address, TLS, auth)."""
+    try:
+        check_broker(bundle)
+    except BrokerUnreachable as ex:
+        raise StorageError(f"REDIS_URL: cannot connect: {ex}") from ex
+
+
+def run_worker_process(settings: Settings, threads: int) -> int:
+    """``ownsona worker``: consume every queue until SIGTERM or SIGINT; the exit status.
+
+    Within SHUTDOWN_TIMEOUT running messages finish; prefetched ones, and any
+    still running after it, go back to the queue for another worker.
+    """
+    if not settings.redis_url:
+        print(
+            "ownsona worker needs REDIS_URL; without it `ownsona serve` runs its own worker.",
+            file=sys.stderr,
+        )
+        return 2
+    address = DatabaseAddress(settings)
+    asyncio.run(address())  # a bad DATABASE_URL fails here, in plain words
+    embedder = make_embedder(settings)
+    running = RunningMessages()
+    broker = build_broker(
+        settings,
+        actor_deps=ActorDeps(
+            settings, address, embedder, owns_embedder=True, check_schema_first=True
+        ),
+        extra_middleware=[running],
+        # Re-embedding batches to this worker's model come here too (`ownsona reembed`).
+        reembed_queue_name=reembed_queue(embedder.provider, embedder.model),
+    )
+    require_broker(broker.bundle)
+    worker = broker.worker(threads, timeout_ms=REDIS_WORKER_TIMEOUT_MS)
+    stop = threading.Event()
+    stop_on_signals(stop)
+    worker.start()
+    assert broker.resources is not None
+    if not broker.resources.ready:
+        # Dramatiq logs a failing boot hook and carries on; a worker without a
+        # database would only fail every message, so stop here instead.
+        print("ownsona worker: could not open the database; see the log above.", file=sys.stderr)
+        worker.stop(timeout=5_000)
+        broker.bundle.broker.close()
+        return 1
+    print(f"OwnSona worker running ({threads} threads)", flush=True)
+    stop.wait()
+    stop_worker(worker, running, settings.shutdown_timeout_s)
+    broker.bundle.broker.close()
+    return 0
