@@ -18,6 +18,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+import httpx
+
 from api.runtime import Runtime
 from auth.accounts import ensure_login_user
 from auth.bearer import BearerValidator
@@ -59,7 +61,9 @@ class WebProcess:
     def __init__(self, settings: Settings, *, in_process_worker: bool | None = None) -> None:
         self.settings = settings
         self._address = DatabaseAddress(settings)
-        self._embedder = make_embedder(settings)
+        # The embedding provider's client (unused by the local model); closed after the embedder.
+        self._http = httpx.AsyncClient()
+        self._embedder = make_embedder(settings, client=self._http)
         pool = process_pool(settings, self._address, name="web")
         run_worker = (not settings.redis_url) if in_process_worker is None else in_process_worker
         self._broker = build_broker(
@@ -92,6 +96,7 @@ class WebProcess:
         hooks = self._close_hooks
         deps = self.runtime.deps
         try:
+            hooks.append(self._http.aclose)
             hooks.append(self._embedder.aclose)
             dsn = await self._address()
             dimensions = await self._embedder.ensure_ready()

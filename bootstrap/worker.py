@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
+import httpx
 
 from config.settings import Settings
 from memory.deps import Deps
@@ -43,7 +44,10 @@ class ActorDeps:
     its own, since its event loop is not the web process's. ``owns_embedder``:
     the worker readies the embedder at boot and closes it at shutdown (a
     worker process), rather than sharing the web process's. ``extraction``:
-    the actors enqueue relation extraction for the text they store, and run it.
+    the actors enqueue relation extraction for the text they store, and run it,
+    with an HTTP client of the worker's event loop (for an LLM extractor).
+    ``http`` is the embedder's client when the worker owns the embedder: it
+    is closed with it.
     """
 
     def __init__(
@@ -56,6 +60,7 @@ class ActorDeps:
         owns_embedder: bool = False,
         check_schema_first: bool = False,
         extraction: bool = True,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
         self._settings = settings
         self._conninfo = conninfo
@@ -64,6 +69,8 @@ class ActorDeps:
         self._owns_embedder = owns_embedder
         self._check_schema = check_schema_first
         self._extraction = extraction
+        self._embedder_http = http
+        self._extractor_http: httpx.AsyncClient | None = None
         #: Declared once the broker exists (:func:`build_broker`); the extraction hook sends on them.
         self.actors: Actors | None = None
 
@@ -82,16 +89,23 @@ class ActorDeps:
         if not self._extraction:
             return plain
         assert self.actors is not None, "build_broker declares the actors before any worker boots"
+        # Made here, on the worker's event loop, whose connections it keeps.
+        self._extractor_http = httpx.AsyncClient()
         return dataclasses.replace(
             plain,
             on_text_stored=extraction_hook(self.actors),
-            extractor=make_extractor(self._settings),
+            extractor=make_extractor(self._settings, client=self._extractor_http),
         )
 
     async def close(self, deps: Deps) -> None:
         await deps.pool.close()
+        if self._extractor_http is not None:
+            await self._extractor_http.aclose()
+            self._extractor_http = None
         if self._owns_embedder:
             await self._embedder.aclose()
+            if self._embedder_http is not None:
+                await self._embedder_http.aclose()
 
 
 @dataclass(frozen=True)
@@ -143,6 +157,21 @@ def require_broker(bundle: BrokerBundle) -> None:
         raise StorageError(f"REDIS_URL: cannot connect: {ex}") from ex
 
 
+def start_worker(broker: Broker, worker: Any, *, command: str) -> bool:
+    """Start ``worker``; False, with both stopped, when its resources did not open.
+
+    Dramatiq logs a failing boot hook and carries on; a worker without a
+    database would only fail every message, so the command stops instead.
+    """
+    worker.start()
+    if broker.resources is None or broker.resources.ready:
+        return True
+    print(f"{command}: could not open the database; see the log above.", file=sys.stderr)
+    worker.stop(timeout=5_000)
+    broker.bundle.broker.close()
+    return False
+
+
 def run_worker_process(settings: Settings, threads: int) -> int:
     """``ownsona worker``: consume every queue until SIGTERM or SIGINT; the exit status.
 
@@ -157,12 +186,13 @@ def run_worker_process(settings: Settings, threads: int) -> int:
         return 2
     address = DatabaseAddress(settings)
     asyncio.run(address())  # a bad DATABASE_URL fails here, in plain words
-    embedder = make_embedder(settings)
+    http = httpx.AsyncClient()  # the embedder's (a provider's) calls, on the worker's loop
+    embedder = make_embedder(settings, client=http)
     running = RunningMessages()
     broker = build_broker(
         settings,
         actor_deps=ActorDeps(
-            settings, address, embedder, owns_embedder=True, check_schema_first=True
+            settings, address, embedder, owns_embedder=True, check_schema_first=True, http=http
         ),
         extra_middleware=[running],
         # Re-embedding batches to this worker's model come here too (`ownsona reembed`).
@@ -172,14 +202,7 @@ def run_worker_process(settings: Settings, threads: int) -> int:
     worker = broker.worker(threads, timeout_ms=REDIS_WORKER_TIMEOUT_MS)
     stop = threading.Event()
     stop_on_signals(stop)
-    worker.start()
-    assert broker.resources is not None
-    if not broker.resources.ready:
-        # Dramatiq logs a failing boot hook and carries on; a worker without a
-        # database would only fail every message, so stop here instead.
-        print("ownsona worker: could not open the database; see the log above.", file=sys.stderr)
-        worker.stop(timeout=5_000)
-        broker.bundle.broker.close()
+    if not start_worker(broker, worker, command="ownsona worker"):
         return 1
     print(f"OwnSona worker running ({threads} threads)", flush=True)
     stop.wait()

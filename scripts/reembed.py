@@ -351,7 +351,7 @@ def serve_batches(settings: Settings, threads: int) -> int:
 
     from bootstrap.database import DatabaseAddress
     from bootstrap.providers import make_embedder
-    from bootstrap.worker import ActorDeps, build_broker
+    from bootstrap.worker import ActorDeps, build_broker, start_worker
     from tasks.actors import reembed_queue
 
     if not settings.redis_url:
@@ -380,15 +380,7 @@ def serve_batches(settings: Settings, threads: int) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    worker.start()
-    assert broker.resources is not None
-    if not broker.resources.ready:
-        print(
-            "ownsona reembed --worker: could not open the database; see the log above.",
-            file=sys.stderr,
-        )
-        worker.stop(timeout=5_000)
-        bundle.broker.close()
+    if not start_worker(broker, worker, command="ownsona reembed --worker"):
         return 1
     print(f"OwnSona re-embedding worker running on queue {queue!r} ({threads} threads)", flush=True)
     stop.wait()
