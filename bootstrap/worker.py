@@ -32,7 +32,7 @@ from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker
 from .database import DatabaseAddress, open_deps
 from .providers import make_embedder, make_extractor
 
-#: Seconds between a Redis worker's idle fetches, in milliseconds (Dramatiq's worker_timeout).
+#: A Redis worker's longest idle wait for a message, in milliseconds (Dramatiq's worker_timeout).
 REDIS_WORKER_TIMEOUT_MS = 1000
 
 
@@ -142,8 +142,11 @@ def build_broker(
         heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
         extra_middleware=[*([resources] if resources else []), *extra_middleware],
     )
-    options = {} if reembed_queue_name is None else {"reembed_queue_name": reembed_queue_name}
-    actors = declare_actors(bundle.broker, **options)
+    actors = (
+        declare_actors(bundle.broker)
+        if reembed_queue_name is None
+        else declare_actors(bundle.broker, reembed_queue_name=reembed_queue_name)
+    )
     if actor_deps is not None:
         actor_deps.actors = actors
     return Broker(bundle=bundle, actors=actors, resources=resources)

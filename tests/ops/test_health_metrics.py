@@ -29,8 +29,8 @@ from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tests.api.conftest import Mcp
 from tests.conftest import QUEUE_NAMESPACE, make_user
-from tests.tasks.test_queue import _count
 from tests.providers.test_openai_embedder import FakeProvider, Reply, serve_provider
+from tests.tasks.test_queue import _count
 
 METRICS_TOKEN = "scrape-token-5b1e0c7d9a"
 PUBLIC_URL = "https://mem.example"

@@ -13,6 +13,7 @@ worker``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import shutil
@@ -75,10 +76,8 @@ class _TcpToUnix:
                 target.sendall(data)
         except OSError:
             pass
-        try:
+        with contextlib.suppress(OSError):
             target.shutdown(socket.SHUT_WR)  # pass the end of the stream on
-        except OSError:
-            pass
         done.wait()  # the last direction to finish closes both sockets
 
     def close(self) -> None:
