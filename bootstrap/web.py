@@ -115,7 +115,7 @@ class WebProcess:
             async def close_broker() -> None:
                 await asyncio.to_thread(bundle.broker.close)
 
-            # Closed last but for the pool: the worker below stops before its broker.
+            # Hooks run in reverse: the worker below stops before its broker closes.
             hooks.append(close_broker)
             await asyncio.to_thread(require_broker, bundle)
             hooks.append(self.runtime.write_queue.aclose)  # type: ignore[attr-defined]
