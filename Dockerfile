@@ -22,13 +22,15 @@ RUN python -m venv /opt/ownsona \
 # The application itself.
 COPY api ./api
 COPY auth ./auth
+COPY bootstrap ./bootstrap
+COPY config ./config
 COPY memory ./memory
 COPY storage ./storage
 COPY tasks ./tasks
 COPY scripts ./scripts
 COPY Procfile ./
 RUN pip install --no-deps . \
- && python -c "import asyncio; from memory.embedders import LocalEmbedder; print('local model:', asyncio.run(LocalEmbedder.bundled().ensure_ready()), 'dimensions')" \
+ && python -c "import asyncio; from memory.providers.embedders import LocalEmbedder; print('local model:', asyncio.run(LocalEmbedder.bundled().ensure_ready()), 'dimensions')" \
  && useradd --system --uid 10001 --create-home --home-dir /home/ownsona ownsona
 
 # Never root at run time.
@@ -38,5 +40,5 @@ EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('PORT', '8000'), timeout=4)"]
 
-# The Procfile's web line; PORT and WEB_CONCURRENCY come from the environment.
-CMD ["sh", "-c", "exec uvicorn api.asgi:app --host 0.0.0.0 --port ${PORT:-8000} --workers ${WEB_CONCURRENCY:-1} --lifespan on --forwarded-allow-ips \"${FORWARDED_ALLOW_IPS:-}\" --timeout-graceful-shutdown ${SHUTDOWN_TIMEOUT:-20}"]
+# The Procfile's web line (bootstrap.asgi, the web process's entry point); PORT and WEB_CONCURRENCY come from the environment.
+CMD ["sh", "-c", "exec uvicorn bootstrap.asgi:app --host 0.0.0.0 --port ${PORT:-8000} --workers ${WEB_CONCURRENCY:-1} --lifespan on --forwarded-allow-ips \"${FORWARDED_ALLOW_IPS:-}\" --timeout-graceful-shutdown ${SHUTDOWN_TIMEOUT:-20}"]

@@ -1,14 +1,16 @@
-"""The composition root of the web process: ``create_app(settings)``.
+"""The web app: ``create_app(settings, runtime=...)`` (Falcon asgilook style).
 
-Tests pass a ready :class:`~api.runtime.Runtime` (and, if they like, their
-own use cases); production builds the runtime on ASGI lifespan startup with
-``api.lifecycle.build_runtime`` and closes it on shutdown, so nothing
-connects at import time (STYLE §3.5).
+The caller builds the collaborators (``bootstrap.web`` for the server,
+fixtures for tests) and passes them in; every resource gets what it needs
+through its constructor. With ``lifespan`` (``bootstrap.web.WebProcess``)
+the app opens them on ASGI lifespan startup and closes them on shutdown;
+without, they are the caller's to open and close. Nothing connects here
+(STYLE §3.5).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import falcon
@@ -18,6 +20,7 @@ from api.health import Health, Ready
 from api.logs import RequestLog
 from api.mcp.dispatch import McpDispatcher
 from api.mcp.resource import McpResource
+from api.mcp.sessions import SessionBook
 from api.mcp.tools import tool_specs
 from api.metrics import Metrics, MetricsResource, MetricsWiring
 from api.oauth import (
@@ -31,14 +34,11 @@ from api.oauth import (
     handle_oauth_error,
 )
 from api.origins import McpCors, OriginPolicy
-from api.runtime import Runtime
+from api.runtime import Lifespan, Runtime
 from api.wellknown import AuthorizationServerMetadata, Jwks, ProtectedResourceMetadata
 from auth.oauth_errors import OAuthError
 from config.settings import Settings
 from memory.service import USE_CASES, UseCase
-
-BuildRuntime = Callable[[Settings], Awaitable[Runtime]]
-CloseRuntime = Callable[[Runtime], Awaitable[None]]
 
 MCP_PATH = "/mcp"
 
@@ -46,28 +46,27 @@ MCP_PATH = "/mcp"
 def create_app(
     settings: Settings,
     *,
-    runtime: Runtime | None = None,
-    build_runtime: BuildRuntime | None = None,
-    close_runtime: CloseRuntime | None = None,
+    runtime: Runtime,
+    lifespan: Lifespan | None = None,
     use_cases: Mapping[str, UseCase] | None = None,
     oauth_options: OAuthOptions | None = None,
 ) -> falcon.asgi.App:
-    """Routes, middleware and error handling around one runtime.
+    """Routes, middleware and error handling around ``runtime``'s collaborators.
 
-    With ``runtime`` the caller owns it: it is used as is and never closed.
-    Without, it is built on startup by ``build_runtime`` (default
-    ``api.lifecycle.build_runtime``) and closed on shutdown by
-    ``close_runtime`` (default ``api.lifecycle.close_runtime``).
-    ``oauth_options`` changes the sign-in throttle and session lifetime (tests).
+    ``lifespan`` opens them on startup and closes them on shutdown; without
+    it the caller owns them and they are never closed here. ``use_cases``
+    replaces the inline tools' use cases and ``oauth_options`` the sign-in
+    throttle and session lifetime (tests).
     """
-    lifecycle = _Lifecycle(settings, runtime, build_runtime, close_runtime)
     origins = OriginPolicy(settings)
     # Nothing is measured unless metrics are on (METRICS_ENABLED).
     metrics = Metrics() if settings.metrics_enabled else None
+    deps = runtime.deps
     app = falcon.asgi.App(
         middleware=[
-            lifecycle,
-            *([MetricsWiring(metrics, lifecycle.current)] if metrics is not None else []),
+            # First: the collaborators are open before any other startup hook runs.
+            *([_Lifespan(lifespan)] if lifespan is not None else []),
+            *([MetricsWiring(metrics, deps.embedder)] if metrics is not None else []),
             # First of the request hooks: every answer, refusals included, gets its id and log line.
             RequestLog(metrics.request_answered if metrics is not None else None),
             _BodyCap(settings.max_body_bytes),
@@ -78,18 +77,24 @@ def create_app(
     # "/mcp/" is a common client-side slip; serve it rather than 404.
     app.req_options.strip_url_path_trailing_slash = True
 
+    # NOTE: McpDispatcher and OAuthServices still take a runtime getter; they read
+    # runtime.deps, runtime.write_queue and runtime.keystore from it.
     dispatcher = McpDispatcher(
         tool_specs(settings),
         USE_CASES if use_cases is None else use_cases,
-        lifecycle.required,
+        lambda: runtime,
         observer=metrics,
     )
     app.add_route(
         MCP_PATH,
         McpResource(
             dispatcher,
-            lifecycle.current,
             origins,
+            settings=runtime.settings,
+            bearer=runtime.bearer,
+            keystore=runtime.keystore,
+            pool=deps.pool,
+            sessions=SessionBook(),
             max_body_bytes=settings.max_body_bytes,
             max_batch=settings.max_batch_size,
         ),
@@ -97,65 +102,31 @@ def create_app(
     metadata = ProtectedResourceMetadata(settings)
     app.add_route("/.well-known/oauth-protected-resource", metadata)
     app.add_route(f"/.well-known/oauth-protected-resource{MCP_PATH}", metadata)
-    app.add_route("/oauth/jwks", Jwks(lifecycle.current))
+    app.add_route("/oauth/jwks", Jwks(runtime.keystore))
     app.add_route("/.well-known/oauth-authorization-server", AuthorizationServerMetadata(settings))
-    services = OAuthServices(lifecycle.current, settings, oauth_options or OAuthOptions())
+    services = OAuthServices(lambda: runtime, settings, oauth_options or OAuthOptions())
     app.add_route("/oauth/register", Registration(services))
     app.add_route("/oauth/authorize", Authorize(services))
     app.add_route("/oauth/token", Token(services))
     app.add_route("/oauth/revoke", Revocation(services))
     app.add_error_handler(OAuthError, handle_oauth_error)
     app.add_route("/healthz", Health())
-    app.add_route("/readyz", Ready(lifecycle.current))
-    app.add_route("/metrics", MetricsResource(settings, metrics, lifecycle.current))
+    app.add_route("/readyz", Ready(deps.pool, deps.embedder, runtime.settings.redis_url))
+    app.add_route("/metrics", MetricsResource(settings, metrics, deps.pool, runtime.write_queue))
     return app
 
 
-class _Lifecycle:
-    """Falcon lifespan middleware that owns the runtime when the caller did not pass one."""
+class _Lifespan:
+    """Falcon lifespan middleware: open the collaborators on startup, close them on shutdown."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        runtime: Runtime | None,
-        build: BuildRuntime | None,
-        close: CloseRuntime | None,
-    ) -> None:
-        self._settings = settings
-        self._runtime = runtime
-        self._owned = runtime is None
-        self._build = build
-        self._close = close
-
-    def current(self) -> Runtime | None:
-        return self._runtime
-
-    def required(self) -> Runtime:
-        if self._runtime is None:
-            raise RuntimeError("the runtime is not built yet")
-        return self._runtime
+    def __init__(self, lifespan: Lifespan) -> None:
+        self._lifespan = lifespan
 
     async def process_startup(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
-        if not self._owned or self._runtime is not None:
-            return
-        if self._build is not None:
-            self._runtime = await self._build(self._settings)
-        else:
-            # Imported here, so that importing api needs none of the lifecycle's dependencies.
-            from api.lifecycle import build_runtime
-
-            self._runtime = await build_runtime(self._settings)
+        await self._lifespan.open()
 
     async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
-        if not self._owned or self._runtime is None:
-            return
-        runtime, self._runtime = self._runtime, None
-        if self._close is not None:
-            await self._close(runtime)
-        else:
-            from api.lifecycle import close_runtime
-
-            await close_runtime(runtime)
+        await self._lifespan.close()
 
 
 class _BodyCap:

@@ -26,8 +26,7 @@ from typing import Any
 import falcon
 import falcon.asgi
 import redis.asyncio as aredis
-
-from api.runtime import Runtime
+from psycopg_pool import AsyncConnectionPool
 
 #: Seconds each check may take before it counts as failed.
 DATABASE_TIMEOUT_S = 2.0
@@ -48,25 +47,21 @@ class Health:
 class Ready:
     """``GET /readyz``: database, Redis (when configured) and embedder checks."""
 
-    def __init__(self, runtime: Callable[[], Runtime | None]) -> None:
-        self._runtime = runtime
+    def __init__(self, pool: AsyncConnectionPool, embedder: Any, redis_url: str | None) -> None:
+        self._pool = pool
+        self._embedder = embedder
+        self._redis_url = redis_url
         self._embedder_ok_until = 0.0
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         resp.set_header("Cache-Control", "no-store")
-        runtime = self._runtime()
-        if runtime is None:
-            resp.status = 503
-            resp.set_header("Retry-After", "1")
-            resp.media = {"status": "starting", "checks": {}}
-            return
         checks: dict[str, Callable[[], Awaitable[None]]] = {
-            "database": lambda: self._database(runtime),
-            "embedder": lambda: self._embedder(runtime),
+            "database": self._database,
+            "embedder": self._embedder_check,
         }
         timeouts = {"database": DATABASE_TIMEOUT_S, "embedder": EMBEDDER_TIMEOUT_S}
-        if runtime.settings.redis_url:
-            redis_url = runtime.settings.redis_url
+        if self._redis_url:
+            redis_url = self._redis_url
             checks["redis"] = lambda: _redis(redis_url)
             timeouts["redis"] = REDIS_TIMEOUT_S
         names = sorted(checks)
@@ -76,15 +71,15 @@ class Ready:
         resp.status = 200 if ready else 503
         resp.media = {"status": "ready" if ready else "unavailable", "checks": results}
 
-    async def _database(self, runtime: Runtime) -> None:
-        async with runtime.deps.pool.connection(timeout=DATABASE_TIMEOUT_S) as conn:
+    async def _database(self) -> None:
+        async with self._pool.connection(timeout=DATABASE_TIMEOUT_S) as conn:
             await conn.execute("SELECT 1")
 
-    async def _embedder(self, runtime: Runtime) -> None:
+    async def _embedder_check(self) -> None:
         if time.monotonic() < self._embedder_ok_until:
             return
-        vector = await runtime.deps.embedder.embed_one(PROBE_TEXT)
-        if vector.shape != (runtime.deps.embedder.dimensions,):
+        vector = await self._embedder.embed_one(PROBE_TEXT)
+        if vector.shape != (self._embedder.dimensions,):
             raise ValueError("the embedder returned a vector of the wrong width")
         self._embedder_ok_until = time.monotonic() + EMBEDDER_CHECK_TTL_S
 

@@ -35,8 +35,8 @@ import falcon
 import falcon.asgi
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
+from psycopg_pool import AsyncConnectionPool
 
-from api.runtime import Runtime
 from config.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -131,18 +131,14 @@ class Metrics:
 
     # --- scrape time -----------------------------------------------------------
 
-    async def refresh(self, runtime: Runtime | None) -> None:
+    async def refresh(self, pool: AsyncConnectionPool, queue: Any) -> None:
         """Read the values that are only worth reading when someone looks."""
-        if runtime is None:
-            return
-        pool = runtime.deps.pool
         stats = pool.get_stats()
         name = pool.name
         self.pool_size.labels(name).set(stats.get("pool_size", 0))
         self.pool_available.labels(name).set(stats.get("pool_available", 0))
         self.pool_waiting.labels(name).set(stats.get("requests_waiting", 0))
         self.pool_max.labels(name).set(stats.get("pool_max", 0))
-        queue = runtime.write_queue
         if isinstance(queue, QueueDepths):
             try:
                 depths = await asyncio.wait_for(queue.queue_depths(), QUEUE_READ_TIMEOUT_S)
@@ -159,38 +155,39 @@ class Metrics:
 
 
 class MetricsWiring:
-    """Falcon lifespan middleware: watch the runtime's embedder while the app runs.
+    """Falcon lifespan middleware: watch the embedder while the app runs."""
 
-    Listed after the runtime's own lifecycle middleware, so the runtime exists
-    when this starts up.
-    """
-
-    def __init__(self, metrics: Metrics, runtime: Any) -> None:
+    def __init__(self, metrics: Metrics, embedder: Any) -> None:
         self._metrics = metrics
-        self._runtime = runtime
-        self._embedder: Any = None
+        self._embedder = embedder
+        self._watched = False
 
     async def process_startup(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
-        runtime = self._runtime()
-        embedder = runtime.deps.embedder if runtime is not None else None
-        if embedder is not None and hasattr(embedder, "add_observer"):
-            embedder.add_observer(self._metrics.embedded)
-            self._embedder = embedder
+        if self._embedder is not None and hasattr(self._embedder, "add_observer"):
+            self._embedder.add_observer(self._metrics.embedded)
+            self._watched = True
 
     async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
         # A test's embedder outlives its app: leave it as it was found.
-        if self._embedder is not None:
+        if self._watched:
             self._embedder.remove_observer(self._metrics.embedded)
-            self._embedder = None
+            self._watched = False
 
 
 class MetricsResource:
     """``GET /metrics``: the Prometheus text format, when enabled and authorised."""
 
-    def __init__(self, settings: Settings, metrics: Metrics | None, runtime: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics | None,
+        pool: AsyncConnectionPool,
+        write_queue: Any,
+    ) -> None:
         self._token = settings.metrics_token
         self._metrics = metrics
-        self._runtime = runtime
+        self._pool = pool
+        self._write_queue = write_queue
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         if self._metrics is None:
@@ -203,7 +200,7 @@ class MetricsResource:
                 description="Send Authorization: Bearer <METRICS_TOKEN>.",
                 challenges=['Bearer realm="metrics"'],
             )
-        await self._metrics.refresh(self._runtime())
+        await self._metrics.refresh(self._pool, self._write_queue)
         resp.data, resp.content_type = self._metrics.render(req.get_header("Accept"))
         resp.set_header("Cache-Control", "no-store")
 

@@ -1,9 +1,11 @@
-"""The long-lived collaborators of one web process, built at start-up."""
+"""The long-lived collaborators of one web process, and the lifespan that opens them.
+
+``bootstrap.web`` builds both; tests build a :class:`Runtime` of their own.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from config.settings import Settings
@@ -24,14 +26,24 @@ class WriteQueue(Protocol):
         ...
 
 
+class Lifespan(Protocol):
+    """Opens a runtime's collaborators on ASGI startup and closes them on shutdown."""
+
+    async def open(self) -> None:
+        """Open everything, or close what was opened and raise."""
+        ...
+
+    async def close(self) -> None:
+        """Close what was opened; never raises."""
+        ...
+
+
 @dataclass
 class Runtime:
+    """What the app's resources receive, built before the app (opened or not yet)."""
+
     settings: Settings
     deps: Deps
     write_queue: WriteQueue
     keystore: KeyStore
     bearer: BearerValidator
-    #: Run in reverse order by close_runtime.
-    close_hooks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    #: What start-up did that an operator should hear about (e.g. a generated password).
-    notices: list[str] = field(default_factory=list)

@@ -15,14 +15,13 @@ origins, so they answer CORS with ``*`` (no credentials are involved).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import falcon
 import falcon.asgi
 
-from api.runtime import Runtime
 from auth.clients import AUTH_METHODS, GRANT_TYPES
+from auth.keys import KeyStore
 from auth.loopback import resource_for_host
 from auth.pkce import S256
 from auth.scopes import SUPPORTED_SCOPES
@@ -96,18 +95,13 @@ class ProtectedResourceMetadata:
 class Jwks:
     """``/oauth/jwks``: the keys that verify our access tokens (RFC 7517 §5)."""
 
-    def __init__(self, runtime: Callable[[], Runtime | None]) -> None:
-        self._runtime = runtime
+    def __init__(self, keystore: KeyStore) -> None:
+        self._keystore = keystore
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        runtime = self._runtime()
-        if runtime is None:
-            raise falcon.HTTPServiceUnavailable(
-                description="The server is starting.", retry_after=1
-            )
         # Follow a rotation made by another process (KeyStore.refresh_if_stale).
-        await runtime.keystore.refresh_if_stale()
-        _public_json(resp, runtime.keystore.jwks())
+        await self._keystore.refresh_if_stale()
+        _public_json(resp, self._keystore.jwks())
 
 
 def _public_json(resp: falcon.asgi.Response, document: dict[str, Any]) -> None:

@@ -30,5 +30,7 @@ class Deps:
     #: entries). It must not block for long; it runs in a worker thread, and it
     #: raises when the broker cannot be reached (the entries then stay due).
     on_text_stored: TextStoredHook | None = None
-    #: The relation extractor; None builds one from the settings when needed.
+    #: The relation extractor; None: extraction is off. The composition root
+    #: (``bootstrap``) passes ``make_extractor(settings)`` wherever extraction runs:
+    #: the workers, the in-process worker and ``ownsona relations rebuild``.
     extractor: Extractor | None = None

@@ -143,7 +143,7 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
-    from scripts.database import admin_pool
+    from bootstrap.admin import admin_pool
 
     async with admin_pool(settings) as pool:
         return await fn(pool)

@@ -68,19 +68,19 @@ def add_parsers(sub: Any) -> None:
 
 
 async def _export(settings: Settings, username: str | None, out: TextIO, bar: _Bar) -> Any:
+    from bootstrap.admin import admin_pool
     from memory.backup import export_store
-    from scripts.database import admin_pool
 
     async with admin_pool(settings, name="cli-backup", max_size=3) as pool:
         return await export_store(pool, out.write, username=username, progress=bar)
 
 
 async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> Any:
-    from api.lifecycle import resolve_database
     from auth.accounts import normalize_username
+    from bootstrap.admin import admin_pool
+    from bootstrap.database import resolve_database
     from bootstrap.providers import make_embedder
     from memory.backup import DEFAULT_IMPORT_BATCH, import_store
-    from scripts.database import admin_pool
     from storage.migrate import migrate
 
     dsn = await resolve_database(settings)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import getpass
 import logging
 import sys
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from auth.errors import AccountError
+from bootstrap.admin import DatabaseNotSetUp
 from config.settings import Settings, SettingsError, check_listen_host, public_listen_problem
-from scripts.database import DatabaseNotSetUp
 from storage.errors import StorageError
 
 _log = logging.getLogger("ownsona")
@@ -40,166 +38,49 @@ def _public_url_configured() -> bool:
 # --- serve -------------------------------------------------------------------
 
 
-def _fast_event_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop where it is installed (a dependency off Windows), else asyncio's.
-
-    uvicorn's usual production pairing, with httptools (which uvicorn picks up
-    by itself); the Procfile's plain ``uvicorn`` gets the same pair.
-    """
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-async def _serve(settings: Settings) -> None:
-    import uvicorn
-
-    from api.app import create_app
-    from api.lifecycle import GracefulServer, build_runtime, close_runtime
+def _serve(settings: Settings) -> None:
+    from bootstrap.serve import fast_event_loop, serve
+    from scripts.account_commands import record_public_url
 
     problem = public_listen_problem(settings)
     if problem is not None:
         raise SettingsError("OWNSONA_HOST", problem)
-    runtime = await build_runtime(settings)
-    try:
-        app = create_app(settings, runtime=runtime)
-        config = uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            lifespan="on",
-            log_level="warning",
-            # Our logging (api.logs) stays in charge; RequestLog writes the access lines.
-            log_config=None,
-            access_log=False,
-            # X-Forwarded-For/-Proto only from the proxies FORWARDED_ALLOW_IPS names: a client
-            # could otherwise pick the address the sign-in throttle counts against.
-            proxy_headers=bool(settings.forwarded_allow_ips),
-            forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
-            # SIGTERM: stop accepting, let in-flight requests (and the writes they
-            # await) finish for up to SHUTDOWN_TIMEOUT, then close the runtime below.
-            timeout_graceful_shutdown=settings.shutdown_timeout_s,
-        )
-        # Bounded shutdown; a second Ctrl-C exits at once (api.lifecycle.GracefulServer).
-        server = GracefulServer(config, shutdown_timeout_s=settings.shutdown_timeout_s)
-        from scripts.account_commands import record_public_url
 
+    def announce(notices: Sequence[str]) -> None:
         record_public_url(settings)  # so `ownsona token` signs for this URL
         print(f"OwnSona is serving MCP at {settings.resource_url}", flush=True)
         print(f"  listening on http://{settings.host}:{settings.port}", flush=True)
-        print(
-            "  database: "
-            + (
-                "DATABASE_URL"
-                if settings.database_url
-                else f"embedded PostgreSQL in {settings.data_dir / 'pg'}"
-            ),
-            flush=True,
+        database = (
+            "DATABASE_URL"
+            if settings.database_url
+            else f"embedded PostgreSQL in {settings.data_dir / 'pg'}"
         )
-        print(
-            "  queue: "
-            + (
-                "Redis (REDIS_URL); run `ownsona worker` too"
-                if settings.redis_url
-                else "in-process worker"
-            ),
-            flush=True,
+        print(f"  database: {database}", flush=True)
+        queue = (
+            "Redis (REDIS_URL); run `ownsona worker` too"
+            if settings.redis_url
+            else "in-process worker"
         )
-        for notice in runtime.notices:
+        print(f"  queue: {queue}", flush=True)
+        for notice in notices:
             print(f"  {notice}", flush=True)
-        await server.serve()
-    finally:
-        await close_runtime(runtime)
 
-
-# --- worker ------------------------------------------------------------------
-
-
-def _worker(settings: Settings, threads: int) -> int:
-    import dramatiq
-
-    from api.lifecycle import open_deps, require_broker, resolve_database
-    from bootstrap.providers import make_embedder, make_extractor
-    from memory.deps import Deps
-    from storage.migrate import check_schema
-    from tasks.actors import (
-        WorkerResources,
-        declare_actors,
-        extraction_hook,
-        reembed_queue,
-        resources_ready,
-    )
-    from tasks.broker import make_broker
-    from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker
-
-    if not settings.redis_url:
-        print(
-            "ownsona worker needs REDIS_URL; without it `ownsona serve` runs its own worker.",
-            file=sys.stderr,
-        )
-        return 2
-    dsn = asyncio.run(resolve_database(settings))
-    embedder = make_embedder(settings)
-
-    async def build() -> Deps:
-        await embedder.ensure_ready()
-        deps = await open_deps(settings, dsn, embedder, name="worker")
-        async with deps.pool.connection() as conn:
-            await check_schema(conn)
-        return dataclasses.replace(
-            deps, on_text_stored=extraction_hook(actors), extractor=make_extractor(settings)
-        )
-
-    async def close(deps: Deps) -> None:
-        await deps.pool.close()
-        await embedder.aclose()
-
-    running = RunningMessages()
-    bundle = make_broker(
-        settings.redis_url,
-        namespace=settings.queue_namespace,
-        heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
-        extra_middleware=[WorkerResources(build, close), running],
-    )
-    require_broker(settings, bundle)
-    # Re-embedding batches to this worker's model come here too (`ownsona reembed`).
-    actors = declare_actors(
-        bundle.broker, reembed_queue_name=reembed_queue(embedder.provider, embedder.model)
-    )
-    worker = dramatiq.Worker(bundle.broker, worker_threads=threads, worker_timeout=1000)
-    stop = threading.Event()
-    stop_on_signals(stop)
-    worker.start()
-    if not resources_ready():
-        # Dramatiq logs a failing boot hook and carries on; a worker without a
-        # database would only fail every message, so stop here instead.
-        print("ownsona worker: could not open the database; see the log above.", file=sys.stderr)
-        worker.stop(timeout=5_000)
-        bundle.broker.close()
-        return 1
-    print(f"OwnSona worker running ({threads} threads)", flush=True)
-    stop.wait()
-    # Within SHUTDOWN_TIMEOUT running messages finish; prefetched ones, and any
-    # still running after it, go back to the queue for another worker.
-    stop_worker(worker, running, settings.shutdown_timeout_s)
-    bundle.broker.close()
-    return 0
+    with asyncio.Runner(loop_factory=fast_event_loop()) as runner:
+        runner.run(serve(settings, announce=announce))
 
 
 # --- admin -------------------------------------------------------------------
 
 
 async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
-    from scripts.database import admin_pool
+    from bootstrap.admin import admin_pool
 
     async with admin_pool(settings) as pool:
         return await fn(pool)
 
 
 async def _migrate(settings: Settings) -> list[int]:
-    from api.lifecycle import resolve_database
+    from bootstrap.database import resolve_database
     from bootstrap.providers import make_embedder
     from storage.migrate import migrate
 
@@ -313,15 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from api.logs import configure_logging
+    from bootstrap.logs import configure_logging
 
     args = build_parser().parse_args(argv)
     try:
         settings = _settings(args)
         configure_logging(settings)  # JSON lines with request ids (LOG_FORMAT, LOG_LEVEL)
         if args.command == "serve":
-            with asyncio.Runner(loop_factory=_fast_event_loop()) as runner:
-                runner.run(_serve(settings))
+            _serve(settings)
         elif args.command == "worker":
             threads = args.threads or settings.worker_threads
             processes = args.processes or settings.worker_processes
@@ -329,7 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from scripts.worker_processes import run_worker_processes
 
                 return run_worker_processes(processes, threads)
-            return _worker(settings, threads)
+            from bootstrap.worker import run_worker_process
+
+            return run_worker_process(settings, threads)
         elif args.command == "migrate":
             applied = asyncio.run(_migrate(settings))
             print(f"applied migrations: {applied}" if applied else "database is up to date")

@@ -87,14 +87,14 @@ async def run(
     progress: TextIO | None = sys.stderr,
 ) -> Summary:
     """Re-embed every stale row (or, with ``dry_run``, count them and change nothing)."""
-    from api.lifecycle import open_deps, resolve_database
+    from bootstrap.database import open_deps, resolve_database
     from bootstrap.providers import make_embedder
     from memory import reembedding
     from storage.migrate import check_schema
 
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
         raise ReembedError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}")
-    from scripts.database import require_set_up
+    from bootstrap.admin import require_set_up
 
     dsn = await resolve_database(settings)
     await require_set_up(settings, dsn)  # one clear line, not a 30 s pool timeout
@@ -232,30 +232,22 @@ class _Dispatcher:
         self._worker: Any = None
 
     async def start(self) -> None:
-        from tasks.actors import WorkerResources, declare_actors, reembed_queue
-        from tasks.broker import make_broker
+        from bootstrap.worker import ActorDeps, build_broker
+        from tasks.actors import reembed_queue
 
         embedder = self._deps.embedder
         queue = reembed_queue(embedder.provider, embedder.model)
-        middleware = []
-        if not self._remote:
-            from api.lifecycle import open_deps
-
-            async def build() -> Any:
-                # The worker's event loop needs its own pool; the model is shared.
-                return await open_deps(self._settings, self._dsn, embedder, name="reembed-worker")
-
-            async def close(worker_deps: Any) -> None:
-                await worker_deps.pool.close()
-
-            middleware.append(WorkerResources(build, close))
-        self._bundle = make_broker(
-            self._settings.redis_url,
-            namespace=self._settings.queue_namespace,
-            heartbeat_timeout_ms=self._settings.queue_heartbeat_timeout_ms,
-            extra_middleware=middleware,
+        # In process, a worker of its own; its event loop needs its own pool (the model is shared).
+        actor_deps = (
+            None
+            if self._remote
+            else ActorDeps(
+                self._settings, self._dsn, embedder, name="reembed-worker", extraction=False
+            )
         )
-        self._actor = declare_actors(self._bundle.broker, reembed_queue_name=queue).reembed_batch
+        broker = build_broker(self._settings, actor_deps=actor_deps, reembed_queue_name=queue)
+        self._bundle = broker.bundle
+        self._actor = broker.actors.reembed_batch
         if self._remote:
             print(
                 f"sending batches to the workers on queue {queue!r} (workers started with these "
@@ -264,11 +256,7 @@ class _Dispatcher:
                 flush=True,
             )
         else:
-            import dramatiq
-
-            self._worker = dramatiq.Worker(
-                self._bundle.broker, worker_threads=self._limit, worker_timeout=100
-            )
+            self._worker = broker.worker(self._limit, timeout_ms=100)
             await asyncio.to_thread(self._worker.start)
 
     async def send(self, ids: list[int], target: dict[str, Any]) -> list[dict[str, Any]]:
@@ -361,13 +349,10 @@ def serve_batches(settings: Settings, threads: int) -> int:
     import signal
     import threading
 
-    import dramatiq
-
-    from api.lifecycle import open_deps, resolve_database
+    from bootstrap.database import DatabaseAddress
     from bootstrap.providers import make_embedder
-    from storage.migrate import check_schema
-    from tasks.actors import WorkerResources, declare_actors, reembed_queue, resources_ready
-    from tasks.broker import make_broker
+    from bootstrap.worker import ActorDeps, build_broker, start_worker
+    from tasks.actors import reembed_queue
 
     if not settings.redis_url:
         print(
@@ -376,42 +361,26 @@ def serve_batches(settings: Settings, threads: int) -> int:
             file=sys.stderr,
         )
         return 2
-    dsn = asyncio.run(resolve_database(settings))
+    address = DatabaseAddress(settings)
+    asyncio.run(address())
     embedder = make_embedder(settings)
     queue = reembed_queue(embedder.provider, embedder.model)
-
-    async def build() -> Any:
-        await embedder.ensure_ready()
-        deps = await open_deps(settings, dsn, embedder, name="reembed-worker")
-        async with deps.pool.connection() as conn:
-            await check_schema(conn)
-        return deps
-
-    async def close(deps: Any) -> None:
-        await deps.pool.close()
-        await embedder.aclose()
-
-    bundle = make_broker(
-        settings.redis_url,
-        namespace=settings.queue_namespace,
-        heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
-        extra_middleware=[WorkerResources(build, close)],
+    actor_deps = ActorDeps(
+        settings,
+        address,
+        embedder,
+        name="reembed-worker",
+        owns_embedder=True,
+        check_schema_first=True,
+        extraction=False,
     )
-    declare_actors(bundle.broker, reembed_queue_name=queue)
-    worker = dramatiq.Worker(
-        bundle.broker, queues={queue}, worker_threads=max(1, threads), worker_timeout=1000
-    )
+    broker = build_broker(settings, actor_deps=actor_deps, reembed_queue_name=queue)
+    bundle = broker.bundle
+    worker = broker.worker(max(1, threads), timeout_ms=1000, queues={queue})
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    worker.start()
-    if not resources_ready():
-        print(
-            "ownsona reembed --worker: could not open the database; see the log above.",
-            file=sys.stderr,
-        )
-        worker.stop(timeout=5_000)
-        bundle.broker.close()
+    if not start_worker(broker, worker, command="ownsona reembed --worker"):
         return 1
     print(f"OwnSona re-embedding worker running on queue {queue!r} ({threads} threads)", flush=True)
     stop.wait()

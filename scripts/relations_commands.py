@@ -27,10 +27,10 @@ def add_parsers(sub: Any) -> None:
 
 async def _rebuild(settings: Settings, username: str | None) -> Any:
     from auth.accounts import normalize_username
+    from bootstrap.admin import admin_pool
     from bootstrap.providers import make_extractor
     from memory.deps import Deps
     from memory.relations import rebuild_relations
-    from scripts.database import admin_pool
     from storage.migrate import check_schema
     from storage.users import get_user_by_username
 

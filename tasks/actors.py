@@ -8,13 +8,14 @@ the first answer instead of writing again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import dramatiq
 from dramatiq.asyncio import get_event_loop_thread
@@ -62,26 +63,25 @@ def reembed_queue(provider: str, model: str) -> str:
 _log = logging.getLogger(__name__)
 
 
-class _WorkerState:
-    """The collaborators of this worker process, set up on its event loop at boot."""
+class DepsSource(Protocol):
+    """Where an actor gets the Deps of the worker it runs on (:class:`WorkerResources`)."""
 
-    deps: Deps | None = None
+    def deps(self) -> Deps:
+        """The open Deps; raises RuntimeError when the worker's resources are not open."""
+        ...
 
 
-_state = _WorkerState()
+class _NoWorker:
+    """The source of a broker that only sends (a web process with separate workers)."""
 
-
-def resources_ready() -> bool:
-    """True once this process's worker resources are open (boot succeeded)."""
-    return _state.deps is not None
+    def deps(self) -> Deps:
+        raise RuntimeError("worker resources are not open: this broker has no WorkerResources")
 
 
 async def run_use_case(
-    use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
+    source: DepsSource, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
 ) -> dict[str, Any]:
-    deps = _state.deps
-    if deps is None:
-        raise RuntimeError("worker resources are not open")
+    deps = source.deps()
     fn = USE_CASES.get(use_case)
     if fn is None:
         return MemoryServiceError(INTERNAL_ERROR, "Unknown operation.").to_payload()
@@ -97,24 +97,22 @@ async def run_use_case(
         ).to_payload()
 
 
-async def extract_relations(user_id: int, memory_ids: list[int]) -> None:
+async def extract_relations(source: DepsSource, user_id: int, memory_ids: list[int]) -> None:
     """Re-extract these memories' relation edges (SUPPLEMENT §6); raises to be retried.
 
     A retry redoes the whole chunk: extraction replaces a memory's edges, so
     doing one twice changes nothing.
     """
-    deps = _state.deps
-    if deps is None:
-        raise RuntimeError("worker resources are not open")
+    deps = source.deps()
     for memory_id in memory_ids:
         await _extract_relations(deps, user_id, memory_id)
 
 
-async def reembed_batch(ids: list[int], target: dict[str, Any]) -> dict[str, Any]:
+async def reembed_batch(
+    source: DepsSource, ids: list[int], target: dict[str, Any]
+) -> dict[str, Any]:
     """Re-embed one batch of memory ids with this worker's model; an error payload on refusal."""
-    deps = _state.deps
-    if deps is None:
-        raise RuntimeError("worker resources are not open")
+    deps = source.deps()
     try:
         return await _reembed_batch(deps, ids, target)
     except MemoryServiceError as ex:
@@ -136,10 +134,17 @@ def declare_actors(
     extraction_max_retries: int = EXTRACTION_MAX_RETRIES,
     reembed_queue_name: str = "ownsona-reembed",
 ) -> Actors:
-    """Declare the actors on ``broker``; ``reembed_queue_name`` comes from :func:`reembed_queue`."""
+    """Declare the actors on ``broker``; ``reembed_queue_name`` comes from :func:`reembed_queue`.
+
+    The actors take their Deps from the broker's :class:`WorkerResources`
+    (this process's worker); a broker without one only sends messages.
+    """
+    source: DepsSource = next(
+        (m for m in broker.middleware if isinstance(m, WorkerResources)), _NoWorker()
+    )
     return Actors(
         run_use_case=dramatiq.Actor(
-            run_use_case,
+            _bound(run_use_case, source),
             broker=broker,
             actor_name="run_use_case",
             queue_name=WRITE_QUEUE,
@@ -149,7 +154,7 @@ def declare_actors(
         # Fire and forget: no result is stored, failures are retried with back-off,
         # and a lower priority keeps it behind tool writes on a shared worker.
         extract_relations=dramatiq.Actor(
-            extract_relations,
+            _bound(extract_relations, source),
             broker=broker,
             actor_name="extract_relations",
             queue_name=BACKGROUND_QUEUE,
@@ -164,7 +169,7 @@ def declare_actors(
         ),
         # Operator jobs: `ownsona reembed` awaits each result; a batch is safe to repeat.
         reembed_batch=dramatiq.Actor(
-            reembed_batch,
+            _bound(reembed_batch, source),
             broker=broker,
             actor_name="reembed_batch",
             queue_name=reembed_queue_name,
@@ -178,6 +183,16 @@ def declare_actors(
             },
         ),
     )
+
+
+def _bound(fn: Callable[..., Awaitable[Any]], source: DepsSource) -> Callable[..., Awaitable[Any]]:
+    """``fn`` with its Deps source bound, keeping its name and module (Dramatiq's logger uses them)."""
+
+    @functools.wraps(fn)
+    async def actor(*args: Any, **kwargs: Any) -> Any:
+        return await fn(source, *args, **kwargs)
+
+    return actor
 
 
 def extraction_hook(actors: Actors) -> Callable[[int, list[int]], None]:
@@ -203,32 +218,48 @@ class WorkerResources(AsyncIO):
     starts, and close only after the worker threads have finished their
     messages, before the loop stops: a message in flight at shutdown never
     finds its pool closed. ``build`` is an async callable returning Deps;
-    ``close`` releases them.
+    ``close`` releases them. The actors :func:`declare_actors` puts on the
+    same broker get their Deps from here (:meth:`deps`).
     """
 
-    def __init__(self, build: Any, close: Any) -> None:
+    def __init__(
+        self,
+        build: Callable[[], Awaitable[Deps]],
+        close: Callable[[Deps], Awaitable[None]],
+    ) -> None:
         super().__init__()
         self._build = build
         self._close = close
+        self._deps: Deps | None = None
+        self._running = threading.local()
+
+    @property
+    def ready(self) -> bool:
+        """True once the resources are open (the worker's boot succeeded)."""
+        return self._deps is not None
+
+    def deps(self) -> Deps:
+        if self._deps is None:
+            raise RuntimeError("worker resources are not open")
+        return self._deps
 
     def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         super().before_worker_boot(broker, worker)  # starts the event loop thread
         loop_thread = get_event_loop_thread()
         assert loop_thread is not None
-        _state.deps = loop_thread.run_coroutine(self._build())
+        self._deps = loop_thread.run_coroutine(self._build())
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         loop_thread = get_event_loop_thread()
-        deps, _state.deps = _state.deps, None
+        deps, self._deps = self._deps, None
         if deps is not None and loop_thread is not None:
             loop_thread.run_coroutine(self._close(deps))
         super().after_worker_shutdown(broker, worker)
 
     # Each worker thread runs one message at a time: the request id the API
-    # sent with it (tasks.queue) is this thread's while it runs, and the
-    # actor's coroutine inherits it (asyncio copies the context it is sent from).
-
-    _running = threading.local()
+    # sent with it (tasks.queue) is this thread's while it runs (self._running,
+    # per thread), and the actor's coroutine inherits it (asyncio copies the
+    # context it is sent from).
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
         self._running.request_id = request_id_var.set(

@@ -45,7 +45,6 @@ narrows it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -74,10 +73,11 @@ from api.mcp.jsonrpc import (
 )
 from api.mcp.sessions import SessionBook
 from api.origins import OriginPolicy, preflight_headers
-from api.runtime import Runtime
+from auth.bearer import BearerValidator
 from auth.errors import BearerError
 from auth.keys import KeyStore
 from auth.tokens import Principal
+from config.settings import Settings
 
 #: The methods /mcp implements (RFC 9110 §10.2.1 Allow).
 ALLOW = "POST, DELETE, OPTIONS"
@@ -94,18 +94,25 @@ class McpResource:
     def __init__(
         self,
         dispatcher: McpDispatcher,
-        runtime: Callable[[], Runtime | None],
         origins: OriginPolicy,
         *,
+        settings: Settings,
+        bearer: BearerValidator,
+        keystore: KeyStore,
+        pool: AsyncConnectionPool,
+        sessions: SessionBook,
         max_body_bytes: int,
         max_batch: int,
     ) -> None:
         self._dispatcher = dispatcher
-        self._runtime = runtime
         self._origins = origins
+        self._settings = settings
+        self._bearer = bearer
+        self._keystore = keystore
+        self._pool = pool
+        self._sessions = sessions
         self._max_body = max_body_bytes
         self._max_batch = max_batch
-        self._sessions = SessionBook()
 
     async def on_options(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         """CORS preflight: never needs a token (browsers send none with it)."""
@@ -140,11 +147,11 @@ class McpResource:
             _send(resp, _database_unavailable())
         elif not session_id:
             _send(resp, _refuse(400, "Bad Request: DELETE needs an Mcp-Session-Id header."))
-        elif not self._sessions.is_ours(self._keystore(), guarded.user_id, session_id):
+        elif not self._sessions.is_ours(self._keystore, guarded.user_id, session_id):
             _send(resp, _session_not_found(None))
         else:
             try:
-                ended = await self._sessions.end(self._pool(), session_id, guarded.user_id)
+                ended = await self._sessions.end(self._pool, session_id, guarded.user_id)
             except Exception as ex:
                 if not is_database_failure(ex):
                     raise
@@ -218,9 +225,7 @@ class McpResource:
         outcome = await self._dispatcher.handle(parsed, ctx)
         headers: dict[str, str] = {}
         if outcome.opens_session:
-            runtime = self._runtime()
-            assert runtime is not None  # _guard answered 503 otherwise
-            headers["Mcp-Session-Id"] = self._sessions.open(runtime.keystore, guarded.user_id)
+            headers["Mcp-Session-Id"] = self._sessions.open(self._keystore, guarded.user_id)
         return HttpReply(200, outcome.response, headers)
 
     async def _session_open(self, principal: Principal, session_id: str) -> bool | object:
@@ -229,25 +234,15 @@ class McpResource:
         The database failing here is answered as in the bearer check (a tool
         call gets DATABASE_ERROR): an ended session must not pass for open.
         """
-        if not self._sessions.is_ours(self._keystore(), principal.user_id, session_id):
+        if not self._sessions.is_ours(self._keystore, principal.user_id, session_id):
             return False
         try:
-            return not await self._sessions.is_ended(self._pool(), session_id)
+            return not await self._sessions.is_ended(self._pool, session_id)
         except Exception as ex:
             if not is_database_failure(ex):
                 raise
             logger.error("session check: database failure %s", type(ex).__name__)
             return _DATABASE_DOWN
-
-    def _keystore(self) -> KeyStore:
-        runtime = self._runtime()
-        assert runtime is not None  # _guard answered 503 otherwise
-        return runtime.keystore
-
-    def _pool(self) -> AsyncConnectionPool:
-        runtime = self._runtime()
-        assert runtime is not None  # _guard answered 503 otherwise
-        return runtime.deps.pool
 
     async def _batch(
         self, items: list[Message | Invalid], ctx: CallContext, version: str | None
@@ -274,8 +269,6 @@ class McpResource:
         self, principal: Principal, items: list[Message | Invalid]
     ) -> HttpReply | None:
         """403 ``insufficient_scope`` when a tool called needs a scope the token lacks."""
-        runtime = self._runtime()
-        assert runtime is not None  # _guard answered 503 otherwise
         for item in items:
             if not isinstance(item, Message):
                 continue
@@ -283,9 +276,9 @@ class McpResource:
             if scope is None:
                 continue
             try:
-                runtime.bearer.require_scope(principal, scope)
+                self._bearer.require_scope(principal, scope)
             except BearerError as ex:
-                return bearer_reply(runtime.settings, ex)
+                return bearer_reply(self._settings, ex)
         return None
 
     async def _guard(self, req: falcon.asgi.Request) -> Principal | HttpReply | object:
@@ -296,14 +289,10 @@ class McpResource:
         """
         if not self._origins.allows(req.get_header("Origin")):
             return _forbidden_origin()
-        runtime = self._runtime()
-        if runtime is None:
-            err = JsonRpcError(jsonrpc.INTERNAL_ERROR, "The server is starting; try again shortly.")
-            return jsonrpc_error_reply(503, err, headers={"Retry-After": "1"})
         try:
-            principal: Principal = await runtime.bearer.validate(req.get_header("Authorization"))
+            principal: Principal = await self._bearer.validate(req.get_header("Authorization"))
         except BearerError as ex:
-            return bearer_reply(runtime.settings, ex, req.get_header("Host"))
+            return bearer_reply(self._settings, ex, req.get_header("Host"))
         except Exception as ex:
             if is_database_failure(ex):
                 # The type only: a driver message may quote a statement's parameters.

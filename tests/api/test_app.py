@@ -1,4 +1,4 @@
-"""create_app: lifespan-built runtime, body caps, and no 500 from /mcp for any body."""
+"""create_app: the lifespan opens and closes, body caps, and no 500 from /mcp for any body."""
 
 from __future__ import annotations
 
@@ -16,31 +16,30 @@ from config.settings import Settings
 from tests.api.conftest import FakeUseCases, Mcp
 
 
-async def test_runtime_is_built_on_startup_and_closed_on_shutdown(
+async def test_the_lifespan_opens_on_startup_and_closes_on_shutdown(
     api_settings: Settings, runtime: Runtime, token: str
 ) -> None:
     events: list[str] = []
 
-    async def build(settings: Settings) -> Runtime:
-        assert settings is api_settings
-        events.append("build")
-        return runtime
+    class Lifespan:
+        async def open(self) -> None:
+            events.append("open")
 
-    async def close(built: Runtime) -> None:
-        assert built is runtime
-        events.append("close")
+        async def close(self) -> None:
+            events.append("close")
 
     app = create_app(
         api_settings,
-        build_runtime=build,
-        close_runtime=close,
+        runtime=runtime,
+        lifespan=Lifespan(),
         use_cases=FakeUseCases(),  # type: ignore[arg-type]
     )
+    assert events == []  # building the app opens nothing
     async with falcon.testing.ASGIConductor(app) as conductor:
-        assert events == ["build"]
+        assert events == ["open"]
         result = await Mcp(conductor, token).request("ping")
         assert result.status_code == 200
-    assert events == ["build", "close"]
+    assert events == ["open", "close"]
 
 
 async def test_a_given_runtime_is_not_closed(api_settings: Settings, runtime: Runtime) -> None:

@@ -295,7 +295,7 @@ def test_the_bundled_model_loads_and_embeds_with_no_network(tmp_path: Path) -> N
     }
     script = (
         "import asyncio\n"
-        "from memory.embedders import LocalEmbedder\n"
+        "from memory.providers.embedders import LocalEmbedder\n"
         "async def main():\n"
         "    e = LocalEmbedder.bundled()\n"
         "    print(await e.ensure_ready(), len(await e.embed_one('my sister lives in Porto')))\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from api.lifecycle import CLOSE_GRACE_S
+from bootstrap.web import CLOSE_GRACE_S
 from storage.embedded import cluster_status, start_embedded, stop_embedded
 from tests.e2e.server import run_processes
 

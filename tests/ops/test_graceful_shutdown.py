@@ -103,15 +103,14 @@ def test_serve_finishes_the_batch_in_flight_and_exits_cleanly(clean_db, provider
 
 
 def _start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[str]:
-    out = open(log, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scripts.cli", "worker", "--threads", "2"],
-        env=env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    out.close()
+    with open(log, "w") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "scripts.cli", "worker", "--threads", "2"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     deadline = time.monotonic() + 60
     while "worker running" not in log.read_text():
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
@@ -209,7 +208,7 @@ def _metrics_server_env(clean_db: str, base_url: str) -> dict[str, str]:
 def test_ctrl_c_during_a_batch_answers_it_and_exits_within_the_grace_period(
     clean_db, provider, tmp_path
 ):
-    from api.lifecycle import CLOSE_GRACE_S
+    from bootstrap.web import CLOSE_GRACE_S
 
     gated, base_url = provider
     with run_processes(tmp_path, _metrics_server_env(clean_db, base_url)) as server:

@@ -31,8 +31,8 @@ import psycopg
 import pytest
 
 from api.app import create_app
-from api.logs import log_handler, safe_exception_text
 from api.runtime import Runtime
+from bootstrap.logs import log_handler, safe_exception_text
 from config.settings import Settings
 from memory.deps import Deps
 from tests.auth.oauth_flow import parse_form, pkce_pair

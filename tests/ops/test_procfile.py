@@ -12,6 +12,7 @@ whole module; the last test stops it and looks for leftover processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shlex
@@ -206,10 +207,8 @@ def _process_ids(log: str) -> list[int]:
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _group_alive(pid: int) -> bool:

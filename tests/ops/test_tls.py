@@ -13,6 +13,7 @@ worker``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import shutil
@@ -30,7 +31,7 @@ import redis
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolTimeout
 
-from api.lifecycle import resolve_database
+from bootstrap.database import resolve_database
 from config.settings import Settings
 from storage.errors import StorageError
 from storage.migrate import migrate
@@ -75,10 +76,8 @@ class _TcpToUnix:
                 target.sendall(data)
         except OSError:
             pass
-        try:
+        with contextlib.suppress(OSError):
             target.shutdown(socket.SHUT_WR)  # pass the end of the stream on
-        except OSError:
-            pass
         done.wait()  # the last direction to finish closes both sockets
 
     def close(self) -> None:

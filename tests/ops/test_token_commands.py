@@ -7,6 +7,7 @@ print are then presented at /mcp of an in-process app over the same database.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -144,7 +145,7 @@ def test_token_signs_for_the_url_serve_recorded(tmp_path: Path, clean_db: str) -
         OWNSONA_LOGIN_USERNAME="owner",
         OWNSONA_LOGIN_PASSWORD="correct horse battery",
     )
-    log = open(tmp_path / "serve.log", "w")
+    log = open(tmp_path / "serve.log", "w")  # noqa: SIM115  (closed with the server, below)
     server = subprocess.Popen(
         [sys.executable, "-m", "scripts.cli", "serve", "--port", str(port)],
         cwd=REPO,
@@ -182,8 +183,6 @@ def _wait_until_up(url: str, server: subprocess.Popen, log: Path) -> None:
             if httpx.get(f"{url}/healthz", timeout=0.1).status_code == 200:
                 return
         except httpx.HTTPError:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 server.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
-                pass
     raise AssertionError(log.read_text())

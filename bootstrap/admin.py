@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 
 from config.settings import Settings
+from storage.migrate import current_version
+from storage.pool import make_pool
+
+from .database import resolve_database
 
 
 class DatabaseNotSetUp(Exception):
@@ -26,10 +32,6 @@ async def require_set_up(settings: Settings, dsn: str) -> None:
     connections register the pgvector type, which an unmigrated database
     lacks, and it would retry that for its whole open timeout.
     """
-    from psycopg import AsyncConnection
-
-    from storage.migrate import current_version
-
     async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
         version = await current_version(conn)
     if version == 0:
@@ -42,11 +44,8 @@ async def require_set_up(settings: Settings, dsn: str) -> None:
 @contextlib.asynccontextmanager
 async def admin_pool(
     settings: Settings, *, name: str = "cli", max_size: int = 2, dsn: str | None = None
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[AsyncConnectionPool]:
     """An open pool on the command's database (``dsn``, or the one the settings name)."""
-    from api.lifecycle import resolve_database
-    from storage.pool import make_pool
-
     if dsn is None:
         dsn = await resolve_database(settings)
     await require_set_up(settings, dsn)

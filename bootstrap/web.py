@@ -1,0 +1,159 @@
+"""The web process: its collaborators built up front, opened and closed in order.
+
+:class:`WebProcess` builds everything ``api.app.create_app`` receives
+(Falcon asgilook style): a closed pool whose conninfo resolves the database
+when it opens, the embedder, the key store and bearer check, the broker,
+actors and write queue, and, without ``REDIS_URL``, the in-process worker.
+Nothing connects while building. :meth:`WebProcess.open` then runs, in
+this order: the database (embedded when DATABASE_URL is unset) and its
+migrations, the pool, the login account and signing keys, the broker check,
+the in-process worker, and the relation outbox's sweep; :meth:`close`
+undoes whatever was opened, in reverse, and a failing step closes what came
+before it. ``create_app(..., lifespan=web)`` has the ASGI lifespan call both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from api.runtime import Runtime
+from auth.accounts import ensure_login_user
+from auth.bearer import BearerValidator
+from auth.keys import KeyStore
+from config.settings import Settings
+from memory.deps import Deps
+from memory.relations import sweep_forever
+from storage.migrate import migrate
+from tasks.actors import extraction_hook
+from tasks.queue import DramatiqWriteQueue
+
+from .database import DatabaseAddress, open_pool, process_pool
+from .providers import make_embedder
+from .worker import ActorDeps, build_broker, require_broker
+
+_log = logging.getLogger(__name__)
+
+#: Threads of the in-process worker (the embedded default).
+IN_PROCESS_WORKER_THREADS = 4
+#: Idle wait of the in-process worker's consumers, in milliseconds.
+IN_PROCESS_WORKER_TIMEOUT_MS = 100
+#: Seconds the in-process worker gets at shutdown, after uvicorn has drained
+#: the requests (which wait for their writes): only background jobs remain.
+IN_PROCESS_WORKER_STOP_S = 3
+#: Seconds closing the web process may take after the drain (the worker's stop and the pools).
+CLOSE_GRACE_S = IN_PROCESS_WORKER_STOP_S + 5
+
+CloseHook = Callable[[], Awaitable[None]]
+
+
+class WebProcess:
+    """Everything one web process serves with; also the lifespan ``create_app`` runs.
+
+    ``in_process_worker`` defaults to "no REDIS_URL": the embedded default runs
+    its Dramatiq worker inside this process. Building is blocking (the local
+    model loads here) and connects to nothing.
+    """
+
+    def __init__(self, settings: Settings, *, in_process_worker: bool | None = None) -> None:
+        self.settings = settings
+        self._address = DatabaseAddress(settings)
+        # The embedding provider's client (unused by the local model); closed after the embedder.
+        self._http = httpx.AsyncClient()
+        self._embedder = make_embedder(settings, client=self._http)
+        pool = process_pool(settings, self._address, name="web")
+        run_worker = (not settings.redis_url) if in_process_worker is None else in_process_worker
+        self._broker = build_broker(
+            settings,
+            # The worker's event loop needs its own pool; the model is shared.
+            actor_deps=ActorDeps(settings, self._address, self._embedder) if run_worker else None,
+        )
+        keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
+        self.runtime = Runtime(
+            settings=settings,
+            # Writes run on workers; the hook lets inline paths enqueue extraction too.
+            deps=Deps(
+                settings=settings,
+                pool=pool,
+                embedder=self._embedder,
+                on_text_stored=extraction_hook(self._broker.actors),
+            ),
+            write_queue=DramatiqWriteQueue(
+                self._broker.bundle, self._broker.actors, timeout_s=settings.write_timeout_s
+            ),
+            keystore=keystore,
+            bearer=BearerValidator(keystore, settings),
+        )
+        #: What opening did that an operator should hear about (e.g. a generated password).
+        self.notices: list[str] = []
+        self._close_hooks: list[CloseHook] = []
+
+    async def open(self) -> None:
+        """Open everything, in order; on failure, close what was opened and re-raise."""
+        hooks = self._close_hooks
+        deps = self.runtime.deps
+        try:
+            hooks.append(self._http.aclose)
+            hooks.append(self._embedder.aclose)
+            dsn = await self._address()
+            dimensions = await self._embedder.ensure_ready()
+            await migrate(dsn, dimensions=dimensions)
+            await open_pool(deps.pool)
+            hooks.append(deps.pool.close)
+            account = await ensure_login_user(deps.pool, self.settings)
+            if account is not None and account.generated_password:
+                self.notices.append(
+                    f"Created login account {account.username!r} with generated password: "
+                    f"{account.generated_password}"
+                )
+            await self.runtime.keystore.load()
+            bundle = self._broker.bundle
+
+            async def close_broker() -> None:
+                await asyncio.to_thread(bundle.broker.close)
+
+            # Hooks run in reverse: the worker below stops before its broker closes.
+            hooks.append(close_broker)
+            await asyncio.to_thread(require_broker, bundle)
+            hooks.append(self.runtime.write_queue.aclose)  # type: ignore[attr-defined]
+            if self._broker.resources is not None:
+                await self._start_worker()
+            # The relation outbox's sweep runs in every web process, in both shapes; with the
+            # in-memory broker the first sweep sends every owed job (the last process's were lost).
+            sweep = asyncio.create_task(
+                sweep_forever(deps, everything_first=not self.settings.redis_url)
+            )
+
+            async def stop_sweep() -> None:
+                sweep.cancel()
+                await asyncio.gather(sweep, return_exceptions=True)
+
+            hooks.append(stop_sweep)  # stops first, before the worker, broker and pool it uses
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start_worker(self) -> None:
+        worker = self._broker.worker(
+            IN_PROCESS_WORKER_THREADS, timeout_ms=IN_PROCESS_WORKER_TIMEOUT_MS
+        )
+        await asyncio.to_thread(worker.start)
+
+        async def stop_worker() -> None:
+            # Running messages finish (their requests were drained first); queued
+            # ones are lost with the in-memory broker, and nobody awaits them.
+            await asyncio.to_thread(worker.stop, IN_PROCESS_WORKER_STOP_S * 1000)
+
+        self._close_hooks.append(stop_worker)
+
+    async def close(self) -> None:
+        """Close what :meth:`open` opened, last first; a failing step does not stop the rest."""
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in reversed(hooks):
+            try:
+                await hook()
+            except Exception:  # closing must go on
+                _log.exception("error while shutting down")
