@@ -44,6 +44,16 @@ def _item_result(index: int, memory_id_: Any, **fields: Any) -> dict[str, Any]:
     return {"input_index": index, "id": memory_id_, "ok": True, **fields}
 
 
+def _batch_payload(dry_run: bool, results: list[dict[str, Any]], **counts: int) -> dict[str, Any]:
+    """A batch's success payload: every item's result and the summary's ``counts``."""
+    return {
+        "ok": True,
+        "dry_run": dry_run,
+        "results": results,
+        "summary": {"total": len(results), **counts},
+    }
+
+
 # --- update ------------------------------------------------------------------
 
 
@@ -153,16 +163,7 @@ async def update_memory_batch(
             except MemoryServiceError as ex:
                 results.append(failed_item(ex, input_index=index, id=request.id))
         updated = sum(1 for r in results if r["ok"])
-        return {
-            "ok": True,
-            "dry_run": dry_run,
-            "results": results,
-            "summary": {
-                "total": len(results),
-                "updated": updated,
-                "errors": len(results) - updated,
-            },
-        }
+        return _batch_payload(dry_run, results, updated=updated, errors=len(results) - updated)
 
     payload = await run_write(
         deps, user_id, "update_memory_batch", None if dry_run else idempotency_key, work
@@ -286,17 +287,13 @@ async def forget_batch(
             results.append(_item_result(index, mid, already_deleted=already, message=message))
         oks = [r for r in results if r["ok"]]
         already_n = sum(1 for r in oks if r["already_deleted"])
-        return {
-            "ok": True,
-            "dry_run": dry_run,
-            "results": results,
-            "summary": {
-                "total": len(results),
-                "deleted": len(oks) - already_n,
-                "already_deleted": already_n,
-                "errors": len(results) - len(oks),
-            },
-        }
+        return _batch_payload(
+            dry_run,
+            results,
+            deleted=len(oks) - already_n,
+            already_deleted=already_n,
+            errors=len(results) - len(oks),
+        )
 
     return await run_write(
         deps, user_id, "forget_batch", None if dry_run else idempotency_key, work

@@ -42,13 +42,10 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             "dry_run=true reports without writing.",
             s.obj(
                 {
-                    "items": {
-                        "type": "array",
-                        "description": "The edits, each an id plus the fields to change.",
-                        "items": s.obj({"id": s.memory_id(), **s.update_fields()}, required=["id"]),
-                        "minItems": 1,
-                        "maxItems": settings.max_batch_size,
-                    },
+                    "items": s.batch(
+                        "The edits, each an id plus the fields to change.",
+                        s.obj({"id": s.memory_id(), **s.update_fields()}, required=["id"]),
+                    ),
                     "dry_run": s.dry_run(),
                 },
                 required=["items"],
@@ -112,13 +109,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             "error, plus a summary. dry_run=true reports without changing anything.",
             s.obj(
                 {
-                    "ids": {
-                        "type": "array",
-                        "description": "Ids of the memories to forget.",
-                        "items": s.memory_id(),
-                        "minItems": 1,
-                        "maxItems": settings.max_batch_size,
-                    },
+                    "ids": s.batch("Ids of the memories to forget.", s.memory_id()),
                     "reason": s.text("Shared reason recorded on every forgotten row."),
                     "dry_run": s.dry_run(),
                 },

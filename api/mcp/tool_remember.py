@@ -45,13 +45,10 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
             f"{DATA_NOT_INSTRUCTIONS}",
             s.obj(
                 {
-                    "items": {
-                        "type": "array",
-                        "description": "The facts to store, each shaped like remember's arguments.",
-                        "items": s.obj(s.remember_fields(), required=["text"]),
-                        "minItems": 1,
-                        "maxItems": settings.max_batch_size,
-                    },
+                    "items": s.batch(
+                        "The facts to store, each shaped like remember's arguments.",
+                        s.obj(s.remember_fields(), required=["text"]),
+                    ),
                     "source_provider": s.text(
                         "Default source_provider for items that do not set their own."
                     ),

@@ -117,6 +117,16 @@ class Schemas:
             "its id; insert: store without the similarity check.",
         }
 
+    def batch(self, description: str, items: dict[str, Any]) -> dict[str, Any]:
+        """A batch tool's array: one to ``max_batch_size`` elements shaped like ``items``."""
+        return {
+            "type": "array",
+            "description": description,
+            "items": items,
+            "minItems": 1,
+            "maxItems": self.settings.max_batch_size,
+        }
+
     def limit(self, description: str, default: int) -> dict[str, Any]:
         cap = self.settings.max_recall_limit
         return {

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memory.errors import INVALID_INPUT, LIMIT_EXCEEDED, MemoryServiceError, invalid
-from memory.rules.inputs import Args, batch_list, memory_id, reject_unknown
+from memory.rules.inputs import Args, batch_list, memory_id, parse_each, reject_unknown
 from memory.rules.text import check_secret, clean_text, normalize_tags, normalize_text
 from memory.rules.timestamps import parse_timestamp
 
@@ -120,13 +120,9 @@ class UpdateMemoryBatch(Command):
             required="The items field is required: an array.",
         )
         dry_run = args.boolean("dry_run")
-        items: list[UpdateRequest | MemoryServiceError] = []
-        for item in raw_items:
-            try:
-                items.append(parse_update(item, max_chars=settings.max_text_chars))
-            except MemoryServiceError as ex:
-                items.append(ex)
-        return cls(tuple(items), tuple(_item_id(item) for item in raw_items), dry_run)
+        max_chars = settings.max_text_chars
+        items = parse_each(raw_items, lambda item: parse_update(item, max_chars=max_chars))
+        return cls(items, tuple(_item_id(item) for item in raw_items), dry_run)
 
 
 def _item_id(item: object) -> int | None:
@@ -210,10 +206,12 @@ class ForgetBatch(Command):
         )
         reason = args.string("reason", max_len=_REASON_CHARS)
         dry_run = args.boolean("dry_run")
-        ids: list[int | MemoryServiceError] = []
-        for value in raw_ids:
-            try:
-                ids.append(memory_id(Args({"id": value})))
-            except MemoryServiceError as ex:
-                ids.append(invalid(f"Item is not a valid memory id: {ex.message}", field="ids"))
-        return cls(tuple(ids), tuple(raw_ids), reason, dry_run)
+        return cls(parse_each(raw_ids, _batch_id), tuple(raw_ids), reason, dry_run)
+
+
+def _batch_id(value: object) -> int:
+    """One entry of forget_batch's ids: a memory id, refused as an item of ``ids``."""
+    try:
+        return memory_id(Args({"id": value}))
+    except MemoryServiceError as ex:
+        raise invalid(f"Item is not a valid memory id: {ex.message}", field="ids") from None

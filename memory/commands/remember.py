@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from memory.errors import INVALID_INPUT, MemoryServiceError, invalid
-from memory.rules.inputs import Args, batch_list, reject_unknown
+from memory.rules.inputs import Args, batch_list, parse_each, reject_unknown
 from memory.rules.text import check_secret, clean_text, normalize_tags, normalize_text
 from memory.rules.timestamps import parse_timestamp
 
@@ -155,18 +155,15 @@ class RememberBatch(Command):
         )
         default_source = args.string("source_provider", max_len=_SHORT_FIELD)
         default_policy = args.choice("dedup_policy", DEDUP_POLICIES, "ask") or "ask"
-        items: list[RememberItem | MemoryServiceError] = []
-        for raw_item in raw_items:
-            try:
-                items.append(
-                    parse_item(
-                        raw_item,
-                        max_chars=settings.max_text_chars,
-                        max_ids=settings.max_batch_size,
-                        default_source=default_source,
-                        default_policy=default_policy,
-                    )
-                )
-            except MemoryServiceError as ex:
-                items.append(ex)
-        return cls(tuple(items))
+        return cls(
+            parse_each(
+                raw_items,
+                lambda item: parse_item(
+                    item,
+                    max_chars=settings.max_text_chars,
+                    max_ids=settings.max_batch_size,
+                    default_source=default_source,
+                    default_policy=default_policy,
+                ),
+            )
+        )

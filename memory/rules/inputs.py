@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from memory.errors import INVALID_INPUT, LIMIT_EXCEEDED, MemoryServiceError, invalid
 from memory.rules.text import reject_unstorable
@@ -241,6 +241,25 @@ def batch_list(
         allow_empty=False,
         noun=noun,
     )
+
+
+T = TypeVar("T")
+
+
+def parse_each(
+    values: Iterable[object], parse: Callable[[object], T]
+) -> tuple[T | MemoryServiceError, ...]:
+    """``parse`` of each batch entry, in order; an entry it refuses is its error, in its place.
+
+    The batch tools report per item, so one bad entry fails alone.
+    """
+    parsed: list[T | MemoryServiceError] = []
+    for value in values:
+        try:
+            parsed.append(parse(value))
+        except MemoryServiceError as ex:
+            parsed.append(ex)
+    return tuple(parsed)
 
 
 def as_integer(value: object, name: str) -> int:
