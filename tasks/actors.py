@@ -1,9 +1,7 @@
-"""Thin actors: ids and commands in, a ``memory.service`` use case, a JSON payload out.
+"""Thin actors: ids and JSON in, a ``memory.service`` use case, a JSON payload out.
 
-The worker side of a tool call. A write arrives as the command the API
-parsed (``memory.commands``, as JSON). Domain errors come back as error
-payloads, built here and nowhere else on the worker (never retried: the
-answer would not change); a worker that dies mid-message
+The worker side of a tool call. Domain errors come back as error payloads
+(never retried: the answer would not change); a worker that dies mid-message
 has it redelivered, and the use case's write receipt makes the rerun return
 the first answer instead of writing again.
 """
@@ -22,7 +20,6 @@ import dramatiq
 from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.middleware import AsyncIO
 
-from memory.commands import from_json, is_command_json
 from memory.deps import Deps
 from memory.errors import INTERNAL_ERROR, MemoryServiceError
 from memory.reembedding import reembed_batch as _reembed_batch
@@ -89,11 +86,9 @@ async def run_use_case(
     if fn is None:
         return MemoryServiceError(INTERNAL_ERROR, "Unknown operation.").to_payload()
     try:
-        # The API sends the parsed command (memory.commands) as JSON; raw
-        # arguments (an older API process, an operator script) are parsed by the
-        # use case's table entry, with the same checks.
-        command = from_json(args) if is_command_json(args) else args
-        return await fn(deps, user_id, command, idempotency_key=idempotency_key)
+        # ``args`` is the command the API parsed (memory.commands), as JSON; the
+        # table entry decodes it, so the use case receives the command object.
+        return await fn(deps, user_id, args, idempotency_key=idempotency_key)
     except MemoryServiceError as ex:
         # The worker's one error boundary: the API passes this payload on as it is.
         return ex.to_payload()
