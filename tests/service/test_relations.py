@@ -253,7 +253,7 @@ async def test_bad_input(deps, alice, args):
 
 async def test_extraction_never_touches_the_memory(hooked, alice):
     deps, rec = hooked
-    out = await call(deps, alice, "remember", text="Dana is my manager.", tags=["work"])
+    await call(deps, alice, "remember", text="Dana is my manager.", tags=["work"])
     before = await fingerprint(deps, alice)
     await settle(deps, rec)
     assert await fingerprint(deps, alice) == before
