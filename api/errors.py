@@ -1,4 +1,9 @@
-"""The one place where errors become wire shapes (STYLE §3.1).
+"""The one place in the API process where errors become wire shapes (STYLE §3.1).
+
+A queued tool's domain error became its payload once, on the worker
+(``tasks/actors.run_use_case``); that payload is passed on as it is, so
+what arrives here from a tool is an exception raised in this process: by an
+inline tool, by a call refused before it was queued, or by the queue itself.
 
 - :class:`~memory.errors.MemoryServiceError` → a tool payload
   ``{"ok": false, "error": {...}}``, sent as a tool result with ``isError``

@@ -6,31 +6,28 @@ soft-deleted rows answer NOT_FOUND to updates (the chapter: forget and re-add).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import psycopg
 
 from memory.rules import ranking
-from memory.rules.inputs import Args, memory_id, reject_unknown
-from memory.rules.text import check_secret, clean_text, normalize_tags, normalize_text
-from memory.rules.timestamps import format_timestamp, parse_timestamp
+from memory.rules.timestamps import format_timestamp
 from storage import memories as store
 
+from .commands.editing import (
+    UPDATE_FIELDS,
+    Confirm,
+    Forget,
+    ForgetBatch,
+    UpdateMemory,
+    UpdateMemoryBatch,
+    UpdateRequest,
+)
 from .deps import Deps
-from .errors import INVALID_INPUT, MemoryServiceError, invalid, not_found
+from .errors import INVALID_INPUT, MemoryServiceError, failed_item, invalid, not_found
 from .relations import text_stored
 from .writes import run_write
-
-#: The fields update_memory can change, in the order changed_fields lists them.
-UPDATE_FIELDS = ("text", "tags", "importance", "expires_at", "last_confirmed_at", "keep")
-#: Every field of an update_memory_batch item (the tool's item schema lists the same).
-UPDATE_ITEM_FIELDS = frozenset({"id", *UPDATE_FIELDS})
-#: Every argument of update_memory: an item plus dry_run.
-UPDATE_MEMORY_FIELDS = UPDATE_ITEM_FIELDS | {"dry_run"}
-_REASON_CHARS = 1000
 
 
 def locked_error(memory_id_: int, action: str) -> MemoryServiceError:
@@ -42,62 +39,22 @@ def locked_error(memory_id_: int, action: str) -> MemoryServiceError:
     )
 
 
+def _item_result(index: int, memory_id_: Any, **fields: Any) -> dict[str, Any]:
+    """One item that succeeded, in a batch's ``results``."""
+    return {"input_index": index, "id": memory_id_, "ok": True, **fields}
+
+
+def _batch_payload(dry_run: bool, results: list[dict[str, Any]], **counts: int) -> dict[str, Any]:
+    """A batch's success payload: every item's result and the summary's ``counts``."""
+    return {
+        "ok": True,
+        "dry_run": dry_run,
+        "results": results,
+        "summary": {"total": len(results), **counts},
+    }
+
+
 # --- update ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class UpdateRequest:
-    id: int
-    changes: dict[str, Any]  # field -> new value (text carries its normalized form separately)
-    normalized_text: str | None
-
-
-def parse_update(
-    raw: object, *, max_chars: int, known: frozenset[str] = UPDATE_ITEM_FIELDS
-) -> UpdateRequest:
-    """Validate one update_memory call or update_memory_batch item (``known`` its fields)."""
-    args = Args(raw)
-    reject_unknown(raw, known)
-    mid = memory_id(args)
-    changes: dict[str, Any] = {}
-    normalized = None
-    if args.present("text"):
-        text = clean_text(args.raw("text"), field="text", max_chars=max_chars)
-        check_secret(text)
-        changes["text"] = text
-        normalized = normalize_text(text)
-    if args.has("tags"):  # null means "leave unchanged"; [] clears the tags
-        changes["tags"] = normalize_tags(args.raw("tags"), refuse_secrets=True)
-    if args.present("importance"):
-        if args.raw("importance") is None:
-            raise invalid("importance must be a number between 0 and 1.", field="importance")
-        changes["importance"] = args.number("importance", default=None, minimum=0.0, maximum=1.0)
-    if args.present("expires_at"):
-        # null clears the expiry; a past instant would hide the row: forget is for that.
-        value = args.raw("expires_at")
-        expires = None if value is None else parse_timestamp(value, field="expires_at")
-        if expires is not None and expires <= datetime.now(UTC):
-            raise invalid(
-                "expires_at is in the past; use forget to retire a memory.", field="expires_at"
-            )
-        changes["expires_at"] = expires
-    if args.present("last_confirmed_at"):
-        value = args.raw("last_confirmed_at")
-        if value is None:
-            raise invalid(
-                "last_confirmed_at must be a date-time; use confirm to refresh it.",
-                field="last_confirmed_at",
-            )
-        changes["last_confirmed_at"] = parse_timestamp(value, field="last_confirmed_at")
-    if args.has("keep"):  # null is "not given": only an explicit false unlocks
-        changes["keep"] = args.boolean("keep")
-    if not changes:
-        raise invalid(
-            "Nothing to update: supply at least one of text, tags, importance, expires_at, "
-            "last_confirmed_at or keep.",
-            id=mid,
-        )
-    return UpdateRequest(mid, changes, normalized)
 
 
 async def _update_one(
@@ -139,10 +96,9 @@ async def _update_one(
 
 
 async def update_memory(
-    deps: Deps, user_id: int, raw: dict[str, Any], *, idempotency_key: str | None = None
+    deps: Deps, user_id: int, command: UpdateMemory, *, idempotency_key: str | None = None
 ) -> dict[str, Any]:
-    request = parse_update(raw, max_chars=deps.settings.max_text_chars, known=UPDATE_MEMORY_FIELDS)
-    dry_run = Args(raw).boolean("dry_run")
+    request, dry_run = command.request, command.dry_run
     embedding = None
     if "text" in request.changes and not dry_run:
         embedding = (await deps.embedder.embed([request.changes["text"]]))[0]
@@ -167,17 +123,10 @@ async def update_memory(
 
 
 async def update_memory_batch(
-    deps: Deps, user_id: int, raw: dict[str, Any], *, idempotency_key: str | None = None
+    deps: Deps, user_id: int, command: UpdateMemoryBatch, *, idempotency_key: str | None = None
 ) -> dict[str, Any]:
-    args = Args(raw)
-    items = _batch_list(args, "items", deps.settings.max_batch_size, over_code=INVALID_INPUT)
-    dry_run = args.boolean("dry_run")
-    parsed: list[UpdateRequest | MemoryServiceError] = []
-    for item in items:
-        try:
-            parsed.append(parse_update(item, max_chars=deps.settings.max_text_chars))
-        except MemoryServiceError as ex:
-            parsed.append(ex)
+    dry_run = command.dry_run
+    parsed = list(command.items)
     # One embedder call for every item that brings new text.
     texts = [
         i for i, p in enumerate(parsed) if isinstance(p, UpdateRequest) and "text" in p.changes
@@ -194,9 +143,9 @@ async def update_memory_batch(
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
         results = []
         for index, request in enumerate(parsed):
-            item_id = _item_id(items[index])
             if isinstance(request, MemoryServiceError):
-                results.append({"input_index": index, "id": item_id, **request.to_payload()})
+                item_id = command.item_ids[index]
+                results.append(failed_item(request, input_index=index, id=item_id))
                 continue
             try:
                 async with conn.transaction():  # a savepoint: one item's failure spares the rest
@@ -204,27 +153,17 @@ async def update_memory_batch(
                         conn, deps, user_id, request, embeddings.get(index), dry_run=dry_run
                     )
                 results.append(
-                    {
-                        "input_index": index,
-                        "id": request.id,
-                        "ok": True,
-                        "changed_fields": changed,
-                        "message": "Would update" if dry_run else "Ok",
-                    }
+                    _item_result(
+                        index,
+                        request.id,
+                        changed_fields=changed,
+                        message="Would update" if dry_run else "Ok",
+                    )
                 )
             except MemoryServiceError as ex:
-                results.append({"input_index": index, "id": request.id, **ex.to_payload()})
+                results.append(failed_item(ex, input_index=index, id=request.id))
         updated = sum(1 for r in results if r["ok"])
-        return {
-            "ok": True,
-            "dry_run": dry_run,
-            "results": results,
-            "summary": {
-                "total": len(results),
-                "updated": updated,
-                "errors": len(results) - updated,
-            },
-        }
+        return _batch_payload(dry_run, results, updated=updated, errors=len(results) - updated)
 
     payload = await run_write(
         deps, user_id, "update_memory_batch", None if dry_run else idempotency_key, work
@@ -243,9 +182,9 @@ async def update_memory_batch(
 
 
 async def confirm(
-    deps: Deps, user_id: int, raw: dict[str, Any], *, idempotency_key: str | None = None
+    deps: Deps, user_id: int, command: Confirm, *, idempotency_key: str | None = None
 ) -> dict[str, Any]:
-    mid = memory_id(Args(raw))
+    mid = command.id
 
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
         row = (await store.get_memories_for_update(conn, user_id, [mid])).get(mid)
@@ -262,23 +201,21 @@ async def confirm(
 # --- forget ------------------------------------------------------------------
 
 
+def _forget_message(*, dry_run: bool, already: bool, hard: bool = False) -> str:
+    if dry_run:
+        if hard:
+            return "Would hard-delete"
+        return "Would update tombstone (already soft-deleted)" if already else "Would soft-delete"
+    if hard:
+        return "Forgotten permanently"
+    return "Tombstone updated" if already else "Forgotten"
+
+
 async def forget(
-    deps: Deps, user_id: int, raw: dict[str, Any], *, idempotency_key: str | None = None
+    deps: Deps, user_id: int, command: Forget, *, idempotency_key: str | None = None
 ) -> dict[str, Any]:
-    args = Args(raw)
-    mid = memory_id(args)
-    hard = args.boolean("hard_delete")
-    reason = args.string("reason", max_len=_REASON_CHARS)
-    replaced_by = args.integer("replaced_by_id", minimum=1)
-    dry_run = args.boolean("dry_run")
-    if hard and (reason is not None or replaced_by is not None):
-        raise invalid(
-            "reason and replaced_by_id cannot be used with hard_delete: a hard delete leaves "
-            "no row to record them on.",
-            field="reason" if reason is not None else "replaced_by_id",
-        )
-    if replaced_by == mid:
-        raise invalid("A memory cannot be replaced by itself.", field="replaced_by_id")
+    mid, hard, dry_run = command.id, command.hard_delete, command.dry_run
+    replaced_by = command.replaced_by_id
 
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
         ids = [mid] if replaced_by is None else [mid, replaced_by]
@@ -293,82 +230,47 @@ async def forget(
         if row.keep:
             raise locked_error(mid, "forgotten")
         already = row.deleted_at is not None
-        if dry_run:
-            message = (
-                "Would hard-delete"
-                if hard
-                else "Would update tombstone (already soft-deleted)"
-                if already
-                else "Would soft-delete"
-            )
-        elif hard:
+        if hard and not dry_run:
             await store.hard_delete(conn, user_id, mid)
-            message = "Forgotten permanently"
-        else:
+        elif not dry_run:
             await store.soft_delete(
                 conn,
                 user_id,
                 [mid],
-                reason=reason,
+                reason=command.reason,
                 replaced_by_id=replaced_by,
                 keep_existing_metadata=already,
             )
-            message = "Tombstone updated" if already else "Forgotten"
         return {
             "ok": True,
             "memory_id": mid,
             "dry_run": dry_run,
             "already_deleted": already,
             "hard_deleted": hard,
-            "message": message,
+            "message": _forget_message(dry_run=dry_run, already=already, hard=hard),
         }
 
     return await run_write(deps, user_id, "forget", None if dry_run else idempotency_key, work)
 
 
 async def forget_batch(
-    deps: Deps, user_id: int, raw: dict[str, Any], *, idempotency_key: str | None = None
+    deps: Deps, user_id: int, command: ForgetBatch, *, idempotency_key: str | None = None
 ) -> dict[str, Any]:
-    args = Args(raw)
-    if args.raw("ids") is None:
-        raise invalid("The ids field is required: an array of memory ids.", field="ids")
-    raw_ids = args.raw("ids")
-    if not isinstance(raw_ids, list):
-        raise invalid("ids must be an array of integer ids.", field="ids")
-    if not raw_ids:
-        raise invalid("ids must not be empty.", field="ids")
-    if len(raw_ids) > deps.settings.max_batch_size:
-        raise MemoryServiceError(
-            "LIMIT_EXCEEDED",
-            f"ids has {len(raw_ids)} items; at most {deps.settings.max_batch_size} per call.",
-            {"field": "ids", "limit": deps.settings.max_batch_size},
-        )
-    reason = args.string("reason", max_len=_REASON_CHARS)
-    dry_run = args.boolean("dry_run")
-    ids: list[int | MemoryServiceError] = []
-    for value in raw_ids:
-        try:
-            ids.append(memory_id(Args({"id": value})))
-        except MemoryServiceError as ex:
-            ids.append(invalid(f"Item is not a valid memory id: {ex.message}", field="ids"))
+    dry_run = command.dry_run
 
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
-        valid = [i for i in ids if isinstance(i, int)]
+        valid = [i for i in command.ids if isinstance(i, int)]
         rows = await store.get_memories_for_update(conn, user_id, valid)
         results: list[dict[str, Any]] = []
         deleted_now: set[int] = set()
-        for index, mid in enumerate(ids):
+        for index, mid in enumerate(command.ids):
             if isinstance(mid, MemoryServiceError):
-                results.append({"input_index": index, "id": raw_ids[index], **mid.to_payload()})
+                results.append(failed_item(mid, input_index=index, id=command.sent[index]))
                 continue
             row = rows.get(mid)
-            if row is None:
-                results.append({"input_index": index, "id": mid, **not_found(mid).to_payload()})
-                continue
-            if row.keep:
-                results.append(
-                    {"input_index": index, "id": mid, **locked_error(mid, "forgotten").to_payload()}
-                )
+            if row is None or row.keep:
+                error = not_found(mid) if row is None else locked_error(mid, "forgotten")
+                results.append(failed_item(error, input_index=index, id=mid))
                 continue
             already = row.deleted_at is not None or mid in deleted_now
             if not dry_run:
@@ -376,71 +278,23 @@ async def forget_batch(
                     conn,
                     user_id,
                     [mid],
-                    reason=reason,
+                    reason=command.reason,
                     replaced_by_id=None,
                     keep_existing_metadata=already,
                 )
                 deleted_now.add(mid)
-            message = (
-                (
-                    "Would update tombstone (already soft-deleted)"
-                    if already
-                    else "Would soft-delete"
-                )
-                if dry_run
-                else ("Tombstone updated" if already else "Forgotten")
-            )
-            results.append(
-                {
-                    "input_index": index,
-                    "id": mid,
-                    "ok": True,
-                    "already_deleted": already,
-                    "message": message,
-                }
-            )
+            message = _forget_message(dry_run=dry_run, already=already)
+            results.append(_item_result(index, mid, already_deleted=already, message=message))
         oks = [r for r in results if r["ok"]]
         already_n = sum(1 for r in oks if r["already_deleted"])
-        return {
-            "ok": True,
-            "dry_run": dry_run,
-            "results": results,
-            "summary": {
-                "total": len(results),
-                "deleted": len(oks) - already_n,
-                "already_deleted": already_n,
-                "errors": len(results) - len(oks),
-            },
-        }
+        return _batch_payload(
+            dry_run,
+            results,
+            deleted=len(oks) - already_n,
+            already_deleted=already_n,
+            errors=len(results) - len(oks),
+        )
 
     return await run_write(
         deps, user_id, "forget_batch", None if dry_run else idempotency_key, work
     )
-
-
-# --- shared --------------------------------------------------------------------
-
-
-def _batch_list(args: Args, name: str, limit: int, *, over_code: str) -> list[Any]:
-    value = args.raw(name)
-    if value is None:
-        raise invalid(f"The {name} field is required: an array.", field=name)
-    if not isinstance(value, list):
-        raise invalid(f"{name} must be an array.", field=name)
-    if not value:
-        raise invalid(f"{name} must not be empty.", field=name)
-    if len(value) > limit:
-        raise MemoryServiceError(
-            over_code,
-            f"{name} has {len(value)} items; at most {limit} per call.",
-            {"field": name, "limit": limit},
-        )
-    return value
-
-
-def _item_id(item: object) -> Any:
-    if isinstance(item, dict):
-        value = item.get("id")
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None

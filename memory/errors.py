@@ -1,8 +1,20 @@
 """The memory domain's one error type.
 
 Every failure a tool can report is a :class:`MemoryServiceError` carrying one
-of the codes of the tools chapter ("Error codes"). ``api/errors.py`` is the
-only place that turns it into a wire payload.
+of the codes of the tools chapter ("Error codes"). Use cases raise it; it
+becomes a ``{"ok": false, "error": {...}}`` payload once, at the boundary it
+crosses:
+
+- on a worker, where ``tasks/actors.run_use_case`` returns it as the
+  message's result (the API passes that payload on untouched);
+- in the API process, in ``api/errors.py`` (a tool that ran inline, or a
+  call refused before it was queued).
+
+One more place builds error entries, and they are not failures of the call:
+the per-item outcomes inside a batch's *success* payload (``remember_batch``'s
+``results[i]``, ``update_memory_batch``'s and ``forget_batch``'s ``results``
+with ``ok: false``). They are part of that success shape and are all built
+by :func:`failed_item`.
 """
 
 from __future__ import annotations
@@ -51,6 +63,15 @@ class MemoryServiceError(Exception):
         if self.detail:
             error["detail"] = self.detail
         return {"ok": False, "error": error}
+
+
+def failed_item(error: MemoryServiceError, **position: Any) -> dict[str, Any]:
+    """One failed item of a batch's success payload: ``{**position, "ok": false, "error"}``.
+
+    ``position`` is what locates the item in its batch (``input_index``,
+    ``id``), listed first as the batch tools' results show it.
+    """
+    return {**position, **error.to_payload()}
 
 
 def invalid(message: str, **detail: Any) -> MemoryServiceError:

@@ -16,13 +16,11 @@ import numpy.typing as npt
 import psycopg
 
 from memory.rules import ranking
-from memory.rules.inputs import Args
-from memory.rules.text import clean_text
 from storage import learning as learned
 from storage import memories as store
 
+from .commands.learning import Reinforce
 from .deps import Deps
-from .errors import LIMIT_EXCEEDED, invalid
 from .writes import run_write
 
 
@@ -44,33 +42,10 @@ def next_centroid(
     return (total / norm).astype(np.float32)
 
 
-def _memory_ids(args: Args, limit: int) -> list[int]:
-    ids = args.id_list(
-        "memory_ids",
-        required=True,
-        max_items=limit,
-        over_limit_code=LIMIT_EXCEEDED,
-        allow_empty=False,
-    )
-    for value in ids:
-        if value < 1:
-            raise invalid(
-                f"memory_ids must hold positive memory ids; got {value}.", field="memory_ids"
-            )
-    return list(dict.fromkeys(ids))  # duplicates collapse, first-seen order kept
-
-
 async def reinforce(
-    deps: Deps, user_id: int, raw: dict[str, Any], *, idempotency_key: str | None = None
+    deps: Deps, user_id: int, command: Reinforce, *, idempotency_key: str | None = None
 ) -> dict[str, Any]:
-    settings = deps.settings
-    args = Args(raw)
-    ids = _memory_ids(args, settings.max_batch_size)
-    delta = args.number("delta", default=1.0, minimum=-1.0, maximum=1.0)
-    assert delta is not None
-    query = None
-    if args.has("query"):
-        query = clean_text(args.raw("query"), field="query", max_chars=settings.max_text_chars)
+    ids, delta, query = list(command.memory_ids), command.delta, command.query
     # The tools chapter: the query is ignored for negative (and null) feedback.
     query_vector = await deps.embedder.embed_one(query) if query is not None and delta > 0 else None
 

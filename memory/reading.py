@@ -273,11 +273,11 @@ async def export_memories(
     args = Args(raw)
     include_deleted = args.boolean("include_deleted", default=True)
     cap = deps.settings.export_max_rows
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():  # one snapshot: the count and the rows agree
-            rows = await store.export_rows(
-                conn, user_id, include_deleted=include_deleted, limit=cap + 1
-            )
+    # One snapshot: the count and the rows agree.
+    async with deps.pool.connection() as conn, conn.transaction():
+        rows = await store.export_rows(
+            conn, user_id, include_deleted=include_deleted, limit=cap + 1
+        )
     if len(rows) > cap:
         raise MemoryServiceError(
             LIMIT_EXCEEDED,

@@ -11,22 +11,22 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import psycopg
 
 from memory.rules import ranking
-from memory.rules.inputs import Args, reject_unknown
-from memory.rules.text import check_secret, clean_text, normalize_tags, normalize_text
-from memory.rules.timestamps import format_timestamp, parse_timestamp
+from memory.rules.timestamps import format_timestamp
 from storage import memories as store
 from storage.rows import MemoryRow, Neighbour, NewMemory
 
+from .commands.remember import Remember, RememberBatch, RememberItem
 from .deps import Deps
-from .errors import INVALID_INPUT, MemoryServiceError, invalid
+from .errors import INVALID_INPUT, MemoryServiceError, failed_item
 from .relations import text_stored
 from .writes import prior_receipt, run_write
 
@@ -34,106 +34,55 @@ from .writes import prior_receipt, run_write
 NEAR_DUPLICATE_THRESHOLD = 0.90
 #: How many near duplicates / tombstones are reported per item.
 NEIGHBOURS = 5
-DEDUP_POLICIES = ("insert", "skip_if_near", "ask")
-CAPTURE_MODES = ("explicit", "inferred")
-#: A client clock this far ahead of ours is still "now".
-_CLOCK_SKEW = timedelta(minutes=5)
-_SHORT_FIELD = 200
-#: Every field of a remember call or remember_batch item (the tools' item schema lists the same).
-ITEM_FIELDS = frozenset(
-    {
-        "text",
-        "tags",
-        "importance",
-        "source_provider",
-        "capture_mode",
-        "session_id",
-        "dedup_policy",
-        "expires_at",
-        "last_confirmed_at",
-        "supersedes",
-        "downweights",
-        "keep",
-    }
-)
+
+#: An item's outcome: its result entry, or the error that failed it alone.
+Outcome = dict[str, Any] | MemoryServiceError
+#: Builds the write's payload from its items' outcomes, in input order.
+Envelope = Callable[[list[Outcome]], dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class RememberItem:
-    text: str
-    normalized: str
-    tags: list[str]
-    importance: float
-    keep: bool
-    source_provider: str | None
-    capture_mode: str | None
-    session_id: str | None
-    dedup_policy: str
-    expires_at: datetime | None
-    last_confirmed_at: datetime | None
-    supersedes: tuple[int, ...]
-    downweights: tuple[int, ...]
+async def remember(
+    deps: Deps, user_id: int, command: Remember, *, idempotency_key: str | None = None
+) -> dict[str, Any]:
+    def only(outcomes: list[Outcome]) -> dict[str, Any]:
+        (outcome,) = outcomes
+        if isinstance(outcome, MemoryServiceError):
+            raise outcome  # inside the write's transaction: it rolls back, nothing is stored
+        return outcome
 
-
-def parse_item(
-    raw: object,
-    *,
-    max_chars: int,
-    max_ids: int,
-    default_source: str | None = None,
-    default_policy: str = "ask",
-    now: datetime | None = None,
-) -> RememberItem:
-    """Validate one ``remember`` argument object (or one batch item).
-
-    An unknown field fails the item before anything else is looked at, so in
-    a batch it fails that item alone, wherever the use case runs.
-    """
-    now = now or datetime.now(UTC)
-    args = Args(raw)
-    reject_unknown(raw, ITEM_FIELDS)
-    text = clean_text(args.raw("text"), field="text", max_chars=max_chars)
-    check_secret(text)
-    expires_at = (
-        parse_timestamp(args.raw("expires_at"), field="expires_at")
-        if args.has("expires_at")
-        else None
-    )
-    if expires_at is not None and expires_at <= now:
-        raise invalid(
-            "expires_at is in the past; a memory must expire in the future.", field="expires_at"
-        )
-    confirmed = (
-        parse_timestamp(args.raw("last_confirmed_at"), field="last_confirmed_at")
-        if args.has("last_confirmed_at")
-        else None
-    )
-    if confirmed is not None and confirmed > now + _CLOCK_SKEW:
-        raise invalid("last_confirmed_at must not be in the future.", field="last_confirmed_at")
-    source = args.string("source_provider", max_len=_SHORT_FIELD)
-    return RememberItem(
-        text=text,
-        normalized=normalize_text(text),
-        tags=normalize_tags(args.raw("tags"), refuse_secrets=True),
-        importance=args.number("importance", default=0.5, minimum=0.0, maximum=1.0) or 0.0,
-        keep=args.boolean("keep"),
-        source_provider=source if source is not None else default_source,
-        capture_mode=args.choice("capture_mode", CAPTURE_MODES, None),
-        session_id=args.string("session_id", max_len=_SHORT_FIELD),
-        dedup_policy=args.choice("dedup_policy", DEDUP_POLICIES, default_policy) or default_policy,
-        expires_at=expires_at,
-        last_confirmed_at=confirmed,
-        supersedes=_ids(args, "supersedes", max_ids),
-        downweights=_ids(args, "downweights", max_ids),
+    return await store_items(
+        deps,
+        user_id,
+        [command.item],
+        idempotency_key=idempotency_key,
+        tool="remember",
+        envelope=only,
     )
 
 
-def _ids(args: Args, name: str, max_ids: int) -> tuple[int, ...]:
-    # 0 or a negative number can name no memory: a mistake, refused rather than "skipped".
-    return tuple(
-        dict.fromkeys(
-            args.id_list(name, max_items=max_ids, over_limit_code=INVALID_INPUT, positive=True)
-        )
+async def remember_batch(
+    deps: Deps, user_id: int, command: RememberBatch, *, idempotency_key: str | None = None
+) -> dict[str, Any]:
+    def batch(outcomes: list[Outcome]) -> dict[str, Any]:
+        results = [failed_item(o) if isinstance(o, MemoryServiceError) else o for o in outcomes]
+        succeeded = sum(1 for r in results if r["ok"])
+        return {
+            "ok": True,
+            "results": results,
+            "summary": {
+                "total": len(results),
+                "succeeded": succeeded,
+                "failed": len(results) - succeeded,
+            },
+        }
+
+    return await store_items(
+        deps,
+        user_id,
+        list(command.items),
+        idempotency_key=idempotency_key,
+        tool="remember_batch",
+        envelope=batch,
     )
 
 
@@ -167,9 +116,9 @@ async def store_items(
     *,
     idempotency_key: str | None,
     tool: str,
-    envelope: Any,
+    envelope: Envelope,
 ) -> dict[str, Any]:
-    """Embed and store the valid items; ``envelope(results)`` builds the payload.
+    """Embed and store the valid items; ``envelope(outcomes)`` builds the payload.
 
     Returns the stored receipt instead when this write already happened.
     """
@@ -239,16 +188,14 @@ async def _store_in_transaction(
     *,
     idempotency_key: str | None,
     tool: str,
-    envelope: Any,
+    envelope: Envelope,
 ) -> dict[str, Any]:
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
         await _plan(conn, user_id, plans)
         await _apply(conn, user_id, plans, deps)
         return envelope(
             [
-                it.to_payload()
-                if isinstance(it, MemoryServiceError)
-                else _item_payload(plans[i], plans)
+                it if isinstance(it, MemoryServiceError) else _item_outcome(plans[i], plans)
                 for i, it in enumerate(items)
             ]
         )
@@ -263,24 +210,12 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
     now = datetime.now(UTC)
     exact = await store.find_exact(conn, user_id, [plans[i].item.normalized for i in order])
     probes = [i for i in order if plans[i].item.dedup_policy != "insert"]
-    near = await store.nearest_active(
-        conn,
-        user_id,
-        [plans[i].embedding for i in probes],
-        k=NEIGHBOURS,
-        min_score=NEAR_DUPLICATE_THRESHOLD,
-    )
+    near = await _neighbours(store.nearest_active, conn, user_id, [plans[i] for i in probes])
     for n in near:
         plans[probes[n.probe]].near.append(
             {"id": n.id, "text": n.text, "score": round(n.score, 4), "tags": list(n.tags)}
         )
-    tombs = await store.nearest_tombstones(
-        conn,
-        user_id,
-        [plans[i].embedding for i in order],
-        k=NEIGHBOURS,
-        min_score=NEAR_DUPLICATE_THRESHOLD,
-    )
+    tombs = await _neighbours(store.nearest_tombstones, conn, user_id, [plans[i] for i in order])
     for t in tombs:
         plans[order[t.probe]].tombstones.append(t)
     referenced = {x for i in order for x in (*plans[i].item.supersedes, *plans[i].item.downweights)}
@@ -334,6 +269,22 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
                 inserted_vectors[len(inserted)] = plan.embedding
                 inserted.append(i)
         _plan_references(plan, targets)
+
+
+async def _neighbours(
+    search: Callable[..., Awaitable[list[Any]]],
+    conn: psycopg.AsyncConnection,
+    user_id: int,
+    probes: list[_Plan],
+) -> list[Any]:
+    """``search``'s hits (active rows or tombstones) near each probe's embedding."""
+    return await search(
+        conn,
+        user_id,
+        [p.embedding for p in probes],
+        k=NEIGHBOURS,
+        min_score=NEAR_DUPLICATE_THRESHOLD,
+    )
 
 
 def _plan_references(plan: _Plan, targets: dict[int, MemoryRow]) -> None:
@@ -392,7 +343,7 @@ async def _apply(
                 conn, user_id, [old], reason="expired; remembered again", replaced_by_id=None
             )
     ids = await store.insert_memories(conn, user_id, rows)
-    for i, (new_id, _created) in zip(to_insert, ids):
+    for i, (new_id, _created) in zip(to_insert, ids, strict=True):
         plans[i].new_id = new_id
     for i in sorted(plans):
         plan = plans[i]
@@ -435,9 +386,9 @@ async def _apply(
         await store.set_salience(conn, user_id, updates)
 
 
-def _item_payload(plan: _Plan, plans: dict[int, _Plan]) -> dict[str, Any]:
+def _item_outcome(plan: _Plan, plans: dict[int, _Plan]) -> Outcome:
     if plan.error is not None:
-        return plan.error.to_payload()
+        return plan.error
     memory_id = plan.new_id if plan.new_id is not None else plan.existing_id
     out: dict[str, Any] = {"ok": True, "memory_id": memory_id, "message": plan.message}
     if plan.item.dedup_policy != "insert" and not plan.exact:

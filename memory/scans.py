@@ -24,9 +24,9 @@ import numpy as np
 
 from memory.rules import knn
 from memory.rules.clusters import Cluster, cluster_pairs
-from memory.rules.inputs import Args
 from storage import scans as store
 
+from .commands.scans import FindConflicts, FindNearDuplicates, Scan
 from .deps import Deps
 from .shapes import match_shape
 
@@ -38,42 +38,24 @@ IN_MEMORY_LIMIT = 200_000
 PROBE_BATCH = 500
 #: HNSW statements in flight at once (each on its own pooled connection).
 SCAN_CONNECTIONS = 3
-DEFAULT_MAX_GROUPS = 50
-MAX_GROUPS_CAP = 500
 #: Members listed per group; a larger group (a low threshold on a big store) is cut, flagged.
 MAX_GROUP_MEMBERS = 200
-MIN_THRESHOLD = 0.5
-NEAR_DUPLICATE_THRESHOLD = 0.92
-CONFLICT_THRESHOLD = 0.80
 
 
 async def find_near_duplicates(
-    deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
+    deps: Deps, user_id: int, command: FindNearDuplicates, **_: Any
 ) -> dict[str, Any]:
-    return await _scan(
-        deps, user_id, raw, default_threshold=NEAR_DUPLICATE_THRESHOLD, shared_tag=False
-    )
+    return await _scan(deps, user_id, command)
 
 
-async def find_conflicts(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    return await _scan(deps, user_id, raw, default_threshold=CONFLICT_THRESHOLD, shared_tag=True)
-
-
-async def _scan(
-    deps: Deps, user_id: int, raw: dict[str, Any], *, default_threshold: float, shared_tag: bool
+async def find_conflicts(
+    deps: Deps, user_id: int, command: FindConflicts, **_: Any
 ) -> dict[str, Any]:
-    args = Args(raw)
-    threshold = args.number(
-        "threshold", default=default_threshold, minimum=MIN_THRESHOLD, maximum=1.0
-    )
-    max_groups = args.integer(
-        # The chapter: "hard cap 500" with INVALID_INPUT for an out-of-range max_groups.
-        "max_groups",
-        default=DEFAULT_MAX_GROUPS,
-        minimum=1,
-        maximum=MAX_GROUPS_CAP,
-    )
-    assert threshold is not None and max_groups is not None
+    return await _scan(deps, user_id, command)
+
+
+async def _scan(deps: Deps, user_id: int, command: Scan) -> dict[str, Any]:
+    threshold, max_groups, shared_tag = command.threshold, command.max_groups, command.SHARED_TAG
     pairs = await qualifying_pairs(deps, user_id, threshold=threshold, shared_tag=shared_tag)
     clusters = (await asyncio.to_thread(cluster_pairs, pairs))[:max_groups]
     async with deps.pool.connection() as conn:
@@ -122,11 +104,13 @@ def _pairs_in_memory(
     _, first = np.unique(low * len(found.ids) + high, return_index=True)
     low, high, sims = low[first], high[first], sims[first]
     ids = np.asarray(found.ids, dtype=np.int64)
-    pairs = zip(ids[low].tolist(), ids[high].tolist(), sims.tolist())
+    pairs = zip(ids[low].tolist(), ids[high].tolist(), sims.tolist(), strict=True)
     if not shared_tag:
         return list(pairs)
     tags = [frozenset(t) for t in found.tags]
-    return [p for p, a, b in zip(pairs, low.tolist(), high.tolist()) if tags[a] & tags[b]]
+    return [
+        p for p, a, b in zip(pairs, low.tolist(), high.tolist(), strict=True) if tags[a] & tags[b]
+    ]
 
 
 async def _pairs_by_index(

@@ -86,8 +86,11 @@ async def run_use_case(
     if fn is None:
         return MemoryServiceError(INTERNAL_ERROR, "Unknown operation.").to_payload()
     try:
+        # ``args`` is the command the API parsed (memory.commands), as JSON; the
+        # table entry decodes it, so the use case receives the command object.
         return await fn(deps, user_id, args, idempotency_key=idempotency_key)
     except MemoryServiceError as ex:
+        # The worker's one error boundary: the API passes this payload on as it is.
         return ex.to_payload()
     except Exception:
         # Never the arguments: they hold memory text.

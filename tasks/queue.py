@@ -1,5 +1,9 @@
 """The API side of a queued write: send the message, await its result without blocking.
 
+The result is the worker's payload, passed on as it is: a domain error was
+turned into its payload once, on the worker; only the queue's own failures
+(unreachable, no answer in time) are raised here, for ``api/errors.py``.
+
 The event loop never waits on a socket or a lock: Redis results are awaited
 with ``BRPOPLPUSH`` on an asyncio client; in-process results wake an asyncio
 future from the worker thread.
@@ -54,10 +58,16 @@ class DramatiqWriteQueue:
     async def submit(
         self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
     ) -> dict[str, Any]:
+        """Run ``use_case`` on a worker and return its payload, ``{"ok": false}`` ones included.
+
+        ``args`` is the command's JSON (:meth:`memory.commands.Command.to_json`;
+        raw tool arguments are parsed by the worker). Raises MemoryServiceError
+        only when the queue itself fails: unreachable, no result in time.
+        """
         # The request id rides in the message options (not the arguments: they are
         # the actor's signature) so the worker's log lines carry it too.
         request_id = current_request_id()
-        options = {"request_id": request_id} if request_id else {}
+        options: dict[str, Any] = {"request_id": request_id} if request_id else {}
         message = self._actor.message_with_options(
             args=(use_case, user_id, args, idempotency_key), **options
         )
@@ -67,16 +77,10 @@ class DramatiqWriteQueue:
         else:
             data = await self._run_on_redis(message, backend)
         try:
-            payload = backend.unwrap_result(data)
+            payload: dict[str, Any] = backend.unwrap_result(data)
         except ResultFailure as ex:
             raise MemoryServiceError(INTERNAL_ERROR, "An unexpected error occurred.") from ex
-        if not payload.get("ok", False):
-            error = payload.get("error", {})
-            raise MemoryServiceError(
-                error.get("code", INTERNAL_ERROR),
-                error.get("message", "Failed."),
-                error.get("detail"),
-            )
+        # An error payload is the worker's answer (tasks.actors built it): passed on as it is.
         return payload
 
     async def _run_in_process(self, message: Any, backend: NotifyingStubBackend) -> Any:
@@ -138,7 +142,8 @@ class DramatiqWriteQueue:
         each message in ``<namespace>:<queue>.msgs`` until it is acknowledged),
         delay queues included. In-process: the messages still waiting.
         """
-        broker = self._bundle.broker
+        # A RedisBroker here, or a StubBroker: each is read through its own attributes.
+        broker: Any = self._bundle.broker
         queues = sorted(broker.get_declared_queues() | broker.get_declared_delay_queues())
         if isinstance(self._bundle.backend, NotifyingStubBackend):
             return {name: broker.queues[name].qsize() for name in queues if name in broker.queues}

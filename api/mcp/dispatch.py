@@ -24,6 +24,7 @@ from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Mess
 from api.mcp.tools import ToolSpec
 from api.runtime import Runtime
 from auth.scopes import required_scope
+from memory.commands import parse_command
 from memory.errors import INVALID_INPUT, MemoryServiceError
 from memory.rules.inputs import reject_unknown
 from memory.service import UseCase
@@ -176,9 +177,12 @@ class McpDispatcher:
                 raise MemoryServiceError(INVALID_INPUT, SURROGATE_MESSAGE)
             # additionalProperties: false, enforced here for every tool, before a
             # queued one costs a round trip through the queue. Nested items are
-            # checked by the use case's item parser, so a bad item fails alone.
+            # checked by the command's item parser, so a bad item fails alone.
             reject_unknown(args, spec.argument_names)
             if spec.queued:
+                # Parsed here, in the API process: a bad call is refused before it
+                # is queued, and the worker receives the command, not raw JSON.
+                command = parse_command(spec.use_case, args, runtime.deps.settings)
                 key = idempotency_key(
                     ctx.user_id,
                     spec.name,
@@ -190,7 +194,7 @@ class McpDispatcher:
                 waited_from = time.perf_counter()
                 try:
                     payload = await runtime.write_queue.submit(
-                        spec.use_case, ctx.user_id, args, key
+                        spec.use_case, ctx.user_id, command.to_json(), key
                     )
                 finally:
                     if self._observer is not None:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from memory.errors import INVALID_INPUT, LIMIT_EXCEEDED, MemoryServiceError, invalid
 from memory.rules.text import reject_unstorable
 
-_MISSING = object()
 #: An unknown name is quoted back at most this long: it is the client's text.
 _NAME_CHARS = 60
 
@@ -84,11 +83,16 @@ class Args:
     def raw(self, name: str) -> Any:
         return self._raw.get(name)
 
-    def string(self, name: str, *, required: bool = False, max_len: int = 1000) -> str | None:
+    def _value(self, name: str, *, required: bool) -> Any:
+        """The value sent for ``name``, None when absent or null (refused when ``required``)."""
         value = self._raw.get(name)
+        if value is None and required:
+            raise invalid(f"The {name} field is required.", field=name)
+        return value
+
+    def string(self, name: str, *, required: bool = False, max_len: int = 1000) -> str | None:
+        value = self._value(name, required=required)
         if value is None:
-            if required:
-                raise invalid(f"The {name} field is required.", field=name)
             return None
         if not isinstance(value, str):
             raise invalid(f"{name} must be a string.", field=name)
@@ -124,10 +128,8 @@ class Args:
         cap: int | None = None,
     ) -> int | None:
         """An integer; ``maximum`` refuses larger values, ``cap`` silently clamps them."""
-        value = self._raw.get(name)
+        value = self._value(name, required=required)
         if value is None:
-            if required:
-                raise invalid(f"The {name} field is required.", field=name)
             return default
         number = as_integer(value, name)
         if minimum is not None and number < minimum:
@@ -165,21 +167,15 @@ class Args:
         positive: bool = False,
     ) -> list[int]:
         """A list of integer ids; ``positive`` refuses 0 and below (memory ids start at 1)."""
-        value = self._raw.get(name)
-        if value is None:
-            if required:
-                raise invalid(f"The {name} field is required.", field=name)
-            return []
-        if not isinstance(value, list):
-            raise invalid(f"{name} must be an array of integer ids.", field=name)
-        if not value and not allow_empty:
-            raise invalid(f"{name} must not be empty.", field=name)
-        if len(value) > max_items:
-            raise MemoryServiceError(
-                over_limit_code,
-                f"{name} has {len(value)} items; at most {max_items} are allowed per call.",
-                {"field": name, "limit": max_items},
-            )
+        value = self.array(
+            name,
+            max_items=max_items,
+            over_limit_code=over_limit_code,
+            required=f"The {name} field is required." if required else None,
+            kind="an array of integer ids",
+            allow_empty=allow_empty,
+            per_call="are allowed per call",
+        )
         ids = [as_integer(v, name) for v in value]
         if positive:
             for number in ids:
@@ -188,6 +184,82 @@ class Args:
                         f"{name} must hold positive memory ids; got {number}.", field=name
                     )
         return ids
+
+    def array(
+        self,
+        name: str,
+        *,
+        max_items: int,
+        over_limit_code: str = LIMIT_EXCEEDED,
+        required: str | None = None,
+        kind: str = "an array",
+        allow_empty: bool = True,
+        noun: str = "items",
+        per_call: str = "per call",
+    ) -> list[Any]:
+        """A JSON array of at most ``max_items`` elements, left unchecked ([] when absent).
+
+        ``required`` is the message for a missing array (None: optional);
+        ``kind``, ``noun`` and ``per_call`` word the other refusals the way
+        each tool has always worded them.
+        """
+        value = self._raw.get(name)
+        if value is None:
+            if required is not None:
+                raise invalid(required, field=name)
+            return []
+        if not isinstance(value, list):
+            raise invalid(f"{name} must be {kind}.", field=name)
+        if not value and not allow_empty:
+            raise invalid(f"{name} must not be empty.", field=name)
+        if len(value) > max_items:
+            raise MemoryServiceError(
+                over_limit_code,
+                f"{name} has {len(value)} {noun}; at most {max_items} {per_call}.",
+                {"field": name, "limit": max_items},
+            )
+        return value
+
+
+def batch_list(
+    args: Args,
+    name: str,
+    limit: int,
+    *,
+    over_code: str,
+    required: str,
+    kind: str = "an array",
+    noun: str = "items",
+) -> list[Any]:
+    """The non-empty array a batch tool works through (``items``, ``ids``), at most ``limit``."""
+    return args.array(
+        name,
+        max_items=limit,
+        over_limit_code=over_code,
+        required=required,
+        kind=kind,
+        allow_empty=False,
+        noun=noun,
+    )
+
+
+T = TypeVar("T")
+
+
+def parse_each(
+    values: Iterable[object], parse: Callable[[object], T]
+) -> tuple[T | MemoryServiceError, ...]:
+    """``parse`` of each batch entry, in order; an entry it refuses is its error, in its place.
+
+    The batch tools report per item, so one bad entry fails alone.
+    """
+    parsed: list[T | MemoryServiceError] = []
+    for value in values:
+        try:
+            parsed.append(parse(value))
+        except MemoryServiceError as ex:
+            parsed.append(ex)
+    return tuple(parsed)
 
 
 def as_integer(value: object, name: str) -> int:

@@ -127,10 +127,10 @@ async def test_extreme_literals_in_every_position(mcp: Mcp, fragment: str, posit
         "params": '{"name":"recall","arguments":{"query":"x"}}',
     }
     if position == "argument":
-        fields["params"] = '{"name":"recall","arguments":{"query":"x","limit":%s}}' % fragment
+        fields["params"] = '{"name":"recall","arguments":{"query":"x","limit":%s}}' % fragment  # noqa: UP031 (a JSON template: braces stay literal)
     else:
         fields[position] = fragment
-    body = '{"jsonrpc":"2.0","id":%(id)s,"method":%(method)s,"params":%(params)s}' % fields
+    body = '{"jsonrpc":"2.0","id":%(id)s,"method":%(method)s,"params":%(params)s}' % fields  # noqa: UP031 (a JSON template: braces stay literal)
     result = await mcp.post(body.encode())
     assert result.status_code in (200, 400), (result.status_code, result.text[:300])
     _check_response(json.loads(result.content))

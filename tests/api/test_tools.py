@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from api.mcp.dispatch import idempotency_key
 from api.mcp.tools import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, tool_specs
 from config.settings import Settings
+from memory.commands import COMMANDS, Remember, from_json
 from memory.errors import NOT_FOUND, MemoryServiceError
 from memory.service import USE_CASES
 from tests.api.conftest import FakeUseCases, FakeWriteQueue, Mcp, open_session
@@ -52,6 +53,8 @@ def test_registry_matches_the_use_cases() -> None:
     assert {name for name, spec in specs.items() if spec.queued} == QUEUED
     for spec in specs.values():
         assert spec.use_case in USE_CASES
+        # A queued tool is parsed into its command before it is queued.
+        assert (spec.use_case in COMMANDS) is spec.queued, spec.name
 
 
 async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> None:
@@ -218,7 +221,12 @@ async def test_queued_tools_go_through_the_write_queue(
     assert result["structuredContent"] == write_queue.payload and result["isError"] is False
     assert use_cases.calls == []
     ((use_case, uid, args, key),) = write_queue.calls
-    assert (use_case, uid, args) == ("remember", user_id, {"text": SECRET})
+    # The queue carries the command parsed here, as JSON, not the raw arguments.
+    assert (use_case, uid) == ("remember", user_id)
+    assert isinstance(args, dict) and args["command"] == "remember"
+    command = from_json(args)
+    assert isinstance(command, Remember) and command.item.text == SECRET
+    assert command.to_json() == args
     assert len(key) >= 32
 
 

@@ -313,18 +313,17 @@ async def test_statistics_follow_savepoints_and_multi_statement_transactions(dep
     a, b = await remember_many(
         deps, alice, ["The heron stands in the pond.", "Otters swim upstream."]
     )
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            await conn.execute("UPDATE memories SET text = 'Kingfishers dive.' WHERE id = %s", (a,))
-            with pytest.raises(RuntimeError):
-                async with conn.transaction():  # a savepoint
-                    await conn.execute(
-                        "UPDATE memories SET text = 'Beavers build dams.' WHERE id = %s", (b,)
-                    )
-                    raise RuntimeError("roll the savepoint back")
-            await conn.execute("UPDATE memories SET deleted_at = now() WHERE id = %s", (b,))
-            await conn.execute("UPDATE memories SET deleted_at = NULL WHERE id = %s", (b,))
-            await conn.execute("UPDATE memories SET salience = 0.5 WHERE id = %s", (b,))
+    async with deps.pool.connection() as conn, conn.transaction():
+        await conn.execute("UPDATE memories SET text = 'Kingfishers dive.' WHERE id = %s", (a,))
+        with pytest.raises(RuntimeError):
+            async with conn.transaction():  # a savepoint
+                await conn.execute(
+                    "UPDATE memories SET text = 'Beavers build dams.' WHERE id = %s", (b,)
+                )
+                raise RuntimeError("roll the savepoint back")
+        await conn.execute("UPDATE memories SET deleted_at = now() WHERE id = %s", (b,))
+        await conn.execute("UPDATE memories SET deleted_at = NULL WHERE id = %s", (b,))
+        await conn.execute("UPDATE memories SET salience = 0.5 WHERE id = %s", (b,))
     await _assert_stats_exact(deps, alice)
     terms = (await _stats(deps, alice))[1]
     assert (

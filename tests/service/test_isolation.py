@@ -241,7 +241,7 @@ async def test_other_users_id_answers_exactly_like_a_missing_id(deps, alice, bob
     await call(deps, bob, "forget", id=bob_id, hard_delete=True)
     after_gone = [await _outcome(deps, alice, tool, args) for tool, args in probes]
     kite2 = after_gone[-1][1]["memory_id"]
-    for (tool, _), a, b in zip(probes, while_bobs, after_gone):
+    for (tool, _), a, b in zip(probes, while_bobs, after_gone, strict=True):
         if tool == "remember":
             a = {k: v for k, v in a[1].items() if k != "memory_id"}
             b = {k: v for k, v in b[1].items() if k != "memory_id"}

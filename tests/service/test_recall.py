@@ -36,7 +36,7 @@ NO_FACTS = "No relevant previously known facts were found."
 @pytest.fixture
 async def facts(deps, alice):
     ids = await remember_many(deps, alice, FACTS)
-    return dict(zip(FACTS, ids))
+    return dict(zip(FACTS, ids, strict=True))
 
 
 @pytest.mark.parametrize("tool", ["recall", "search_memory"])

@@ -390,7 +390,7 @@ async def test_tag_synonyms_collapse_to_canonical(deps, alice):
         ],
         dedup_policy="insert",
     )
-    for (syn, canon), result in zip(pairs, out["results"]):
+    for (syn, canon), result in zip(pairs, out["results"], strict=True):
         assert (await get(deps, alice, result["memory_id"]))["tags"] == [canon], syn
 
 

@@ -20,7 +20,7 @@ async def test_results_in_input_order_with_summary(deps, alice):
     assert out["ok"] is True
     assert out["summary"] == {"total": 3, "succeeded": 3, "failed": 0}
     assert len(out["results"]) == 3
-    for text, result in zip(texts, out["results"]):
+    for text, result in zip(texts, out["results"], strict=True):
         assert result["ok"] is True
         assert isinstance(result["memory_id"], int)
         assert result["message"] == "Ok"

@@ -9,6 +9,7 @@ import dramatiq
 import psycopg
 import pytest
 
+from memory.commands import parse_command
 from memory.deps import Deps
 from memory.errors import MemoryServiceError
 from storage.pool import make_pool
@@ -74,10 +75,20 @@ async def test_batch_retry_returns_the_same_ids(queue, clean_db, alice):
 
 
 async def test_domain_errors_come_back_as_errors(queue, clean_db, alice):
-    with pytest.raises(MemoryServiceError) as info:
-        await queue.submit("forget", alice, {"id": 12345}, "k-404")
-    assert info.value.code == "NOT_FOUND"
+    # The worker's error payload, passed on as it is (one conversion, on the worker).
+    payload = await queue.submit("forget", alice, {"id": 12345}, "k-404")
+    assert payload["ok"] is False and payload["error"]["code"] == "NOT_FOUND"
     assert _count(clean_db, alice) == 0
+
+
+async def test_a_parsed_command_runs_on_the_worker(queue, clean_db, alice, settings):
+    command = parse_command("remember", {"text": "My aunt Rosa lives in Lima."}, settings)
+    first = await queue.submit("remember", alice, command.to_json(), "cmd-1")
+    assert first["ok"] and first["message"] == "Ok"
+    # The same write sent as raw arguments (an older API process) is the same write.
+    again = await queue.submit("remember", alice, {"text": "My aunt Rosa lives in Lima."}, "cmd-1")
+    assert again == first
+    assert _count(clean_db, alice) == 1
 
 
 async def test_event_loop_keeps_serving_while_a_write_is_in_flight(queue, alice):

@@ -6,9 +6,9 @@ import pytest
 
 from api.mcp.tools import tool_specs
 from config.settings import Settings
-from memory.editing import UPDATE_ITEM_FIELDS, UPDATE_MEMORY_FIELDS
+from memory.commands.editing import UPDATE_ITEM_FIELDS, UPDATE_MEMORY_FIELDS
+from memory.commands.remember import ITEM_FIELDS
 from memory.errors import INVALID_INPUT, MemoryServiceError
-from memory.remembering import ITEM_FIELDS
 from memory.rules.inputs import reject_unknown
 
 FORGET = {"id", "hard_delete", "reason", "replaced_by_id", "dry_run"}

@@ -1,0 +1,63 @@
+"""One MCP tool's entry in the registry, and the annotation sets the tools share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool: its listing and the use case that serves it."""
+
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    #: MCP ToolAnnotations: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
+    annotations: dict[str, bool]
+    #: Key of ``memory.service.USE_CASES``.
+    use_case: str
+    #: True: runs on a worker through ``Runtime.write_queue``; False: inline.
+    queued: bool
+
+    @property
+    def argument_names(self) -> frozenset[str]:
+        """The top-level argument names the input schema declares; any other is refused."""
+        return frozenset(self.input_schema.get("properties", {}))
+
+    def item_schema(self, field: str) -> dict[str, Any] | None:
+        """The schema of one element of the array argument ``field``, if it declares one."""
+        prop = self.input_schema.get("properties", {}).get(field, {})
+        items = prop.get("items") if prop.get("type") == "array" else None
+        return items if isinstance(items, dict) else None
+
+    def listing(self) -> dict[str, Any]:
+        """The ``Tool`` object of a ``tools/list`` result."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            # annotations.title is the 2025-03-26 spelling of the top-level title.
+            "annotations": {"title": self.title, **self.annotations},
+        }
+
+
+def write_hints(*, destructive: bool, idempotent: bool) -> dict[str, bool]:
+    return {
+        "readOnlyHint": False,
+        "destructiveHint": destructive,
+        "idempotentHint": idempotent,
+        # Closed world: the tools touch only this server's store.
+        "openWorldHint": False,
+    }
+
+
+#: The hints of every read-only tool.
+READ_HINTS = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}

@@ -1,0 +1,124 @@
+"""Commands as plain JSON, for the write queue: ``{"command": tool, field: value, ...}``.
+
+A command crosses the queue between the API process that parsed it and the
+worker that runs it, and Dramatiq's encoder is JSON (STYLE §3.8). The values
+a command holds are JSON values plus a few typed ones, each written as an
+object tagged with ``"type"`` so the worker gets back exactly what the API
+parsed:
+
+- a nested command part (a batch item) → ``{"type": <class>, "fields": {...}}``;
+- a :class:`~datetime.datetime` → ``{"type": "datetime", "value": <ISO 8601>}``;
+- a per-item :class:`~memory.errors.MemoryServiceError` →
+  ``{"type": "error", "code", "message", "detail"}``;
+- any other object (a field map, a client's own JSON echoed back) →
+  ``{"type": "map", "value": {...}}``, so no client value is ever read as a tag.
+
+Lists come back as lists, except in fields declared as tuples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from memory.errors import MemoryServiceError
+
+#: The key naming the tool of a command's JSON.
+COMMAND_KEY = "command"
+
+_PARTS: dict[str, type[Any]] = {}
+_COMMANDS: dict[str, type[Command]] = {}
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A tool call's arguments, validated and parsed in the API process."""
+
+    #: The tool (and ``memory.service.USE_CASES`` key) this command is for.
+    TOOL: ClassVar[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The command as plain JSON, ``{"command": TOOL, field: value, ...}``."""
+        return {COMMAND_KEY: self.TOOL, **_fields(self)}
+
+
+def command(cls: type[T]) -> type[T]:
+    """Register a :class:`Command` subclass under its ``TOOL`` (a class decorator)."""
+    assert issubclass(cls, Command)
+    _COMMANDS[cls.TOOL] = cls
+    return cls
+
+
+def part(cls: type[T]) -> type[T]:
+    """Register a dataclass a command holds (a batch item) so it can be decoded."""
+    _PARTS[cls.__name__] = cls
+    return cls
+
+
+def is_command_json(value: object) -> bool:
+    """True for the JSON :meth:`Command.to_json` writes."""
+    return isinstance(value, Mapping) and isinstance(value.get(COMMAND_KEY), str)
+
+
+def from_json(data: Mapping[str, Any]) -> Command:
+    """The command :meth:`Command.to_json` wrote; ValueError for anything else."""
+    tool = data.get(COMMAND_KEY)
+    cls = _COMMANDS.get(tool) if isinstance(tool, str) else None
+    if cls is None:
+        raise ValueError(f"not a command: {tool!r}")
+    return _build(cls, {k: v for k, v in data.items() if k != COMMAND_KEY})
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {f.name: _encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+
+
+def _encode(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, datetime):
+        return {"type": "datetime", "value": value.isoformat()}
+    if isinstance(value, MemoryServiceError):
+        return {
+            "type": "error",
+            "code": value.code,
+            "message": value.message,
+            "detail": _encode(value.detail),
+        }
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, Mapping):
+        return {"type": "map", "value": {str(k): _encode(v) for k, v in value.items()}}
+    if dataclasses.is_dataclass(value) and type(value).__name__ in _PARTS:
+        return {"type": type(value).__name__, "fields": _fields(value)}
+    raise TypeError(f"a command cannot carry a {type(value).__name__}")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, Mapping):
+        return value
+    kind = value["type"]
+    if kind == "datetime":
+        return datetime.fromisoformat(value["value"])
+    if kind == "error":
+        return MemoryServiceError(value["code"], value["message"], _decode(value["detail"]))
+    if kind == "map":
+        return {k: _decode(v) for k, v in value["value"].items()}
+    return _build(_PARTS[kind], value["fields"])
+
+
+def _build(cls: type[T], fields: Mapping[str, Any]) -> T:
+    values = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        value = _decode(fields[f.name])
+        # Annotations are strings here (postponed evaluation): "tuple[int, ...]".
+        if isinstance(value, list) and str(f.type).startswith("tuple"):
+            value = tuple(value)
+        values[f.name] = value
+    return cls(**values)

@@ -1,0 +1,150 @@
+"""memory.commands: parsing refuses what the tools refuse; the JSON round trip is exact."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from config.settings import Settings
+from memory.commands import (
+    COMMANDS,
+    Command,
+    ForgetBatch,
+    RememberBatch,
+    UpdateMemory,
+    as_command,
+    from_json,
+    parse_command,
+)
+from memory.errors import MemoryServiceError
+
+SETTINGS = Settings(max_batch_size=6)
+
+#: Per tool with a command: arguments that parse, with every kind of value a command holds.
+VALID = {
+    "remember": {
+        "text": "My son Colby lives in Los Angeles.",
+        "tags": ["Family", "la"],
+        "importance": 0.7,
+        "expires_at": "2099-01-01T00:00:00Z",
+        "last_confirmed_at": "2026-01-01T10:30:00.123456+02:00",
+        "supersedes": [3, 3, 4],
+        "keep": True,
+    },
+    "remember_batch": {
+        "items": [{"text": "I like tea."}, {"text": ""}, {"text": "x", "tagz": []}],
+        "dedup_policy": "insert",
+        "source_provider": "claude",
+    },
+    "update_memory": {"id": 7, "expires_at": None, "tags": [], "dry_run": True},
+    "update_memory_batch": {
+        "items": [{"id": 1, "text": "I live in Oslo."}, {"id": 2}, "nope"],
+        "dry_run": False,
+    },
+    "confirm": {"id": 9},
+    "forget": {"id": 4, "reason": "moved", "replaced_by_id": 5},
+    "forget_batch": {"ids": [1, "two", {"type": "datetime", "value": 1}, [3], None, 2.0]},
+    "reinforce": {"memory_ids": [2, 1, 2], "delta": -0.5, "query": "tea?"},
+    "find_near_duplicates": {"threshold": 0.95},
+    "find_conflicts": {"max_groups": 5},
+}
+
+
+def test_every_command_has_a_case() -> None:
+    assert set(VALID) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("tool", sorted(VALID))
+def test_the_json_round_trip_gives_back_the_same_command(tool: str) -> None:
+    command = parse_command(tool, VALID[tool], SETTINGS)
+    wire = json.loads(json.dumps(command.to_json()))  # what Dramatiq's JSON encoder carries
+    assert wire["command"] == tool
+    back = from_json(wire)
+    assert type(back) is type(command)
+    assert back.to_json() == command.to_json()
+    if not any(
+        isinstance(v, tuple) and any(isinstance(x, Exception) for x in v)
+        for v in vars(command).values()
+    ):
+        assert back == command  # exceptions compare by identity; the rest by value
+    assert as_command(tool, wire, SETTINGS).to_json() == command.to_json()
+
+
+def test_typed_values_come_back_typed() -> None:
+    command = from_json(
+        json.loads(json.dumps(parse_command("remember", VALID["remember"], SETTINGS).to_json()))
+    )
+    item = command.item  # type: ignore[attr-defined]
+    assert item.expires_at == datetime(2099, 1, 1, tzinfo=UTC)
+    assert item.last_confirmed_at == datetime(2026, 1, 1, 8, 30, 0, 123456, tzinfo=UTC)
+    assert item.supersedes == (3, 4) and isinstance(item.tags, list)
+    update = from_json(
+        json.loads(
+            json.dumps(parse_command("update_memory", VALID["update_memory"], SETTINGS).to_json())
+        )
+    )
+    assert isinstance(update, UpdateMemory)
+    assert update.request.changes == {"expires_at": None, "tags": []} and update.dry_run
+
+
+def test_a_bad_batch_item_stays_in_its_place_as_its_error() -> None:
+    batch = from_json(
+        json.loads(
+            json.dumps(parse_command("remember_batch", VALID["remember_batch"], SETTINGS).to_json())
+        )
+    )
+    assert isinstance(batch, RememberBatch)
+    ok, empty, unknown = batch.items
+    assert not isinstance(ok, Exception) and ok.source_provider == "claude"
+    assert isinstance(empty, MemoryServiceError) and empty.code == "INVALID_INPUT"
+    assert isinstance(unknown, MemoryServiceError) and unknown.detail == {
+        "field": "tagz",
+        "suggestion": "tags",
+    }
+
+
+def test_forget_batch_echoes_the_entries_as_sent() -> None:
+    raw = VALID["forget_batch"]["ids"]
+    batch = from_json(
+        json.loads(
+            json.dumps(parse_command("forget_batch", VALID["forget_batch"], SETTINGS).to_json())
+        )
+    )
+    assert isinstance(batch, ForgetBatch)
+    assert list(batch.sent) == raw  # a client's object that looks like a tag is still its object
+    assert [i if isinstance(i, int) else "error" for i in batch.ids] == [
+        1,
+        "error",
+        "error",
+        "error",
+        "error",
+        2,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tool", "raw", "code", "field"),
+    [
+        ("remember", {"text": ""}, "INVALID_INPUT", "text"),
+        ("remember", {"text": "x", "tagz": []}, "INVALID_INPUT", "tagz"),
+        ("remember_batch", {"items": [{"text": "a"}] * 7}, "INVALID_INPUT", "items"),
+        ("forget_batch", {"ids": list(range(1, 8))}, "LIMIT_EXCEEDED", "ids"),
+        ("update_memory_batch", {"items": []}, "INVALID_INPUT", "items"),
+        ("forget", {"id": 3, "replaced_by_id": 3}, "INVALID_INPUT", "replaced_by_id"),
+        ("reinforce", {"memory_ids": [0]}, "INVALID_INPUT", "memory_ids"),
+        ("find_conflicts", {"max_groups": 501}, "INVALID_INPUT", "max_groups"),
+    ],
+)
+def test_parsing_refuses_with_the_tools_errors(tool: str, raw: dict, code: str, field: str) -> None:
+    with pytest.raises(MemoryServiceError) as info:
+        parse_command(tool, raw, SETTINGS)
+    assert info.value.code == code and (info.value.detail or {}).get("field") == field
+
+
+def test_a_command_for_another_tool_is_refused() -> None:
+    wire = parse_command("confirm", {"id": 1}, SETTINGS).to_json()
+    with pytest.raises(ValueError):
+        as_command("forget", wire, SETTINGS)
+    assert isinstance(as_command("confirm", wire, SETTINGS), Command)
