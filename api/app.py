@@ -62,27 +62,25 @@ def create_app(
     # Nothing is measured unless metrics are on (METRICS_ENABLED).
     metrics = Metrics() if settings.metrics_enabled else None
     deps = runtime.deps
-    app = falcon.asgi.App(
-        middleware=[
-            # First: the collaborators are open before any other startup hook runs.
-            *([_Lifespan(lifespan)] if lifespan is not None else []),
-            *([MetricsWiring(metrics, deps.embedder)] if metrics is not None else []),
-            # First of the request hooks: every answer, refusals included, gets its id and log line.
-            RequestLog(metrics.request_answered if metrics is not None else None),
-            _BodyCap(settings.max_body_bytes),
-            McpCors(origins, MCP_PATH),
-            OAuthCors(),
-        ]
-    )
+    middleware: list[Any] = [
+        # First: the collaborators are open before any other startup hook runs.
+        *([_Lifespan(lifespan)] if lifespan is not None else []),
+        *([MetricsWiring(metrics, deps.embedder)] if metrics is not None else []),
+        # First of the request hooks: every answer, refusals included, gets its id and log line.
+        RequestLog(metrics.request_answered if metrics is not None else None),
+        _BodyCap(settings.max_body_bytes),
+        McpCors(origins, MCP_PATH),
+        OAuthCors(),
+    ]
+    app = falcon.asgi.App(middleware=middleware)
     # "/mcp/" is a common client-side slip; serve it rather than 404.
     app.req_options.strip_url_path_trailing_slash = True
 
-    # NOTE: McpDispatcher and OAuthServices still take a runtime getter; they read
-    # runtime.deps, runtime.write_queue and runtime.keystore from it.
     dispatcher = McpDispatcher(
         tool_specs(settings),
         USE_CASES if use_cases is None else use_cases,
-        lambda: runtime,
+        deps=deps,
+        write_queue=runtime.write_queue,
         observer=metrics,
     )
     app.add_route(
@@ -104,7 +102,7 @@ def create_app(
     app.add_route(f"/.well-known/oauth-protected-resource{MCP_PATH}", metadata)
     app.add_route("/oauth/jwks", Jwks(runtime.keystore))
     app.add_route("/.well-known/oauth-authorization-server", AuthorizationServerMetadata(settings))
-    services = OAuthServices(lambda: runtime, settings, oauth_options or OAuthOptions())
+    services = OAuthServices(deps.pool, runtime.keystore, settings, oauth_options or OAuthOptions())
     app.add_route("/oauth/register", Registration(services))
     app.add_route("/oauth/authorize", Authorize(services))
     app.add_route("/oauth/token", Token(services))

@@ -97,7 +97,7 @@ class Registration:
                 ),
             )
             return
-        services = self._services.get()
+        services = self._services
         if media_type(req) != "application/json":
             raise OAuthError("invalid_client_metadata", "Send the metadata as application/json.")
         body = await read_body(req)
@@ -122,7 +122,7 @@ class Token:
         self._services = services
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        services = self._services.get()
+        services = self._services
         form = await read_form(req)
         tokens = await token_endpoint.exchange(
             services.clients, services.grants, form, req.get_header("Authorization")
@@ -137,7 +137,7 @@ class Revocation:
         self._services = services
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        services = self._services.get()
+        services = self._services
         form = await read_form(req)
         await token_endpoint.revoke(
             services.clients, services.grants, form, req.get_header("Authorization")

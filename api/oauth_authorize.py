@@ -18,7 +18,7 @@ import falcon.asgi
 from api.errors import NO_STORE
 from api.oauth_http import FORM, media_type, read_body
 from api.oauth_pages import STYLE_HASH, consent_page, error_page, login_page
-from api.oauth_services import Collaborators, OAuthServices
+from api.oauth_services import OAuthServices
 from auth import csrf
 from auth.authorize import (
     echoed_fields,
@@ -81,7 +81,7 @@ class Authorize:
         params: list[tuple[str, str]],
         form: dict[str, str] | None,
     ) -> None:
-        services = self._services.get()
+        services = self._services
         session_id = _cookie(req, self._cookies.session)
         facts = AuthorizeFacts(
             params=params,
@@ -108,7 +108,7 @@ class Authorize:
     async def _carry_out(
         self,
         resp: falcon.asgi.Response,
-        services: Collaborators,
+        services: OAuthServices,
         decision: Decision,
         facts: AuthorizeFacts,
         session_id: str | None,
@@ -148,7 +148,7 @@ class Authorize:
     async def _consent_or_code(
         self,
         resp: falcon.asgi.Response,
-        services: Collaborators,
+        services: OAuthServices,
         decision: Proceed,
         facts: AuthorizeFacts,
     ) -> None:

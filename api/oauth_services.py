@@ -1,4 +1,4 @@
-"""The OAuth collaborators the ``/oauth/*`` resources share, built once the runtime exists."""
+"""The OAuth collaborators the ``/oauth/*`` resources share."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import falcon
+from psycopg_pool import AsyncConnectionPool
 
-from api.runtime import Runtime
 from auth.clients import Clients
 from auth.consents import Consents
 from auth.grants import Grants
+from auth.keys import KeyStore
 from auth.sessions import SESSION_TTL_S, Sessions
 from auth.throttle import LoginGuard, ThrottlePolicy
 from config.settings import Settings
@@ -27,44 +27,23 @@ class OAuthOptions:
     session_ttl_s: int = SESSION_TTL_S
 
 
-@dataclass(frozen=True)
-class Collaborators:
-    """The ``auth`` use cases over one runtime's pool and key store."""
-
-    runtime: Runtime
-    clients: Clients
-    grants: Grants
-    guard: LoginGuard
-    sessions: Sessions
-    consents: Consents
-
-
 class OAuthServices:
-    """Builds the OAuth collaborators from the runtime once it exists (after startup)."""
+    """The ``auth`` use cases the ``/oauth/*`` resources share, built once by ``create_app``.
+
+    They hold the pool and key store, which the process opens at startup
+    (before the first request) and closes at shutdown.
+    """
 
     def __init__(
-        self, runtime: Callable[[], Runtime | None], settings: Settings, options: OAuthOptions
+        self,
+        pool: AsyncConnectionPool,
+        keystore: KeyStore,
+        settings: Settings,
+        options: OAuthOptions,
     ) -> None:
-        self._runtime = runtime
         self.settings = settings
-        self._options = options
-        self._built: Collaborators | None = None
-
-    def get(self) -> Collaborators:
-        runtime = self._runtime()
-        if runtime is None:
-            raise falcon.HTTPServiceUnavailable(
-                description="The server is starting.", retry_after=1
-            )
-        if self._built is None or self._built.runtime is not runtime:
-            pool = runtime.deps.pool
-            grants = Grants(pool, runtime.keystore, self.settings)
-            self._built = Collaborators(
-                runtime,
-                Clients(pool),
-                grants,
-                LoginGuard(pool, self._options.throttle, self._options.clock),
-                Sessions(pool, self._options.session_ttl_s),
-                Consents(pool, grants),
-            )
-        return self._built
+        self.clients = Clients(pool)
+        self.grants = Grants(pool, keystore, settings)
+        self.guard = LoginGuard(pool, options.throttle, options.clock)
+        self.sessions = Sessions(pool, options.session_ttl_s)
+        self.consents = Consents(pool, self.grants)

@@ -22,7 +22,10 @@ class WriteQueue(Protocol):
     async def submit(
         self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
     ) -> dict[str, Any]:
-        """Return the use case's payload, or raise MemoryServiceError."""
+        """The worker's payload for ``args`` (a command's JSON), error payloads included.
+
+        Raises only when the queue itself fails (broker down, no answer in time).
+        """
         ...
 
 

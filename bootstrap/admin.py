@@ -1,13 +1,17 @@
-"""The database an admin command works on: found (or started), checked, pooled.
+"""The database an admin command works on: found (or started), migrated or checked, pooled.
 
 Every ``ownsona`` command that needs the schema goes through
 :func:`admin_pool`, so each of them refuses a database that was never
 migrated with the same one line (:class:`DatabaseNotSetUp`, exit status 2)
-instead of waiting out the pool's open timeout.
+instead of waiting out the pool's open timeout. ``ownsona migrate`` and
+``ownsona import`` create the schema with :func:`migrate_database`; ``ownsona
+db`` looks at the embedded cluster through :func:`cluster_status` and
+:func:`stop_embedded_now`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -15,10 +19,23 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from config.settings import Settings
-from storage.migrate import current_version
+from memory.providers.embedders import Embedder
+from storage.embedded import cluster_status, stop_embedded_now
+from storage.migrate import migrate
 from storage.pool import make_pool
+from storage.schema import current_version
 
 from .database import resolve_database
+from .providers import make_embedder
+
+__all__ = [
+    "DatabaseNotSetUp",
+    "admin_pool",
+    "cluster_status",
+    "migrate_database",
+    "require_set_up",
+    "stop_embedded_now",
+]
 
 
 class DatabaseNotSetUp(Exception):
@@ -55,3 +72,23 @@ async def admin_pool(
         yield pool
     finally:
         await pool.close()
+
+
+async def migrate_database(
+    settings: Settings, dsn: str | None = None, embedder: Embedder | None = None
+) -> list[int]:
+    """Apply the pending migrations to the command's database; the versions applied.
+
+    A new schema is sized for the configured embedder: ``embedder`` (left
+    open), or one built and closed here to learn its width.
+    """
+    if dsn is None:
+        dsn = await resolve_database(settings)
+    if embedder is not None:
+        return await migrate(dsn, dimensions=await embedder.ensure_ready())
+    built = await asyncio.to_thread(make_embedder, settings)
+    try:
+        dimensions = await built.ensure_ready()
+    finally:
+        await built.aclose()
+    return await migrate(dsn, dimensions=dimensions)

@@ -63,7 +63,7 @@ def process_pool(
 ) -> AsyncConnectionPool:
     """A closed pool of DB_POOL_MIN..DB_POOL_MAX connections to ``conninfo``."""
     return make_pool(
-        conninfo,  # type: ignore[arg-type]  # psycopg_pool 3.3: an async conninfo callable
+        conninfo,  # psycopg_pool 3.3: an async callable, resolved when the pool connects
         min_size=settings.db_pool_min,
         max_size=settings.db_pool_max,
         name=name,

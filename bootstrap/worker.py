@@ -24,7 +24,7 @@ from config.settings import Settings
 from memory.deps import Deps
 from memory.providers.embedders import Embedder
 from storage.errors import StorageError
-from storage.migrate import check_schema
+from storage.schema import check_schema
 from tasks.actors import Actors, WorkerResources, declare_actors, extraction_hook, reembed_queue
 from tasks.broker import BrokerBundle, BrokerUnreachable, check_broker, make_broker
 from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker

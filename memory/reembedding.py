@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage import reembed as store
-from storage.migrate import stored_dimensions
+from storage.schema import stored_dimensions
 
 from .deps import Deps
 from .errors import EMBEDDING_ERROR, MemoryServiceError

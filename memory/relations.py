@@ -26,9 +26,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory.providers.extractors import Extractor
 from memory.rules.inputs import Args
 from storage import outbox
 from storage import relations as store
@@ -36,6 +35,10 @@ from storage import relations as store
 from . import graph
 from .deps import Deps
 from .errors import invalid
+
+if TYPE_CHECKING:
+    # The protocol only: the extractor itself comes in Deps (built by bootstrap).
+    from memory.providers.extractors import Extractor
 
 #: Hops query_relations follows by default, and at most.
 DEFAULT_HOPS = 2

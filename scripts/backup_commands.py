@@ -77,17 +77,16 @@ async def _export(settings: Settings, username: str | None, out: TextIO, bar: _B
 
 async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> Any:
     from auth.accounts import normalize_username
-    from bootstrap.admin import admin_pool
+    from bootstrap.admin import admin_pool, migrate_database
     from bootstrap.database import resolve_database
     from bootstrap.providers import make_embedder
     from memory.backup import DEFAULT_IMPORT_BATCH, import_store
-    from storage.migrate import migrate
 
     dsn = await resolve_database(settings)
     embedder = await asyncio.to_thread(make_embedder, settings)
     try:
         # An empty database gets its schema, sized for this embedder.
-        await migrate(dsn, dimensions=await embedder.ensure_ready())
+        await migrate_database(settings, dsn, embedder)
         async with admin_pool(settings, name="cli-backup", max_size=3, dsn=dsn) as pool:
             return await import_store(
                 pool,

@@ -24,15 +24,9 @@ def _settings(args: argparse.Namespace) -> Settings:
         changes["host"] = check_listen_host("--host", args.host)
     if getattr(args, "port", None):
         changes["port"] = args.port
-        if not _public_url_configured():
+        if not settings.public_url_set:
             changes["public_url"] = f"http://127.0.0.1:{args.port}"
     return settings.with_overrides(**changes) if changes else settings
-
-
-def _public_url_configured() -> bool:
-    import os
-
-    return bool(os.environ.get("OWNSONA_PUBLIC_URL", "").strip())
 
 
 # --- serve -------------------------------------------------------------------
@@ -80,17 +74,9 @@ async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
 
 
 async def _migrate(settings: Settings) -> list[int]:
-    from bootstrap.database import resolve_database
-    from bootstrap.providers import make_embedder
-    from storage.migrate import migrate
+    from bootstrap.admin import migrate_database
 
-    dsn = await resolve_database(settings)
-    embedder = await asyncio.to_thread(make_embedder, settings)
-    try:
-        dimensions = await embedder.ensure_ready()
-    finally:
-        await embedder.aclose()
-    return await migrate(dsn, dimensions=dimensions)
+    return await migrate_database(settings)
 
 
 def _read_password(prompt_twice: bool) -> str:

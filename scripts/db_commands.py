@@ -31,7 +31,7 @@ def add_parsers(sub: Any) -> None:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Run ``db status`` or ``db stop``; the exit status (1: stop refused)."""
-    from storage.embedded import cluster_status, stop_embedded_now
+    from bootstrap.admin import cluster_status, stop_embedded_now
 
     data_dir = settings.data_dir
     if settings.database_url:

@@ -90,7 +90,7 @@ async def run(
     from bootstrap.database import open_deps, resolve_database
     from bootstrap.providers import make_embedder
     from memory import reembedding
-    from storage.migrate import check_schema
+    from storage.schema import check_schema
 
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
         raise ReembedError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}")
@@ -281,12 +281,10 @@ class _Dispatcher:
     async def _submit(self, ids: list[int], target: dict[str, Any]) -> dict[str, Any]:
         from dramatiq.results import ResultFailure, ResultTimeout
 
-        from tasks.broker import NotifyingStubBackend
-
         message = self._actor.message(ids, target)
         backend = self._bundle.backend
         try:
-            if isinstance(backend, NotifyingStubBackend):
+            if self._bundle.in_process:
                 payload = await self._in_process(message, backend)
             else:
                 await asyncio.to_thread(self._bundle.broker.enqueue, message)

@@ -31,7 +31,7 @@ async def _rebuild(settings: Settings, username: str | None) -> Any:
     from bootstrap.providers import make_extractor
     from memory.deps import Deps
     from memory.relations import rebuild_relations
-    from storage.migrate import check_schema
+    from storage.schema import check_schema
     from storage.users import get_user_by_username
 
     async with admin_pool(settings, name="cli-relations", max_size=4) as pool:

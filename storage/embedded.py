@@ -74,7 +74,7 @@ def start_embedded(
 ) -> str:
     """Start (or attach to) the embedded cluster and return a DSN for ``database``.
 
-    With ``hold`` (OwnSona's processes: ``api.lifecycle.resolve_database``)
+    With ``hold`` (OwnSona's processes: ``bootstrap.database.resolve_database``)
     this process counts as a user of the cluster until it exits, and the last
     user to exit stops it (:func:`release_embedded`). Without it the server
     keeps running after this process exits (the next start attaches in

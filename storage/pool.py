@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
@@ -25,7 +27,11 @@ async def _configure(conn: AsyncConnection) -> None:
 
 
 def make_pool(
-    dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "ownsona"
+    dsn: str | Callable[[], Awaitable[str]],
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    name: str = "ownsona",
 ) -> AsyncConnectionPool:
     """A pool that is not yet open: call ``await pool.open()`` (or use ``async with``).
 

@@ -206,7 +206,7 @@ def extraction_hook(actors: Actors) -> Callable[[int, list[int]], None]:
         # remember_batch costs 8 enqueues, and a failed chunk retries alone.
         # The write's request id goes along, so the extraction's log lines carry it too.
         request_id = request_id_var.get()
-        options = {"request_id": request_id} if request_id else {}
+        options: dict[str, Any] = {"request_id": request_id} if request_id else {}
         for start in range(0, len(memory_ids), EXTRACTION_CHUNK):
             chunk = memory_ids[start : start + EXTRACTION_CHUNK]
             actors.extract_relations.send_with_options(args=(user_id, chunk), **options)

@@ -141,6 +141,11 @@ class BrokerBundle:
     backend: Any  # RedisBackend | NotifyingStubBackend
     redis_url: str | None
 
+    @property
+    def in_process(self) -> bool:
+        """True for the in-memory broker: results arrive through the backend's waiters."""
+        return isinstance(self.backend, NotifyingStubBackend)
+
 
 def make_broker(
     redis_url: str | None,

@@ -107,9 +107,7 @@ def deps(clean_db, pool, embedder, settings):
     from bootstrap.providers import make_extractor
     from memory.deps import Deps
 
-    return Deps(
-        settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
-    )
+    return Deps(settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings))
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Protocol
@@ -22,9 +22,10 @@ from api.errors import SURROGATE_MESSAGE, internal_payload, tool_failure_payload
 from api.mcp import jsonrpc
 from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from api.mcp.tools import ToolSpec
-from api.runtime import Runtime
+from api.runtime import WriteQueue
 from auth.scopes import required_scope
 from memory.commands import parse_command
+from memory.deps import Deps
 from memory.errors import INVALID_INPUT, MemoryServiceError
 from memory.rules.inputs import reject_unknown
 from memory.service import UseCase
@@ -81,20 +82,23 @@ class Outcome:
 
 
 class McpDispatcher:
-    """Serves MCP requests against a runtime and the tool registry."""
+    """Serves MCP requests: the tool registry, the use cases, and the write queue."""
 
     def __init__(
         self,
         tools: Mapping[str, ToolSpec],
         use_cases: Mapping[str, UseCase],
-        runtime: Callable[[], Runtime],
+        *,
+        deps: Deps,
+        write_queue: WriteQueue,
         observer: ToolObserver | None = None,
     ) -> None:
         self._tools = tools
         self._observer = observer
         self._listing = [spec.listing() for spec in tools.values()]
         self._use_cases = use_cases
-        self._runtime = runtime
+        self._deps = deps
+        self._write_queue = write_queue
 
     def required_scope(self, message: Message) -> str | None:
         """The scope a request needs beyond a valid token, or None.
@@ -169,7 +173,6 @@ class McpDispatcher:
     async def _run(
         self, spec: ToolSpec, args: dict[str, Any], message: Message, ctx: CallContext
     ) -> dict[str, Any]:
-        runtime = self._runtime()
         try:
             # A lone surrogate (JSON's "\ud800") is not text: PostgreSQL, the
             # embedder and UTF-8 all refuse it, so no tool sees it.
@@ -182,7 +185,7 @@ class McpDispatcher:
             if spec.queued:
                 # Parsed here, in the API process: a bad call is refused before it
                 # is queued, and the worker receives the command, not raw JSON.
-                command = parse_command(spec.use_case, args, runtime.deps.settings)
+                command = parse_command(spec.use_case, args, self._deps.settings)
                 key = idempotency_key(
                     ctx.user_id,
                     spec.name,
@@ -193,14 +196,14 @@ class McpDispatcher:
                 )
                 waited_from = time.perf_counter()
                 try:
-                    payload = await runtime.write_queue.submit(
+                    payload = await self._write_queue.submit(
                         spec.use_case, ctx.user_id, command.to_json(), key
                     )
                 finally:
                     if self._observer is not None:
                         self._observer.write_waited(spec.name, time.perf_counter() - waited_from)
             else:
-                payload = await self._use_cases[spec.use_case](runtime.deps, ctx.user_id, args)
+                payload = await self._use_cases[spec.use_case](self._deps, ctx.user_id, args)
             if not isinstance(payload, dict) or not isinstance(payload.get("ok"), bool):
                 kind = type(payload).__name__
                 raise TypeError(f"use case {spec.use_case} returned a {kind}, not a payload")

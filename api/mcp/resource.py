@@ -381,9 +381,9 @@ def _database_down(
             return jsonrpc.result(item.id, _tool_refusal(item, database_payload()))
         return jsonrpc.error(item.id, JsonRpcError(INTERNAL_ERROR, _DATABASE_DOWN_MESSAGE))
 
-    if isinstance(parsed, Message):
-        if dispatcher.required_scope(parsed) is None:
-            return _database_unavailable(_request_id(parsed))
+    if isinstance(parsed, Message) and dispatcher.required_scope(parsed) is None:
+        return _database_unavailable(_request_id(parsed))
+    if not isinstance(parsed, list):
         return HttpReply(200, answer(parsed))
     responses = [r for r in (answer(item) for item in parsed) if r is not None]
     return HttpReply(200, responses) if responses else _database_unavailable()

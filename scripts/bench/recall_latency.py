@@ -128,7 +128,8 @@ def embeddings(texts: list[str], workdir: Path) -> np.ndarray:
 def fresh_databases(workdir: Path) -> tuple[str, str]:
     """A database migrated to this code, and one with migration 0001 only."""
     from storage.embedded import start_embedded
-    from storage.migrate import available_migrations, migrate
+    from storage.migrate import migrate
+    from storage.schema import available_migrations
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR

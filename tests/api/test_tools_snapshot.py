@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from api.mcp.dispatch import McpDispatcher
 from api.mcp.tools import tool_specs
 from config.settings import Settings
 from tests.api.conftest import PUBLIC_URL, Mcp
@@ -29,8 +28,7 @@ def render(tools: list[dict]) -> str:
 
 
 def current_listing() -> str:
-    dispatcher = McpDispatcher(tool_specs(_settings()), {}, lambda: None)  # type: ignore[arg-type,return-value]
-    return render(dispatcher._listing)
+    return render([spec.listing() for spec in tool_specs(_settings()).values()])
 
 
 def test_registry_listing_matches_the_snapshot() -> None:

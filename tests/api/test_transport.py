@@ -290,7 +290,7 @@ def _raw(text: str) -> bytes:
 
 
 async def test_a_lone_surrogate_id_is_32600_with_a_null_id(mcp: Mcp) -> None:
-    result = await mcp.post(_raw('{"jsonrpc":"2.0","id":"%s","method":"ping"}' % LONE))
+    result = await mcp.post(_raw(f'{{"jsonrpc":"2.0","id":"{LONE}","method":"ping"}}'))
     assert result.status_code == 400
     assert result.json == {
         "jsonrpc": "2.0",
@@ -310,7 +310,7 @@ def _strict_json(content: bytes) -> object:
 
 
 async def test_a_lone_surrogate_method_is_echoed_as_a_replacement_character(mcp: Mcp) -> None:
-    result = await mcp.post(_raw('{"jsonrpc":"2.0","id":3,"method":"x%s"}' % LONE))
+    result = await mcp.post(_raw(f'{{"jsonrpc":"2.0","id":3,"method":"x{LONE}"}}'))
     assert result.status_code == 200
     body = _strict_json(result.content)
     assert body["id"] == 3 and body["error"]["code"] == -32601
@@ -320,13 +320,13 @@ async def test_a_lone_surrogate_method_is_echoed_as_a_replacement_character(mcp:
 @pytest.mark.parametrize(
     "body",
     [
-        '{"jsonrpc":"2.0","id":1,"method":"%s"}' % LONE,
-        '[{"jsonrpc":"2.0","id":1,"method":"a%s"},{"jsonrpc":"2.0","id":2,"method":"ping"}]' % LONE,
-        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t%s"}}' % LONE,
+        f'{{"jsonrpc":"2.0","id":1,"method":"{LONE}"}}',
+        f'[{{"jsonrpc":"2.0","id":1,"method":"a{LONE}"}},{{"jsonrpc":"2.0","id":2,"method":"ping"}}]',
+        f'{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t{LONE}"}}}}',
         '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"recall",'
-        '"arguments":{"%s":"x"}}}' % LONE,
-        '{"jsonrpc":"2.0","id":"%s","method":"x%s"}' % (LONE, LONE),
-        '{"jsonrpc":"2.0","method":"x%s"}' % LONE,
+        f'"arguments":{{"{LONE}":"x"}}}}}}',
+        f'{{"jsonrpc":"2.0","id":"{LONE}","method":"x{LONE}"}}',
+        f'{{"jsonrpc":"2.0","method":"x{LONE}"}}',
     ],
 )
 async def test_every_reply_to_a_lone_surrogate_is_strict_json(mcp: Mcp, body: str) -> None:
@@ -337,7 +337,7 @@ async def test_every_reply_to_a_lone_surrogate_is_strict_json(mcp: Mcp, body: st
 
 
 async def test_a_lone_surrogate_tool_name_is_an_unknown_tool(mcp: Mcp) -> None:
-    body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"%s"}}' % LONE
+    body = f'{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{LONE}"}}}}'
     result = await mcp.post(_raw(body))
     assert result.status_code == 200 and result.json["error"]["code"] == -32602
 
@@ -345,9 +345,9 @@ async def test_a_lone_surrogate_tool_name_is_an_unknown_tool(mcp: Mcp) -> None:
 @pytest.mark.parametrize(
     "arguments",
     [
-        '{"query":"a%s"}' % LONE,
-        '{"query":"x","tags":["%s"]}' % LONE,
-        '{"%s":"x","query":"y"}' % LONE,
+        f'{{"query":"a{LONE}"}}',
+        f'{{"query":"x","tags":["{LONE}"]}}',
+        f'{{"{LONE}":"x","query":"y"}}',
         '{"query":"x","filter":{"deep":[[{"k":"\\udfff"}]]}}',
     ],
 )
@@ -356,7 +356,7 @@ async def test_a_lone_surrogate_in_arguments_is_invalid_input(
 ) -> None:
     body = (
         '{"jsonrpc":"2.0","id":1,"method":"tools/call",'
-        '"params":{"name":"recall","arguments":%s}}' % arguments
+        f'"params":{{"name":"recall","arguments":{arguments}}}}}'
     )
     result = await mcp.post(_raw(body))
     assert result.status_code == 200

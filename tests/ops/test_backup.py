@@ -320,7 +320,7 @@ async def test_round_trip_through_the_commands_loses_and_changes_nothing(
     texts = {mid: row["text"] for mid, row in after.items()}
     stored = await sql(target, "SELECT id, embedding FROM memories ORDER BY id")
     fresh = await target.embedder.embed([texts[r[0]] for r in stored])
-    for (mid, vector), expected in zip(stored, fresh):
+    for (mid, vector), expected in zip(stored, fresh, strict=False):
         assert np.allclose(vector.to_numpy(), expected, atol=1e-6), mid
     alice = await user_id(target, "alice")
     found = await call(target, alice, "recall", query="where does my sister live?")

@@ -230,7 +230,7 @@ def drive_every_tool(http: httpx.Client, token: str, seen: Seen) -> None:
     assert batch["summary"]["succeeded"] == 4, batch
     ids = [first["memory_id"], *(item["memory_id"] for item in batch["results"])]
     last = tools.call("remember", {"text": FACTS[words[5]]}, queued=True)
-    refused = tools.call("remember", {"text": f"My OpenAI key is {SECRET_LIKE}"}, queued=True)
+    refused = tools.call("remember", {"text": f"My OpenAI key is {SECRET_LIKE}"}, queued=False)
     assert refused["ok"] is False
     edited = f"My neighbour {UPDATED_WORD} keeps bees on the roof of the bakery."
     assert tools.call("update_memory", {"id": ids[0], "text": edited}, queued=True)["ok"]

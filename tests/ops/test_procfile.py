@@ -36,7 +36,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from psycopg import sql
 
-from storage.migrate import available_migrations, migrate
+from storage.migrate import migrate
+from storage.schema import available_migrations
 from tasks.actors import WRITE_QUEUE
 from tests.conftest import TEST_DIMENSIONS
 from tests.e2e.server import RunningServer, free_port

@@ -462,14 +462,16 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
     assert table_options(url) == ["toast_tuple_target=4096"]
 
     # A server on the old model refuses to start; one on the new model serves.
-    from api.lifecycle import build_runtime, close_runtime
+    from bootstrap.web import WebProcess
 
     with pytest.raises(StorageError, match=rf"{OTHER_DIMENSIONS}-dimension embeddings.*reembed"):
-        asyncio.run(build_runtime(local_settings))
+        asyncio.run(WebProcess(local_settings).open())
     new_settings = bow_settings(url, base, OTHER_DIMENSIONS)
 
     async def after() -> None:
-        runtime = await build_runtime(new_settings, in_process_worker=True)
+        web = WebProcess(new_settings, in_process_worker=True)
+        await web.open()
+        runtime = web.runtime
         try:
             deps = runtime.deps
             await assert_recall(
@@ -496,7 +498,7 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
                 ],
             )
         finally:
-            await close_runtime(runtime)
+            await web.close()
 
     asyncio.run(after())
 

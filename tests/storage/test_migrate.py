@@ -9,7 +9,8 @@ import pytest
 from psycopg import sql
 
 from storage.errors import StorageError
-from storage.migrate import available_migrations, migrate
+from storage.migrate import migrate
+from storage.schema import available_migrations
 
 
 @pytest.fixture

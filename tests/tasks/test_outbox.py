@@ -9,6 +9,7 @@ its calls. The fault test starts real servers and SIGKILLs one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import signal
 import socket
@@ -223,20 +224,19 @@ async def test_a_rolled_back_write_owes_nothing(deps, alice, clean_db):
 async def test_edges_stored_with_their_text_owe_nothing(deps, alice, clean_db):
     """An import restores a memory and its edges in one transaction: no re-extraction."""
     [source] = await remember_all(deps, alice, towns(1))
-    async with deps.pool.connection() as conn:
-        async with conn.transaction():
-            cur = await conn.execute(
-                "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider,"
-                " embedding_model) SELECT user_id, 'Ana lives in Porto.', 'ana lives in porto.',"
-                " embedding, embedding_provider, embedding_model FROM memories WHERE id = %s RETURNING id",
-                (source,),
-            )
-            restored = (await cur.fetchone())[0]
-            await conn.execute(
-                "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
-                " VALUES (%s, %s, 'Ana', 'lives in', 'Porto')",
-                (alice, restored),
-            )
+    async with deps.pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider,"
+            " embedding_model) SELECT user_id, 'Ana lives in Porto.', 'ana lives in porto.',"
+            " embedding, embedding_provider, embedding_model FROM memories WHERE id = %s RETURNING id",
+            (source,),
+        )
+        restored = (await cur.fetchone())[0]
+        await conn.execute(
+            "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
+            " VALUES (%s, %s, 'Ana', 'lives in', 'Porto')",
+            (alice, restored),
+        )
     assert list(owed(clean_db)) == [source], "the restored memory came with its edges"
 
 
@@ -442,20 +442,16 @@ class Proxy:
         except OSError:
             pass
         for s in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def cut(self) -> None:
         self.up = False
         with self._lock:
             pairs, self._pairs = self._pairs, []
         for s in pairs:
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             s.close()
 
     def restore(self) -> None:
@@ -635,27 +631,26 @@ async def test_owing_everything_skips_a_memory_deleted_meanwhile(deps, alice, cl
     kept, deleted = await remember_all(deps, alice, towns(2))
     with psycopg.connect(clean_db, autocommit=True) as conn:
         conn.execute("DELETE FROM relation_outbox")
-    async with await psycopg.AsyncConnection.connect(clean_db) as deleter:
-        async with deleter.transaction():
-            await deleter.execute("DELETE FROM memories WHERE id = %s", (deleted,))
+    async with await psycopg.AsyncConnection.connect(clean_db) as deleter, deleter.transaction():
+        await deleter.execute("DELETE FROM memories WHERE id = %s", (deleted,))
 
-            async def owe() -> int:
-                async with deps.pool.connection() as conn, conn.transaction():
-                    return await outbox.owe_all(conn, alice, hold_s=60)
+        async def owe() -> int:
+            async with deps.pool.connection() as conn, conn.transaction():
+                return await outbox.owe_all(conn, alice, hold_s=60)
 
-            owing = asyncio.create_task(owe())
+        owing = asyncio.create_task(owe())
 
-            def waiting() -> bool:
-                with psycopg.connect(clean_db) as conn:
-                    return (
-                        conn.execute(
-                            "SELECT count(*) FROM pg_stat_activity"
-                            " WHERE wait_event_type = 'Lock' AND query LIKE '%%INSERT INTO relation_outbox%%'"
-                        ).fetchone()[0]
-                        > 0
-                    )
+        def waiting() -> bool:
+            with psycopg.connect(clean_db) as conn:
+                return (
+                    conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE wait_event_type = 'Lock' AND query LIKE '%%INSERT INTO relation_outbox%%'"
+                    ).fetchone()[0]
+                    > 0
+                )
 
-            await eventually(waiting, timeout_s=10)
+        await eventually(waiting, timeout_s=10)
         # The delete commits while owe_all waits on its row.
     assert await asyncio.wait_for(owing, 10) == 1
     assert list(owed(clean_db)) == [kept]
