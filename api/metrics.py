@@ -11,7 +11,7 @@ What is measured, and where it comes from:
   tool call (``api.mcp.dispatch.ToolObserver``).
 - ``ownsona_embed_duration_seconds{provider}``, ``ownsona_embed_batch_size{provider}``
   and ``ownsona_embed_errors_total{provider}``: the embedder reports each
-  provider call (``memory.embedders.EmbedObserver``). In the embedded default
+  provider call (``memory.providers.embedders.EmbedObserver``). In the embedded default
   the in-process worker shares the embedder, so writes count too.
 - ``ownsona_http_requests_total{method,route,status}``: the request-log
   middleware (``api.logs.RequestLog``).

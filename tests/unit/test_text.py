@@ -1,4 +1,4 @@
-"""Unit tests for memory.text: normalisation, validation, secret shapes, tags."""
+"""Unit tests for memory.rules.text: normalisation, validation, secret shapes, tags."""
 
 from __future__ import annotations
 
