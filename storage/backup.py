@@ -164,13 +164,11 @@ async def memory_page(
 
 async def relations_of(conn: AsyncConnection, memory_ids: Sequence[int]) -> list[ExportedRelation]:
     """The edges owned by these memories, by memory then insertion order."""
-    return await _rows_for_ids(
-        conn,
-        ExportedRelation,
+    query = (
         "SELECT memory_id, subject, predicate, object, created_at FROM memory_relations"
-        " WHERE memory_id = ANY(%s) ORDER BY memory_id, id",
-        memory_ids,
+        " WHERE memory_id = ANY(%s) ORDER BY memory_id, id"
     )
+    return await _rows_for_ids(conn, ExportedRelation, query, memory_ids)
 
 
 # --- import ----------------------------------------------------------------
@@ -207,13 +205,11 @@ async def next_memory_ids(conn: AsyncConnection, count: int) -> list[int]:
 
 
 async def rows_by_id(conn: AsyncConnection, ids: Sequence[int]) -> list[PresentRow]:
-    return await _rows_for_ids(
-        conn,
-        PresentRow,
+    query = (
         "SELECT id, user_id, created_at, md5(normalized_text) AS text_md5 FROM memories"
-        " WHERE id = ANY(%s)",
-        ids,
+        " WHERE id = ANY(%s)"
     )
+    return await _rows_for_ids(conn, PresentRow, query, ids)
 
 
 # The two probes below are LATERAL ... LIMIT 1, one index probe per key: the
