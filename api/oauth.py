@@ -1,8 +1,9 @@
 """``/oauth/*``: registration, authorization (sign-in and consent pages), token, revocation.
 
 The protocol decisions live in ``auth``; this module and its siblings
-(``api.oauth_authorize`` for the pages, ``api.oauth_http`` for bodies and
-replies, ``api.oauth_services`` for the collaborators) read requests,
+(``api.oauth_authorize`` for the pages, ``api.oauth_http`` for bodies,
+``api.http_reply`` for replies, ``api.oauth_services`` for the
+collaborators) read requests,
 render pages and write responses. Endpoints (SUPPLEMENT §8):
 
 - ``POST /oauth/register`` (RFC 7591): JSON in, 201 with the client
@@ -38,8 +39,9 @@ import falcon
 import falcon.asgi
 
 from api.errors import NO_STORE, HttpReply, oauth_reply
+from api.http_reply import send
 from api.oauth_authorize import Authorize
-from api.oauth_http import media_type, read_body, read_form, send
+from api.oauth_http import media_type, read_body, read_form
 from api.oauth_services import OAuthOptions, OAuthServices
 from auth import token_endpoint
 from auth.oauth_errors import OAuthError

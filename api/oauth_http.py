@@ -1,13 +1,11 @@
-"""Reading OAuth requests and writing their replies: bodies, forms, JSON."""
+"""Reading OAuth requests: bodies and forms (``api.http_reply`` writes the replies)."""
 
 from __future__ import annotations
 
-import json
 from urllib.parse import parse_qsl
 
 import falcon.asgi
 
-from api.errors import HttpReply
 from auth.oauth_errors import OAuthError
 
 #: Largest form or JSON body the OAuth endpoints read, in bytes.
@@ -49,15 +47,3 @@ async def read_form(req: falcon.asgi.Request) -> dict[str, str]:
             raise OAuthError("invalid_request", f"{key} must not be repeated.")
         form[key] = value
     return form
-
-
-def send(resp: falcon.asgi.Response, reply: HttpReply) -> None:
-    resp.status = reply.status
-    for name, value in reply.headers.items():
-        resp.set_header(name, value)
-    if reply.body is None:
-        resp.data = b""
-        resp.content_type = None
-    else:
-        resp.data = json.dumps(reply.body).encode()
-        resp.content_type = "application/json"

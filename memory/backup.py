@@ -385,12 +385,12 @@ async def _write_batch(
         await store.copy_memories(conn, rows)
         edges = [
             store.RestoredRelation(
-                run.user_ids[r.user],
-                final[r.memory.id],
-                e.subject,
-                e.predicate,
-                e.object,
-                e.created_at,
+                memory_id=final[r.memory.id],
+                subject=e.subject,
+                predicate=e.predicate,
+                object=e.object,
+                created_at=e.created_at,
+                user_id=run.user_ids[r.user],
             )
             for r in plan.insert
             for e in r.relations

@@ -208,7 +208,7 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
     if not order:
         return
     now = datetime.now(UTC)
-    exact = await store.find_exact(conn, user_id, [plans[i].item.normalized for i in order])
+    exact = await store.find_exact(conn, user_id, [plans[i].item.normalized_text for i in order])
     probes = [i for i in order if plans[i].item.dedup_policy != "insert"]
     near = await _neighbours(store.nearest_active, conn, user_id, [plans[i] for i in probes])
     for n in near:
@@ -230,7 +230,7 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
     for i in order:
         plan = plans[i]
         item = plan.item
-        existing = exact.get(item.normalized)
+        existing = exact.get(item.normalized_text)
         if existing is not None and (existing.expires_at is None or existing.expires_at > now):
             plan.action, plan.existing_id, plan.message = (
                 "existing",
@@ -238,10 +238,10 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
                 "Already remembered",
             )
             plan.exact = True
-        elif item.normalized in seen_text:
+        elif item.normalized_text in seen_text:
             plan.action, plan.same_as, plan.message = (
                 "same_as",
-                seen_text[item.normalized],
+                seen_text[item.normalized_text],
                 "Already remembered",
             )
             plan.exact = True
@@ -265,7 +265,7 @@ async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _P
                     plan.action, plan.existing_id = "existing", plan.near[0]["id"]
                 plan.message = "Already remembered"
             else:
-                seen_text[item.normalized] = i
+                seen_text[item.normalized_text] = i
                 inserted_vectors[len(inserted)] = plan.embedding
                 inserted.append(i)
         _plan_references(plan, targets)
@@ -318,20 +318,8 @@ async def _apply(
     to_insert = [i for i in sorted(plans) if plans[i].action == "insert" and plans[i].error is None]
     embedder = deps.embedder
     rows = [
-        NewMemory(
-            text=plans[i].item.text,
-            normalized_text=plans[i].item.normalized,
-            embedding=plans[i].embedding,
-            embedding_provider=embedder.provider,
-            embedding_model=embedder.model,
-            tags=plans[i].item.tags,
-            importance=plans[i].item.importance,
-            keep=plans[i].item.keep,
-            source_provider=plans[i].item.source_provider,
-            capture_mode=plans[i].item.capture_mode,
-            session_id=plans[i].item.session_id,
-            last_confirmed_at=plans[i].item.last_confirmed_at,
-            expires_at=plans[i].item.expires_at,
+        NewMemory.embedded(
+            plans[i].item, plans[i].embedding, provider=embedder.provider, model=embedder.model
         )
         for i in to_insert
     ]

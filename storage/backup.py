@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
+from psycopg.abc import Params
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
@@ -27,6 +28,8 @@ from .rows import MemoryRow, copy_columns, memory_row, select_list
 #: ``pg_advisory_xact_lock(class, object)`` key serialising concurrent imports
 #: batch by batch, so two runs of one file never both insert the same row.
 IMPORT_LOCK = (0x4F53_4F4E, 6)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class ExportedMemory:
 
 @dataclass(frozen=True)
 class ExportedRelation:
+    """An edge as dumped: the memory that owns it and its triple."""
+
     memory_id: int
     subject: str
     predicate: str
@@ -69,13 +74,10 @@ class RestoredMemory:
 
 
 @dataclass(frozen=True)
-class RestoredRelation:
+class RestoredRelation(ExportedRelation):
+    """An edge to write back: as dumped, and the account its memory now belongs to."""
+
     user_id: int
-    memory_id: int
-    subject: str
-    predicate: str
-    object: str
-    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,20 @@ class PresentRow:
     text_md5: str
 
 
+async def _rows(conn: AsyncConnection, row_type: type[T], query: str, params: Params) -> list[T]:
+    """Every row ``query`` returns, as ``row_type``."""
+    cur = conn.cursor(row_factory=class_row(row_type))
+    await cur.execute(query, params)
+    return await cur.fetchall()
+
+
+async def _rows_for_ids(
+    conn: AsyncConnection, row_type: type[T], query: str, ids: Sequence[int]
+) -> list[T]:
+    """The rows of ``query``, whose one parameter is the id array; no ids, no query."""
+    return await _rows(conn, row_type, query, (list(ids),)) if ids else []
+
+
 # --- export ----------------------------------------------------------------
 
 
@@ -98,8 +114,9 @@ async def begin_snapshot(conn: AsyncConnection) -> None:
 
 async def user_counts(conn: AsyncConnection, username: str | None) -> list[UserCount]:
     """Every account (or the one named) with its memory and relation counts, by name."""
-    cur = conn.cursor(row_factory=class_row(UserCount))
-    await cur.execute(
+    return await _rows(
+        conn,
+        UserCount,
         """
         SELECT u.username,
                (SELECT count(*) FROM memories m WHERE m.user_id = u.id)::int AS memories,
@@ -110,7 +127,6 @@ async def user_counts(conn: AsyncConnection, username: str | None) -> list[UserC
         """,
         {"username": username},
     )
-    return await cur.fetchall()
 
 
 async def max_memory_id(conn: AsyncConnection, username: str | None) -> int:
@@ -148,15 +164,11 @@ async def memory_page(
 
 async def relations_of(conn: AsyncConnection, memory_ids: Sequence[int]) -> list[ExportedRelation]:
     """The edges owned by these memories, by memory then insertion order."""
-    if not memory_ids:
-        return []
-    cur = conn.cursor(row_factory=class_row(ExportedRelation))
-    await cur.execute(
+    query = (
         "SELECT memory_id, subject, predicate, object, created_at FROM memory_relations"
-        " WHERE memory_id = ANY(%s) ORDER BY memory_id, id",
-        (list(memory_ids),),
+        " WHERE memory_id = ANY(%s) ORDER BY memory_id, id"
     )
-    return await cur.fetchall()
+    return await _rows_for_ids(conn, ExportedRelation, query, memory_ids)
 
 
 # --- import ----------------------------------------------------------------
@@ -193,15 +205,11 @@ async def next_memory_ids(conn: AsyncConnection, count: int) -> list[int]:
 
 
 async def rows_by_id(conn: AsyncConnection, ids: Sequence[int]) -> list[PresentRow]:
-    if not ids:
-        return []
-    cur = conn.cursor(row_factory=class_row(PresentRow))
-    await cur.execute(
+    query = (
         "SELECT id, user_id, created_at, md5(normalized_text) AS text_md5 FROM memories"
-        " WHERE id = ANY(%s)",
-        (list(ids),),
+        " WHERE id = ANY(%s)"
     )
-    return await cur.fetchall()
+    return await _rows_for_ids(conn, PresentRow, query, ids)
 
 
 # The two probes below are LATERAL ... LIMIT 1, one index probe per key: the
@@ -219,8 +227,9 @@ async def rows_by_birth(
     """
     if not keys:
         return []
-    cur = conn.cursor(row_factory=class_row(PresentRow))
-    await cur.execute(
+    return await _rows(
+        conn,
+        PresentRow,
         """
         SELECT m.id, m.user_id, m.created_at, k.text_md5
         FROM unnest(%s::bigint[], %s::timestamptz[], %s::text[]) AS k(user_id, created_at, text_md5)
@@ -232,7 +241,6 @@ async def rows_by_birth(
         """,
         ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
     )
-    return await cur.fetchall()
 
 
 async def active_by_text(
@@ -245,8 +253,9 @@ async def active_by_text(
     """
     if not keys:
         return []
-    cur = conn.cursor(row_factory=class_row(PresentRow))
-    await cur.execute(
+    return await _rows(
+        conn,
+        PresentRow,
         """
         SELECT m.id, m.user_id, m.created_at, k.text_md5
         FROM unnest(%s::bigint[], %s::text[]) AS k(user_id, text_md5)
@@ -257,7 +266,6 @@ async def active_by_text(
         """,
         ([k[0] for k in keys], [k[1] for k in keys]),
     )
-    return await cur.fetchall()
 
 
 #: What a restore writes: every column of the row and its backed-up vectors, and

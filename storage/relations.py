@@ -105,19 +105,7 @@ async def edges_touching(
     """Live edges whose subject or object is one of ``entities`` (lowercase), oldest first."""
     if not entities:
         return []
-    cur = conn.cursor(row_factory=class_row(EdgeRow))
-    await cur.execute(
-        f"""
-        SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text
-        FROM memory_relations r JOIN memories m ON m.id = r.memory_id
-        WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {_SOURCE_ACTIVE}
-          AND (lower(r.subject) = ANY(%(keys)s) OR lower(r.object) = ANY(%(keys)s))
-        ORDER BY r.id
-        LIMIT %(limit)s
-        """,
-        {"user_id": user_id, "keys": list(entities), "limit": limit},
-    )
-    return await cur.fetchall()
+    return await _live_edges(conn, user_id, entities, None, limit=limit)
 
 
 async def role_edges(
@@ -131,17 +119,34 @@ async def role_edges(
     """Live edges with one of ``predicates`` that touch one of ``owners`` (lowercase)."""
     if not owners or not predicates:
         return []
+    return await _live_edges(conn, user_id, owners, predicates, limit=limit)
+
+
+async def _live_edges(
+    conn: AsyncConnection,
+    user_id: int,
+    keys: Sequence[str],
+    predicates: Sequence[str] | None,
+    *,
+    limit: int,
+) -> list[EdgeRow]:
+    """Live edges touching one of ``keys``, oldest first; with ``predicates``, only those."""
+    params: dict[str, object] = {"user_id": user_id, "keys": list(keys), "limit": limit}
+    only_predicates = ""
+    if predicates is not None:
+        only_predicates = "AND r.predicate = ANY(%(predicates)s)"
+        params["predicates"] = list(predicates)
     cur = conn.cursor(row_factory=class_row(EdgeRow))
     await cur.execute(
         f"""
         SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
         WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {_SOURCE_ACTIVE}
-          AND r.predicate = ANY(%(predicates)s)
+          {only_predicates}
           AND (lower(r.subject) = ANY(%(keys)s) OR lower(r.object) = ANY(%(keys)s))
         ORDER BY r.id
         LIMIT %(limit)s
         """,
-        {"user_id": user_id, "keys": list(owners), "predicates": list(predicates), "limit": limit},
+        params,
     )
     return await cur.fetchall()

@@ -6,6 +6,8 @@ dump, restore and file records (:func:`backup_fields`, :func:`copy_columns`)
 and the full tool shape (:func:`shape_fields`). A field added to
 ``MemoryRow`` (with its :func:`column`) is read, backed up, restored and shown;
 a backed-up one changes the backup file's records (the format's version).
+A write starts from :class:`MemoryContent` (what ``remember`` is told; its
+command item extends it), which :class:`NewMemory` extends with the vector.
 """
 
 from __future__ import annotations
@@ -139,12 +141,12 @@ class Neighbour:
 
 
 @dataclass(frozen=True)
-class NewMemory:
+class MemoryContent:
+    """What a writer says of a new memory: a ``remember`` item holds these, a
+    :class:`NewMemory` adds the embedding."""
+
     text: str
     normalized_text: str
-    embedding: Any  # numpy float32 vector
-    embedding_provider: str
-    embedding_model: str
     tags: list[str]
     importance: float
     keep: bool
@@ -153,6 +155,25 @@ class NewMemory:
     session_id: str | None
     last_confirmed_at: datetime | None
     expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class NewMemory(MemoryContent):
+    """A row to insert: its content and the embedding of its text."""
+
+    embedding: Any  # numpy float32 vector
+    embedding_provider: str
+    embedding_model: str
+
+    @classmethod
+    def embedded(
+        cls, content: MemoryContent, embedding: Any, *, provider: str, model: str
+    ) -> NewMemory:
+        """``content`` (any :class:`MemoryContent`, its other fields ignored) with its vector."""
+        values = {f.name: getattr(content, f.name) for f in fields(MemoryContent)}
+        return cls(
+            **values, embedding=embedding, embedding_provider=provider, embedding_model=model
+        )
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ from api.errors import (
     jsonrpc_error_reply,
     logger,
 )
+from api.http_reply import send
 from api.mcp import jsonrpc
 from api.mcp.dispatch import SUPPORTED_VERSIONS, CallContext, McpDispatcher, tool_result
 from api.mcp.jsonrpc import (
@@ -395,17 +396,9 @@ def _tool_refusal(message: Message, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _send(resp: falcon.asgi.Response, reply: HttpReply) -> None:
-    resp.status = reply.status
-    for name, value in reply.headers.items():
-        resp.set_header(name, value)
-    if reply.body is None:
-        resp.data = b""
-        resp.content_type = None
-        return
     try:
-        resp.data = jsonrpc.encode(reply.body)
+        send(resp, reply, encode=jsonrpc.encode)
     except Exception as ex:
         # Say, a non-finite float in a result: still a JSON-RPC answer, never a 500.
-        resp.status = 200
-        resp.data = jsonrpc.encode(jsonrpc.error(None, internal_jsonrpc_error(ex)))
-    resp.content_type = "application/json"
+        fallback = jsonrpc.error(None, internal_jsonrpc_error(ex))
+        send(resp, HttpReply(200, fallback, reply.headers), encode=jsonrpc.encode)

@@ -10,6 +10,7 @@ from memory.errors import INVALID_INPUT, MemoryServiceError, invalid
 from memory.rules.inputs import Args, batch_list, parse_each, reject_unknown
 from memory.rules.text import check_secret, clean_text, normalize_tags, normalize_text
 from memory.rules.timestamps import parse_timestamp
+from storage.rows import MemoryContent
 
 from .codec import Command, command, part
 
@@ -42,18 +43,11 @@ ITEM_FIELDS = frozenset(
 
 @part
 @dataclass(frozen=True)
-class RememberItem:
-    text: str
-    normalized: str
-    tags: list[str]
-    importance: float
-    keep: bool
-    source_provider: str | None
-    capture_mode: str | None
-    session_id: str | None
+class RememberItem(MemoryContent):
+    """One memory to remember: its content (the fields a stored row takes from
+    it) and how to write it."""
+
     dedup_policy: str
-    expires_at: datetime | None
-    last_confirmed_at: datetime | None
     supersedes: tuple[int, ...]
     downweights: tuple[int, ...]
 
@@ -96,7 +90,7 @@ def parse_item(
     source = args.string("source_provider", max_len=_SHORT_FIELD)
     return RememberItem(
         text=text,
-        normalized=normalize_text(text),
+        normalized_text=normalize_text(text),
         tags=normalize_tags(args.raw("tags"), refuse_secrets=True),
         importance=args.number("importance", default=0.5, minimum=0.0, maximum=1.0) or 0.0,
         keep=args.boolean("keep"),
