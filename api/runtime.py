@@ -14,15 +14,14 @@ from memory.deps import Deps
 if TYPE_CHECKING:
     from auth.bearer import BearerValidator
     from auth.keys import KeyStore
+    from memory.commands import Command
 
 
 class WriteQueue(Protocol):
     """Runs a write use case on a Dramatiq worker and awaits its payload."""
 
-    async def submit(
-        self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
-    ) -> dict[str, Any]:
-        """The worker's payload for ``args`` (a command's JSON), error payloads included.
+    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
+        """The worker's payload for ``command``, error payloads included.
 
         Raises only when the queue itself fails (broker down, no answer in time).
         """

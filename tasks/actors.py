@@ -87,7 +87,9 @@ async def run_use_case(
         return MemoryServiceError(INTERNAL_ERROR, "Unknown operation.").to_payload()
     try:
         # ``args`` is the command the API parsed (memory.commands), as JSON; the
-        # table entry decodes it, so the use case receives the command object.
+        # table entry decodes it, so the use case receives the command object. (It
+        # also parses raw arguments: a message an API process older than the
+        # commands queued, during a rolling upgrade.)
         return await fn(deps, user_id, args, idempotency_key=idempotency_key)
     except MemoryServiceError as ex:
         # The worker's one error boundary: the API passes this payload on as it is.

@@ -18,6 +18,7 @@ import redis
 import redis.asyncio as aredis
 from dramatiq.results import ResultFailure
 
+from memory.commands import Command
 from memory.errors import DATABASE_ERROR, INTERNAL_ERROR, MemoryServiceError
 from memory.request_ids import current_request_id
 
@@ -55,21 +56,19 @@ class DramatiqWriteQueue:
         self._timeout_s = timeout_s
         self._aredis: aredis.Redis | None = None
 
-    async def submit(
-        self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
-    ) -> dict[str, Any]:
-        """Run ``use_case`` on a worker and return its payload, ``{"ok": false}`` ones included.
+    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
+        """Run ``command`` on a worker and return its payload, ``{"ok": false}`` ones included.
 
-        ``args`` is the command's JSON (:meth:`memory.commands.Command.to_json`;
-        raw tool arguments are parsed by the worker). Raises MemoryServiceError
-        only when the queue itself fails: unreachable, no result in time.
+        The message carries the command's JSON (:meth:`memory.commands.Command.to_json`)
+        under its tool's name. Raises MemoryServiceError only when the queue itself
+        fails: unreachable, no result in time.
         """
         # The request id rides in the message options (not the arguments: they are
         # the actor's signature) so the worker's log lines carry it too.
         request_id = current_request_id()
         options: dict[str, Any] = {"request_id": request_id} if request_id else {}
         message = self._actor.message_with_options(
-            args=(use_case, user_id, args, idempotency_key), **options
+            args=(command.TOOL, user_id, command.to_json(), idempotency_key), **options
         )
         backend = self._bundle.backend
         if isinstance(backend, NotifyingStubBackend):

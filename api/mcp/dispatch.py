@@ -196,9 +196,7 @@ class McpDispatcher:
                 )
                 waited_from = time.perf_counter()
                 try:
-                    payload = await self._write_queue.submit(
-                        spec.use_case, ctx.user_id, command.to_json(), key
-                    )
+                    payload = await self._write_queue.submit(command, ctx.user_id, key)
                 finally:
                     if self._observer is not None:
                         self._observer.write_waited(spec.name, time.perf_counter() - waited_from)

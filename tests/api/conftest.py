@@ -22,6 +22,7 @@ from auth.bearer import BearerValidator
 from auth.keys import KeyStore
 from auth.tokens import issue_access_token
 from config.settings import Settings
+from memory.commands import Command
 from memory.deps import Deps
 from tests.conftest import make_user
 
@@ -67,10 +68,9 @@ class FakeWriteQueue:
     error: Exception | None = None
     calls: list[tuple[str, int, dict[str, Any], str]] = field(default_factory=list)
 
-    async def submit(
-        self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
-    ) -> dict[str, Any]:
-        self.calls.append((use_case, user_id, args, idempotency_key))
+    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
+        # Recorded as the queue sends it: the tool, the user, the command's JSON, the key.
+        self.calls.append((command.TOOL, user_id, command.to_json(), idempotency_key))
         if self.error is not None:
             raise self.error
         return self.payload

@@ -14,6 +14,7 @@ import pytest
 from api.app import create_app
 from api.runtime import Runtime
 from config.settings import Settings
+from memory.commands import Command
 from memory.deps import Deps
 from memory.service import USE_CASES
 from tests.api.conftest import Mcp, open_session
@@ -25,11 +26,10 @@ class InlineWriteQueue:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
-    async def submit(
-        self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
-    ) -> dict[str, Any]:
-        run = USE_CASES[use_case]
-        return await run(self._deps, user_id, args, idempotency_key=idempotency_key)
+    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
+        # The command's JSON, as the queue carries it to a worker.
+        run = USE_CASES[command.TOOL]
+        return await run(self._deps, user_id, command.to_json(), idempotency_key=idempotency_key)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from api.app import create_app
 from api.mcp.tools import tool_specs
 from api.runtime import Runtime
 from config.settings import Settings
+from memory.commands import Command
 from memory.deps import Deps
 from memory.service import USE_CASES
 from tests.api.conftest import Mcp, open_session
@@ -30,11 +31,11 @@ class CountingWriteQueue:
         self._deps = deps
         self.submitted: list[str] = []
 
-    async def submit(
-        self, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
-    ) -> dict[str, Any]:
-        self.submitted.append(use_case)
-        return await USE_CASES[use_case](self._deps, user_id, args, idempotency_key=idempotency_key)
+    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
+        self.submitted.append(command.TOOL)
+        return await USE_CASES[command.TOOL](
+            self._deps, user_id, command.to_json(), idempotency_key=idempotency_key
+        )
 
 
 @pytest.fixture

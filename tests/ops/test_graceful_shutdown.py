@@ -23,6 +23,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from config.settings import Settings
+from memory.commands import parse_command
 from tasks.actors import declare_actors
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
@@ -154,7 +156,9 @@ async def test_a_stopped_worker_finishes_or_hands_back_its_batch(
     try:
         first = _start_worker(env, tmp_path / "first.log")
         call = asyncio.create_task(
-            queue.submit("remember_batch", alice, {"items": items}, "sigterm-1")
+            queue.submit(
+                parse_command("remember_batch", {"items": items}, Settings()), alice, "sigterm-1"
+            )
         )
         await _wait_until_taken(redis_url)
         assert await asyncio.to_thread(gated.held.wait, 30)  # the first worker is embedding
@@ -298,7 +302,9 @@ async def test_a_second_ctrl_c_stops_a_worker_at_once_and_its_batch_goes_to_anot
     try:
         first = _start_worker(env, tmp_path / "first.log")
         call = asyncio.create_task(
-            queue.submit("remember_batch", alice, {"items": items}, "sigint-twice")
+            queue.submit(
+                parse_command("remember_batch", {"items": items}, Settings()), alice, "sigint-twice"
+            )
         )
         await _wait_until_taken(redis_url)
         assert await asyncio.to_thread(gated.held.wait, 30)  # the first worker is embedding

@@ -31,6 +31,7 @@ import pytest
 
 from bootstrap.providers import make_embedder
 from config.settings import Settings
+from memory.commands import parse_command
 from memory.deps import Deps
 from memory.errors import MemoryServiceError
 from memory.providers.embedders import LOCAL_MODEL_ID, LocalEmbedder
@@ -484,7 +485,11 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
                 ],
             )
             written = await runtime.write_queue.submit(
-                "remember", user, {"text": "My cousin Ottilie breeds alpacas in Peru."}, "k-1"
+                parse_command(
+                    "remember", {"text": "My cousin Ottilie breeds alpacas in Peru."}, new_settings
+                ),
+                user,
+                "k-1",
             )
             await assert_recall(
                 deps,

@@ -12,6 +12,8 @@ import time
 import psycopg
 import redis
 
+from config.settings import Settings
+from memory.commands import parse_command
 from tasks.actors import declare_actors
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
@@ -84,7 +86,9 @@ async def test_killed_worker_redelivers_and_stores_each_item_once(clean_db, redi
     second = None
     try:
         call = asyncio.create_task(
-            queue.submit("remember_batch", alice, {"items": items}, "durable-1")
+            queue.submit(
+                parse_command("remember_batch", {"items": items}, Settings()), alice, "durable-1"
+            )
         )
         await _wait_until_taken(redis_url)  # the first worker has the message and is embedding
         first.send_signal(signal.SIGKILL)

@@ -9,9 +9,11 @@ import dramatiq
 import psycopg
 import pytest
 
-from memory.commands import parse_command
+from config.settings import Settings
+from memory.commands import Command, parse_command
 from memory.deps import Deps
 from memory.errors import MemoryServiceError
+from memory.service import USE_CASES
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
 from tasks.broker import make_broker
@@ -55,11 +57,15 @@ async def queue(request, clean_db, settings, embedder):
     bundle.broker.close()
 
 
+def _command(tool: str, args: dict) -> Command:
+    return parse_command(tool, args, Settings())
+
+
 async def test_write_runs_on_worker_and_retry_does_not_store_twice(queue, clean_db, alice):
     args = {"text": "My sister Ana lives in Porto.", "dedup_policy": "insert"}
-    first = await queue.submit("remember", alice, args, "key-1")
+    first = await queue.submit(_command("remember", args), alice, "key-1")
     assert first["ok"] and first["message"] == "Ok"
-    again = await queue.submit("remember", alice, args, "key-1")
+    again = await queue.submit(_command("remember", args), alice, "key-1")
     assert again == first
     assert _count(clean_db, alice) == 1
 
@@ -68,25 +74,28 @@ async def test_batch_retry_returns_the_same_ids(queue, clean_db, alice):
     items = [
         {"text": f"Fact number {i} about my garden.", "dedup_policy": "insert"} for i in range(20)
     ]
-    first = await queue.submit("remember_batch", alice, {"items": items}, "batch-1")
-    again = await queue.submit("remember_batch", alice, {"items": items}, "batch-1")
+    first = await queue.submit(_command("remember_batch", {"items": items}), alice, "batch-1")
+    again = await queue.submit(_command("remember_batch", {"items": items}), alice, "batch-1")
     assert first == again and first["summary"]["succeeded"] == 20
     assert _count(clean_db, alice) == 20
 
 
 async def test_domain_errors_come_back_as_errors(queue, clean_db, alice):
     # The worker's error payload, passed on as it is (one conversion, on the worker).
-    payload = await queue.submit("forget", alice, {"id": 12345}, "k-404")
+    payload = await queue.submit(_command("forget", {"id": 12345}), alice, "k-404")
     assert payload["ok"] is False and payload["error"]["code"] == "NOT_FOUND"
     assert _count(clean_db, alice) == 0
 
 
-async def test_a_parsed_command_runs_on_the_worker(queue, clean_db, alice, settings):
+async def test_a_parsed_command_runs_on_the_worker(queue, clean_db, alice, settings, deps):
     command = parse_command("remember", {"text": "My aunt Rosa lives in Lima."}, settings)
-    first = await queue.submit("remember", alice, command.to_json(), "cmd-1")
+    first = await queue.submit(command, alice, "cmd-1")
     assert first["ok"] and first["message"] == "Ok"
-    # The same write sent as raw arguments (an older API process) is the same write.
-    again = await queue.submit("remember", alice, {"text": "My aunt Rosa lives in Lima."}, "cmd-1")
+    # A message an API process older than the commands queued carries raw arguments;
+    # the worker's use case (what run_use_case calls) parses them: the same write.
+    again = await USE_CASES["remember"](
+        deps, alice, {"text": "My aunt Rosa lives in Lima."}, idempotency_key="cmd-1"
+    )
     assert again == first
     assert _count(clean_db, alice) == 1
 
@@ -106,7 +115,7 @@ async def test_event_loop_keeps_serving_while_a_write_is_in_flight(queue, alice)
 
     task = asyncio.create_task(ticker())
     try:
-        await queue.submit("remember_batch", alice, {"items": items}, "batch-lag")
+        await queue.submit(_command("remember_batch", {"items": items}), alice, "batch-lag")
     finally:
         task.cancel()
     assert len(lags) > 5
@@ -118,7 +127,7 @@ async def test_unreachable_redis_reports_nothing_stored(clean_db, settings, embe
     actors = declare_actors(bundle.broker)
     q = DramatiqWriteQueue(bundle, actors, timeout_s=5)
     with pytest.raises(MemoryServiceError) as info:
-        await q.submit("remember", alice, {"text": "I like tea."}, "k-down")
+        await q.submit(_command("remember", {"text": "I like tea."}), alice, "k-down")
     assert info.value.code == "DATABASE_ERROR"
     assert "nothing was stored" in info.value.message
     assert _count(clean_db, alice) == 0
