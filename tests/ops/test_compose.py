@@ -265,7 +265,14 @@ def test_the_image_runs_as_a_non_root_user_with_a_health_check() -> None:
 def test_the_image_has_every_package_and_the_model_and_downloads_nothing_at_run_time() -> None:
     instructions = _dockerfile()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    top_level = {name.split(".")[0] for name in pyproject["tool"]["setuptools"]["packages"]}
+    # The wheel takes every package the find patterns name ("memory*": memory and its
+    # subpackages); every top-level package of the tree must be among them.
+    top_level = {
+        pattern.removesuffix("*")
+        for pattern in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    }
+    in_tree = {init.parent.name for init in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert in_tree <= top_level, f"pyproject's packages.find leaves out {in_tree - top_level}"
     copied = {args.split()[0] for keyword, args in instructions if keyword == "COPY"}
     assert top_level <= copied, f"the image lacks {top_level - copied}"
     ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
