@@ -20,7 +20,6 @@ from api.health import Health, Ready
 from api.logs import RequestLog
 from api.mcp.dispatch import McpDispatcher
 from api.mcp.resource import McpResource
-from api.mcp.sessions import SessionBook
 from api.mcp.tools import tool_specs
 from api.metrics import Metrics, MetricsResource, MetricsWiring
 from api.oauth import (
@@ -36,6 +35,7 @@ from api.oauth import (
 from api.origins import McpCors, OriginPolicy
 from api.runtime import Lifespan, Runtime
 from api.wellknown import AuthorizationServerMetadata, Jwks, ProtectedResourceMetadata
+from auth.mcp_sessions import SessionBook
 from auth.oauth_errors import OAuthError
 from config.settings import Settings
 from memory.service import USE_CASES, UseCase

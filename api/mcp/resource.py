@@ -22,8 +22,9 @@ narrows it:
   DELETE ends a session (204; 404 when unknown or already ended). Ended
   sessions are recorded in PostgreSQL, so no web process accepts them again,
   before or after a restart: one primary-key lookup per request that carries
-  a session id. An id is accepted for ``SESSION_LIFETIME_S`` (30 days) after
-  its ``initialize``, then answers 404 too; ended ones are kept that long.
+  a session id (``auth.mcp_sessions``). An id is accepted for
+  ``SESSION_LIFETIME_S`` (30 days) after its ``initialize``, then answers 404
+  too; ended ones are kept that long.
   A database failure in that lookup is answered as one in the bearer check
   (below). A request without a session id is served as before
   (older and sessionless clients). The session id also feeds the
@@ -72,11 +73,11 @@ from api.mcp.jsonrpc import (
     JsonRpcError,
     Message,
 )
-from api.mcp.sessions import SessionBook
 from api.origins import OriginPolicy, preflight_headers
 from auth.bearer import BearerValidator
 from auth.errors import BearerError
 from auth.keys import KeyStore
+from auth.mcp_sessions import SessionBook
 from auth.tokens import Principal
 from config.settings import Settings
 

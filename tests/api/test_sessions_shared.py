@@ -19,10 +19,10 @@ import psycopg
 import pytest
 
 from api.app import create_app
-from api.mcp.sessions import SESSION_LIFETIME_S, SessionBook
 from api.runtime import Runtime
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
+from auth.mcp_sessions import SESSION_LIFETIME_S, SessionBook
 from config.settings import Settings
 from memory.deps import Deps
 from storage.pool import make_pool

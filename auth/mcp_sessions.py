@@ -2,6 +2,8 @@
 
 Streamable HTTP, "Session Management": a request with a session id the
 server did not issue, or one that was ended with DELETE, answers 404.
+Deciding that is access control, so it lives in ``auth`` beside the keys it
+signs with; the MCP transport (``api.mcp.resource``) only asks.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
+from joserfc.jwk import RSAKey
 from psycopg_pool import AsyncConnectionPool
 
 from auth.keys import KeyStore
@@ -99,12 +101,13 @@ class SessionBook:
         while len(self._ended) > _ENDED_SESSIONS:
             self._ended.popitem(last=False)
 
-    def _mac(self, kid: str, key: Any, user_id: int, issued: str, nonce: str) -> str:
+    def _mac(self, kid: str, key: RSAKey, user_id: int, issued: str, nonce: str) -> str:
         secret = self._macs.get(kid)
         if secret is None:
             # A key of its own, derived from the private key's exponent with a
             # purpose label: no JWT verifier can be fooled by a session MAC.
             private = key.as_dict(private=True)["d"]
+            assert isinstance(private, str)  # an RSA private exponent: one base64url string
             secret = hashlib.sha256(b"ownsona mcp session id\0" + private.encode()).digest()
             self._macs[kid] = secret
         message = f"{user_id}.{issued}.{nonce}".encode()
