@@ -23,6 +23,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from auth.errors import AccountError
+from auth.grants import end_grant
 from auth.passwords import dummy_verify, hash_password, needs_rehash, verify_password
 from config.settings import Settings
 from storage import oauth as oauth_store
@@ -133,8 +134,7 @@ async def end_access(conn: AsyncConnection, user_id: int, reason: str) -> int:
     await token_store.revoke_all_cli_tokens(conn, user_id)
     grant_ids = await token_store.user_grant_ids(conn, user_id)
     for grant_id in grant_ids:
-        await oauth_store.revoke_grant(conn, grant_id, reason)
-        await oauth_store.deny_grant_access_tokens(conn, grant_id)
+        await end_grant(conn, grant_id, reason)
     return len(grant_ids)
 
 
@@ -147,6 +147,12 @@ async def find_account(conn: AsyncConnection, username: str) -> users.UserRow:
             "unknown_user", f"There is no account {name!r}; see `ownsona user list`."
         )
     return row
+
+
+async def list_accounts(pool: AsyncConnectionPool) -> list[users.AccountSummary]:
+    """Every account, by name, with its sign-in and active-memory count (``ownsona user list``)."""
+    async with pool.connection() as conn:
+        return await users.list_accounts(conn)
 
 
 async def set_disabled(pool: AsyncConnectionPool, username: str, disabled: bool) -> int:

@@ -178,7 +178,7 @@ class Grants:
         if code.used_at is not None:
             # OAuth 2.1 §4.1.3: a code used twice revokes what it issued.
             if code.grant_id is not None:
-                await self._revoke_grant(conn, code.grant_id, "code replayed")
+                await end_grant(conn, code.grant_id, "code replayed")
             logger.warning("authorization code replayed (client %s)", client.client_id)
             return _invalid_grant("The authorization code was already used.")
         if code.expires_at <= _now():
@@ -217,7 +217,7 @@ class Grants:
             return _invalid_grant("The refresh token has been revoked.")
         if row.rotated_at is not None:
             # OAuth 2.1 §4.3.1: a rotated-out token came back; someone holds a copy.
-            await self._revoke_grant(conn, row.grant_id, "refresh token reused")
+            await end_grant(conn, row.grant_id, "refresh token reused")
             logger.warning(
                 "refresh token reused: grant %s of client %s revoked",
                 row.grant_id,
@@ -260,10 +260,6 @@ class Grants:
         issued_refresh = refresh if "refresh_token" in client.grant_types else None
         return TokenResponse(access.token, access.expires_in, scope, issued_refresh)
 
-    async def _revoke_grant(self, conn: AsyncConnection, grant_id: int, reason: str) -> None:
-        await oauth.revoke_grant(conn, grant_id, reason)
-        await oauth.deny_grant_access_tokens(conn, grant_id)
-
     # -- revocation (RFC 7009) -------------------------------------------------
 
     async def revoke(self, token: str, token_type_hint: str | None, client: ClientRow) -> None:
@@ -290,7 +286,7 @@ class Grants:
             row = await oauth.lock_refresh_token(conn, digest(token))
             if row is None or row.client_id != client.client_id:
                 return False
-            await self._revoke_grant(conn, row.grant_id, "revoked by client")
+            await end_grant(conn, row.grant_id, "revoked by client")
         return True
 
     async def _revoke_access(self, token: str, client: ClientRow) -> None:
@@ -321,6 +317,16 @@ class Grants:
             await oauth.revoke_jti(conn, principal.jti, _epoch(principal.expires_at + LEEWAY_S))
             await tokens.revoke_cli_jti(conn, principal.jti)
         return True
+
+
+async def end_grant(conn: AsyncConnection, grant_id: int, reason: str) -> None:
+    """Revoke a grant and deny-list its unexpired access tokens, in the caller's transaction.
+
+    Its refresh tokens stop working with the grant; its access tokens would
+    otherwise stay valid until they expire.
+    """
+    await oauth.revoke_grant(conn, grant_id, reason)
+    await oauth.deny_grant_access_tokens(conn, grant_id)
 
 
 def _same_resource(requested: str, resource: str) -> bool:

@@ -6,7 +6,9 @@ migrated with the same one line (:class:`DatabaseNotSetUp`, exit status 2)
 instead of waiting out the pool's open timeout. ``ownsona migrate`` and
 ``ownsona import`` create the schema with :func:`migrate_database`; ``ownsona
 db`` looks at the embedded cluster through :func:`cluster_status` and
-:func:`stop_embedded_now`.
+:func:`stop_embedded_now`. A command that must refuse a schema older or
+newer than its code (``reembed``, ``relations rebuild``) calls
+:func:`check_schema` on one of the pool's connections.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from memory.providers.embedders import Embedder
 from storage.embedded import cluster_status, stop_embedded_now
 from storage.migrate import migrate
 from storage.pool import make_pool
-from storage.schema import current_version
+from storage.schema import check_schema, current_version
 
 from .database import resolve_database
 from .providers import make_embedder
@@ -31,6 +33,7 @@ from .providers import make_embedder
 __all__ = [
     "DatabaseNotSetUp",
     "admin_pool",
+    "check_schema",
     "cluster_status",
     "migrate_database",
     "require_set_up",

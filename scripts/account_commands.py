@@ -1,7 +1,7 @@
 """``ownsona user list|disable|enable|delete`` and ``ownsona token [list|revoke]``.
 
-The rules live in :mod:`auth.accounts` and :mod:`storage.tokens`; this module
-parses, asks for confirmation and prints. Passwords and tokens are never
+The use cases live in :mod:`auth.accounts` and :mod:`auth.cli_tokens`; this
+module parses, asks for confirmation and prints. Passwords and tokens are never
 logged; a minted token is printed once, on stdout, and stored only by its
 ``jti``.
 
@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,9 @@ def add_token_parser(sub: Any) -> None:
 def run_user(settings: Settings, args: argparse.Namespace) -> int:
     command = args.user_command
     if command == "list":
-        _print_accounts(asyncio.run(_with_pool(settings, _list_accounts)))
+        from auth.accounts import list_accounts
+
+        _print_accounts(asyncio.run(_with_pool(settings, list_accounts)))
         return 0
     if command in ("disable", "enable"):
         from auth.accounts import set_disabled
@@ -119,8 +121,10 @@ def run_user(settings: Settings, args: argparse.Namespace) -> int:
 
 def run_token(settings: Settings, args: argparse.Namespace) -> int:
     if args.token_command == "list":
+        from auth.cli_tokens import live_tokens
+
         user = args.list_user
-        tokens, grants = asyncio.run(_with_pool(settings, lambda pool: _live(pool, user)))
+        tokens, grants = asyncio.run(_with_pool(settings, lambda pool: live_tokens(pool, user)))
         _print_tokens(tokens, grants)
         return 0
     if args.token_command == "revoke":
@@ -138,7 +142,7 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    print(asyncio.run(_with_pool(settings, lambda pool: _mint(pool, settings, args))))
+    print(_mint(settings, args))
     return 0
 
 
@@ -147,13 +151,6 @@ async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
 
     async with admin_pool(settings) as pool:
         return await fn(pool)
-
-
-async def _list_accounts(pool):  # type: ignore[no-untyped-def]
-    from storage import users
-
-    async with pool.connection() as conn:
-        return await users.list_accounts(conn)
 
 
 def _print_accounts(rows: list[Any]) -> None:
@@ -192,52 +189,29 @@ def _delete_user(settings: Settings, name: str, yes: bool) -> int:
     return 0
 
 
-async def _mint(pool, settings: Settings, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]
-    from auth.accounts import normalize_username
-    from auth.keys import KeyStore
-    from auth.tokens import mint_access_token
-    from storage import tokens, users
+def _mint(settings: Settings, args: argparse.Namespace) -> str:
+    """The new token; an unknown or disabled account ends the command (exit status 1)."""
+    from auth.cli_tokens import mint_cli_token
+    from auth.errors import AccountError
 
-    username = normalize_username(args.user)
-    async with pool.connection() as conn:
-        user = await users.get_user_by_username(conn, username)
-    if user is None:
-        raise SystemExit(f"No account named {args.user!r}; create it with `ownsona user add`.")
-    if user.disabled:
-        # A disabled account keeps its memories; it only needs enabling again.
-        raise SystemExit(
-            f"The account {username!r} is disabled; enable it with `ownsona user enable {username}`."
+    try:
+        return asyncio.run(
+            _with_pool(
+                settings,
+                lambda pool: mint_cli_token(
+                    pool,
+                    settings,
+                    username=args.user,
+                    scope=args.scope,
+                    ttl_s=args.ttl,
+                    label=args.name,
+                ),
+            )
         )
-    keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
-    await keystore.load()
-    issued = mint_access_token(
-        keystore,
-        settings,
-        user_id=user.id,
-        client_id=tokens.CLI_CLIENT_ID,
-        scope=args.scope,
-        ttl_s=args.ttl,
-    )
-    async with pool.connection() as conn:
-        await tokens.insert_cli_token(
-            conn,
-            jti=issued.jti,
-            user_id=user.id,
-            label=args.name,
-            scope=args.scope,
-            issued_at=_epoch(issued.issued_at),
-            expires_at=_epoch(issued.expires_at),
-        )
-    return issued.token
-
-
-async def _live(pool, username: str | None):  # type: ignore[no-untyped-def]
-    from auth.accounts import find_account
-    from storage import tokens
-
-    async with pool.connection() as conn:
-        user_id = (await find_account(conn, username)).id if username else None
-        return await tokens.live_cli_tokens(conn, user_id), await tokens.live_grants(conn, user_id)
+    except AccountError as ex:
+        if ex.problem not in ("unknown_user", "account_disabled"):
+            raise  # a malformed name: `account error: ...`, exit status 2, as for every command
+        raise SystemExit(ex.message) from None
 
 
 def _print_tokens(cli_tokens: list[Any], grants: list[Any]) -> None:
@@ -260,11 +234,13 @@ def _print_tokens(cli_tokens: list[Any], grants: list[Any]) -> None:
 
 
 def _revoke(settings: Settings, args: argparse.Namespace) -> int:
+    from auth.cli_tokens import revoke_all, revoke_cli_token, revoke_grant
+
     if args.all:
         if not args.revoke_user or args.id:
             print("ownsona token revoke: use either ID or --all --user NAME", file=sys.stderr)
             return 2
-        grants = asyncio.run(_with_pool(settings, lambda pool: _revoke_all(pool, args.revoke_user)))
+        grants = asyncio.run(_with_pool(settings, lambda pool: revoke_all(pool, args.revoke_user)))
         print(f"ended every token of {args.revoke_user!r} ({grants} OAuth grants revoked)")
         return 0
     kind, number = (args.id or "")[:1], (args.id or "")[1:]
@@ -274,37 +250,14 @@ def _revoke(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if not asyncio.run(_with_pool(settings, lambda pool: _revoke_one(pool, kind, int(number)))):
+    # t<number> names a CLI token, g<number> an OAuth grant (as `token list` shows them).
+    revoke = revoke_cli_token if kind == "t" else revoke_grant
+    if not asyncio.run(_with_pool(settings, lambda pool: revoke(pool, int(number)))):
         print(f"ownsona token revoke: no live token or grant {args.id}", file=sys.stderr)
         return 1
     print(f"revoked {args.id}")
     return 0
 
 
-async def _revoke_all(pool, username: str) -> int:  # type: ignore[no-untyped-def]
-    from auth.accounts import end_access, find_account
-
-    async with pool.connection() as conn, conn.transaction():
-        user = await find_account(conn, username)
-        return await end_access(conn, user.id, "revoked by the owner")
-
-
-async def _revoke_one(pool, kind: str, number: int) -> bool:  # type: ignore[no-untyped-def]
-    from storage import oauth, tokens
-
-    async with pool.connection() as conn, conn.transaction():
-        if kind == "t":
-            return await tokens.revoke_cli_token(conn, number)
-        if await tokens.grant_owner(conn, number) is None:
-            return False
-        await oauth.revoke_grant(conn, number, "revoked by the owner")
-        await oauth.deny_grant_access_tokens(conn, number)
-        return True
-
-
 def _when(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M") if moment else "-"
-
-
-def _epoch(seconds: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds)

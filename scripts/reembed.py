@@ -90,11 +90,10 @@ async def run(
     from bootstrap.database import open_deps, resolve_database
     from bootstrap.providers import make_embedder
     from memory import reembedding
-    from storage.schema import check_schema
 
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
         raise ReembedError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}")
-    from bootstrap.admin import require_set_up
+    from bootstrap.admin import check_schema, require_set_up
 
     dsn = await resolve_database(settings)
     await require_set_up(settings, dsn)  # one clear line, not a 30 s pool timeout

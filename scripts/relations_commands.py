@@ -26,23 +26,24 @@ def add_parsers(sub: Any) -> None:
 
 
 async def _rebuild(settings: Settings, username: str | None) -> Any:
-    from auth.accounts import normalize_username
-    from bootstrap.admin import admin_pool
+    from auth.accounts import find_account
+    from auth.errors import AccountError
+    from bootstrap.admin import admin_pool, check_schema
     from bootstrap.providers import make_extractor
     from memory.deps import Deps
     from memory.relations import rebuild_relations
-    from storage.schema import check_schema
-    from storage.users import get_user_by_username
 
     async with admin_pool(settings, name="cli-relations", max_size=4) as pool:
         async with pool.connection() as conn:
             await check_schema(conn)
             user_id = None
             if username is not None:
-                user = await get_user_by_username(conn, normalize_username(username))
-                if user is None:
-                    raise SystemExit(f"No account named {username!r}.")
-                user_id = user.id
+                try:
+                    user_id = (await find_account(conn, username)).id
+                except AccountError as ex:
+                    if ex.problem != "unknown_user":
+                        raise  # a malformed name: `account error: ...`, exit status 2
+                    raise SystemExit(f"No account named {username!r}.") from None
         # Extraction reads and writes text and edges only: it never embeds.
         deps = Deps(settings=settings, pool=pool, embedder=None, extractor=make_extractor(settings))  # type: ignore[arg-type]
         return await rebuild_relations(deps, user_id, progress=_progress)
