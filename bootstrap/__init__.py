@@ -12,5 +12,5 @@
 
 Only ``web``, ``asgi`` and ``serve`` import ``api``, and nothing else does: a
 worker or an admin command starts without the web package. Outside this
-package only the ``ownsona`` command (``scripts``) imports it.
+package only the ``ownsona`` command (``scripts``) and the tests import it.
 """

@@ -1,6 +1,6 @@
 """``reinforce``: feedback that teaches recall which memories help (SUPPLEMENT §4).
 
-Salience takes one :func:`memory.ranking.next_salience` step per call; a
+Salience takes one :func:`memory.rules.ranking.next_salience` step per call; a
 positive step also counts a use and, with a ``query``, moves the row's context
 centroid toward the query's embedding. Reinforce never edits text and never
 deletes, so the keep lock does not apply (tools chapter, reinforce).

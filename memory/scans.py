@@ -7,7 +7,7 @@ components of qualifying pairs (union-find), strongest first.
 
 Finding every row's top-10 is n nearest-neighbour searches at once. Up to
 ``IN_MEMORY_LIMIT`` active rows (the normal case) the scan reads the user's
-vectors once and searches them in memory (:mod:`memory.knn`: exact up to
+vectors once and searches them in memory (:mod:`memory.rules.knn`: exact up to
 8k rows, IVF-style beyond), which at 100k rows is several times faster than
 one pgvector HNSW query per row; a larger store falls back to batched HNSW
 queries, ``PROBE_BATCH`` rows per statement over ``SCAN_CONNECTIONS``

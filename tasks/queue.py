@@ -54,7 +54,16 @@ class DramatiqWriteQueue:
         self._bundle = bundle
         self._actor = actors.run_use_case
         self._timeout_s = timeout_s
-        self._aredis: aredis.Redis | None = None
+        # Built with the queue (it connects on the first write, on the serving loop):
+        # results are awaited on asyncio, never on a thread. Reads may block for a
+        # whole wait slice (below) plus network slack.
+        self._aredis: aredis.Redis | None = (
+            aredis.Redis.from_url(
+                bundle.redis_url, socket_connect_timeout=5, socket_timeout=_WAIT_SLICE_S + 10
+            )
+            if bundle.redis_url
+            else None
+        )
 
     async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
         """Run ``command`` on a worker and return its payload, ``{"ok": false}`` ones included.
@@ -106,12 +115,7 @@ class DramatiqWriteQueue:
             await asyncio.to_thread(self._bundle.broker.enqueue, message)
         except redis.RedisError as ex:
             raise queue_unreachable() from ex
-        if self._aredis is None:
-            assert self._bundle.redis_url
-            # Reads may block for a whole wait slice (below) plus network slack.
-            self._aredis = aredis.Redis.from_url(
-                self._bundle.redis_url, socket_connect_timeout=5, socket_timeout=_WAIT_SLICE_S + 10
-            )
+        assert self._aredis is not None, "a Redis bundle has its results client"
         key = backend.build_message_key(message)
         deadline = asyncio.get_running_loop().time() + self._timeout_s
         raw = None

@@ -1,4 +1,4 @@
-"""Hybrid recall: lexical and vector candidates fused (memory.ranking; migration 0002)."""
+"""Hybrid recall: lexical and vector candidates fused (memory.rules.ranking; migration 0002)."""
 
 from __future__ import annotations
 

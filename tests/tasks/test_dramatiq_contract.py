@@ -3,7 +3,11 @@
 ``tasks.broker`` subclasses the private ``_RedisConsumer`` (its ``__next__``
 is a copy of Dramatiq's fetch path with another idle wait) and
 ``StubBackend`` (``_store``/``_get``); ``tasks.shutdown`` and ``tasks.queue``
-use ``do_requeue``, the ``redis_message_id`` option and Redis's key layout.
+use ``do_requeue``, the ``redis_message_id`` option and Redis's key layout;
+``tasks.queue`` reads results the way ``RedisBackend`` stores them (a list
+per message key, read with ``BRPOPLPUSH`` onto itself); ``tasks.actors``'
+``WorkerResources`` extends the ``AsyncIO`` middleware and runs coroutines on
+its event-loop thread.
 pyproject pins ``dramatiq[redis]>=2.2,<2.3``. When one of these tests fails
 after an upgrade, re-read the named Dramatiq code against ours, bring ours
 in line, then update the recorded hash or attribute list here.
@@ -21,7 +25,9 @@ import dramatiq
 import pytest
 import redis
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
-from dramatiq.results.backends import StubBackend
+from dramatiq.asyncio import get_event_loop_thread
+from dramatiq.middleware import AsyncIO
+from dramatiq.results.backends import RedisBackend, StubBackend
 
 from tasks.broker import WakingRedisBroker, _WakingConsumer
 from tests.conftest import QUEUE_NAMESPACE
@@ -62,6 +68,27 @@ SOURCE_HASHES: dict[str, tuple[Callable[..., Any], str, str]] = {
         StubBackend._get,
         "8cb6565e9960e0ed",
         "NotifyingStubBackend.get_stored reads results through it",
+    ),
+    "RedisBackend._store": (
+        RedisBackend._store,
+        "bcad7f191af204de",
+        "tasks.queue awaits a result with BRPOPLPUSH on build_message_key's list, "
+        "decoded with the backend's encoder",
+    ),
+    "AsyncIO.before_worker_boot": (
+        AsyncIO.before_worker_boot,
+        "9c084c6c57c1f0af",
+        "tasks.actors.WorkerResources opens the worker's Deps on the loop thread it starts",
+    ),
+    "AsyncIO.after_worker_shutdown": (
+        AsyncIO.after_worker_shutdown,
+        "6ec5ffe4fdcd94f8",
+        "WorkerResources closes the Deps on that loop before it stops",
+    ),
+    "get_event_loop_thread": (
+        get_event_loop_thread,
+        "262ee0a3458ff50c",
+        "WorkerResources runs the Deps' open and close on the thread this returns",
     ),
 }
 

@@ -1,4 +1,4 @@
-"""Hybrid recall maths (memory.ranking): IDF, probe terms, lexical share, fusion, explain."""
+"""Hybrid recall maths (memory.rules.ranking): IDF, probe terms, lexical share, fusion, explain."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""memory.heap: freed heap memory handed back, off the caller's thread."""
+"""memory.providers.heap: freed heap memory handed back, off the caller's thread."""
 
 from __future__ import annotations
 

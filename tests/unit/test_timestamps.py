@@ -1,4 +1,4 @@
-"""Unit tests for memory.timestamps: strict RFC 3339 in, UTC "Z" out."""
+"""Unit tests for memory.rules.timestamps: strict RFC 3339 in, UTC "Z" out."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unit tests for memory.inputs.reject_unknown and its agreement with the tool schemas."""
+"""Unit tests for memory.rules.inputs.reject_unknown and its agreement with the tool schemas."""
 
 from __future__ import annotations
 
