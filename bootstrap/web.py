@@ -4,7 +4,10 @@
 (Falcon asgilook style): a closed pool whose conninfo resolves the database
 when it opens, the embedder, the key store and bearer check, the broker,
 actors and write queue, and, without ``REDIS_URL``, the in-process worker.
-Nothing connects while building. :meth:`WebProcess.open` then runs, in
+Nothing connects while building; the local model loads and the embedding
+settings are checked, so a bad ``EMBEDDING_*`` setting fails then, with the
+other settings' errors and before the database is touched (before issue 13
+it failed after the database had started). :meth:`WebProcess.open` then runs, in
 this order: the database (embedded when DATABASE_URL is unset) and its
 migrations, the pool, the login account and signing keys, the broker check,
 the in-process worker, and the relation outbox's sweep; :meth:`close`
@@ -72,6 +75,9 @@ class WebProcess:
             actor_deps=ActorDeps(settings, self._address, self._embedder) if run_worker else None,
         )
         keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
+        self._queue = DramatiqWriteQueue(
+            self._broker.bundle, self._broker.actors, timeout_s=settings.write_timeout_s
+        )
         self.runtime = Runtime(
             settings=settings,
             # Writes run on workers; the hook lets inline paths enqueue extraction too.
@@ -81,9 +87,7 @@ class WebProcess:
                 embedder=self._embedder,
                 on_text_stored=extraction_hook(self._broker.actors),
             ),
-            write_queue=DramatiqWriteQueue(
-                self._broker.bundle, self._broker.actors, timeout_s=settings.write_timeout_s
-            ),
+            write_queue=self._queue,
             keystore=keystore,
             bearer=BearerValidator(keystore, settings),
         )
@@ -118,7 +122,7 @@ class WebProcess:
             # Hooks run in reverse: the worker below stops before its broker closes.
             hooks.append(close_broker)
             await asyncio.to_thread(require_broker, bundle)
-            hooks.append(self.runtime.write_queue.aclose)  # type: ignore[attr-defined]
+            hooks.append(self._queue.aclose)
             if self._broker.resources is not None:
                 await self._start_worker()
             # The relation outbox's sweep runs in every web process, in both shapes; with the

@@ -24,8 +24,8 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.asyncio import get_event_loop_thread
+from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.middleware import AsyncIO
 from dramatiq.results.backends import RedisBackend, StubBackend
 
