@@ -21,6 +21,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from config.settings import Settings
+from memory.deps import Deps
 from memory.providers.embedders import Embedder
 from storage.embedded import cluster_status, stop_embedded_now
 from storage.migrate import migrate
@@ -28,13 +29,14 @@ from storage.pool import make_pool
 from storage.schema import check_schema, current_version
 
 from .database import resolve_database
-from .providers import make_embedder
+from .providers import make_embedder, make_extractor
 
 __all__ = [
     "DatabaseNotSetUp",
     "admin_pool",
     "check_schema",
     "cluster_status",
+    "extraction_deps",
     "migrate_database",
     "require_set_up",
     "stop_embedded_now",
@@ -95,3 +97,19 @@ async def migrate_database(
     finally:
         await built.aclose()
     return await migrate(dsn, dimensions=dimensions)
+
+
+@contextlib.asynccontextmanager
+async def extraction_deps(settings: Settings, pool: AsyncConnectionPool) -> AsyncIterator[Deps]:
+    """The use cases' Deps for a command that extracts relations (``relations rebuild``).
+
+    Extraction never embeds, but Deps holds a real embedder (built from the
+    settings like a server's, closed on exit) rather than a stand-in.
+    """
+    embedder = await asyncio.to_thread(make_embedder, settings)
+    try:
+        yield Deps(
+            settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
+        )
+    finally:
+        await embedder.aclose()

@@ -28,9 +28,7 @@ def add_parsers(sub: Any) -> None:
 async def _rebuild(settings: Settings, username: str | None) -> Any:
     from auth.accounts import find_account
     from auth.errors import AccountError
-    from bootstrap.admin import admin_pool, check_schema
-    from bootstrap.providers import make_extractor
-    from memory.deps import Deps
+    from bootstrap.admin import admin_pool, check_schema, extraction_deps
     from memory.relations import rebuild_relations
 
     async with admin_pool(settings, name="cli-relations", max_size=4) as pool:
@@ -44,9 +42,8 @@ async def _rebuild(settings: Settings, username: str | None) -> Any:
                     if ex.problem != "unknown_user":
                         raise  # a malformed name: `account error: ...`, exit status 2
                     raise SystemExit(f"No account named {username!r}.") from None
-        # Extraction reads and writes text and edges only: it never embeds.
-        deps = Deps(settings=settings, pool=pool, embedder=None, extractor=make_extractor(settings))  # type: ignore[arg-type]
-        return await rebuild_relations(deps, user_id, progress=_progress)
+        async with extraction_deps(settings, pool) as deps:
+            return await rebuild_relations(deps, user_id, progress=_progress)
 
 
 def _progress(summary: Any) -> None:
