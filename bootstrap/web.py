@@ -21,8 +21,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-import httpx
-
 from api.runtime import Runtime
 from auth.accounts import ensure_login_user
 from auth.bearer import BearerValidator
@@ -35,7 +33,7 @@ from tasks.actors import extraction_hook
 from tasks.queue import DramatiqWriteQueue
 
 from .database import DatabaseAddress, open_pool, process_pool
-from .providers import make_embedder
+from .providers import embedding_client, make_embedder
 from .worker import ActorDeps, build_broker, require_broker
 
 _log = logging.getLogger(__name__)
@@ -65,7 +63,7 @@ class WebProcess:
         self.settings = settings
         self._address = DatabaseAddress(settings)
         # The embedding provider's client (unused by the local model); closed after the embedder.
-        self._http = httpx.AsyncClient()
+        self._http = embedding_client(settings)
         self._embedder = make_embedder(settings, client=self._http)
         pool = process_pool(settings, self._address, name="web")
         run_worker = (not settings.redis_url) if in_process_worker is None else in_process_worker
@@ -100,7 +98,8 @@ class WebProcess:
         hooks = self._close_hooks
         deps = self.runtime.deps
         try:
-            hooks.append(self._http.aclose)
+            if self._http is not None:
+                hooks.append(self._http.aclose)
             hooks.append(self._embedder.aclose)
             dsn = await self._address()
             dimensions = await self._embedder.ensure_ready()

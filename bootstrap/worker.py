@@ -30,7 +30,7 @@ from tasks.broker import BrokerBundle, BrokerUnreachable, check_broker, make_bro
 from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker
 
 from .database import DatabaseAddress, open_deps
-from .providers import make_embedder, make_extractor
+from .providers import embedding_client, extraction_client, make_embedder, make_extractor
 
 #: A Redis worker's longest idle wait for a message, in milliseconds (Dramatiq's worker_timeout).
 REDIS_WORKER_TIMEOUT_MS = 1000
@@ -90,7 +90,7 @@ class ActorDeps:
             return plain
         assert self.actors is not None, "build_broker declares the actors before any worker boots"
         # Made here, on the worker's event loop, whose connections it keeps.
-        self._extractor_http = httpx.AsyncClient()
+        self._extractor_http = extraction_client(self._settings)
         return dataclasses.replace(
             plain,
             on_text_stored=extraction_hook(self.actors),
@@ -189,7 +189,7 @@ def run_worker_process(settings: Settings, threads: int) -> int:
         return 2
     address = DatabaseAddress(settings)
     asyncio.run(address())  # a bad DATABASE_URL fails here, in plain words
-    http = httpx.AsyncClient()  # the embedder's (a provider's) calls, on the worker's loop
+    http = embedding_client(settings)  # the provider's calls, on the worker's loop
     embedder = make_embedder(settings, client=http)
     running = RunningMessages()
     broker = build_broker(
