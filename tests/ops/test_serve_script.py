@@ -1,4 +1,7 @@
-"""``scripts/serve`` installs only when it must: first run, or pyproject.toml changed.
+"""``scripts/serve``, ``scripts/test`` and ``scripts/check`` install only when they must.
+
+That is on the first run, when pyproject.toml changed, or (for the test and
+check tools) when only OwnSona itself was installed so far.
 
 The checkout is copied into a temporary directory whose ``.venv`` holds two
 small stand-ins: a ``python`` that records every ``-m pip`` call (and runs the
@@ -21,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _checkout(tmp_path: Path) -> Path:
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "serve", root / "scripts" / "serve")
+    for script in ("serve", "test", "_install.sh"):
+        shutil.copy(ROOT / "scripts" / script, root / "scripts" / script)
     shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
     bin_dir = root / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
@@ -39,8 +43,12 @@ def _checkout(tmp_path: Path) -> Path:
 
 
 def _serve(root: Path, *args: str) -> tuple[str, list[str]]:
+    return _run(root, "serve", *args)
+
+
+def _run(root: Path, script: str, *args: str) -> tuple[str, list[str]]:
     done = subprocess.run(
-        ["bash", str(root / "scripts" / "serve"), *args],
+        ["bash", str(root / "scripts" / script), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -71,4 +79,25 @@ def test_a_changed_pyproject_installs_again(tmp_path):
     _, calls = _serve(root)
     assert any("-e ." in c for c in calls), calls
     _, calls = _serve(root)
+    assert calls == []
+
+
+def test_the_test_tools_are_installed_once_and_serve_then_needs_nothing(tmp_path):
+    root = _checkout(tmp_path)
+    out, calls = _run(root, "test", "--version")
+    assert "pytest" in out
+    assert any("-e .[test]" in c for c in calls), calls
+    _, calls = _run(root, "test", "--version")
+    assert calls == [], "a second test run of an installed checkout must not call pip"
+    # The test tools include everything serve needs.
+    _, calls = _serve(root)
+    assert calls == []
+
+
+def test_after_serve_the_first_test_run_adds_the_test_tools(tmp_path):
+    root = _checkout(tmp_path)
+    _serve(root)
+    _, calls = _run(root, "test", "--version")
+    assert any("-e .[test]" in c for c in calls), calls
+    _, calls = _run(root, "test", "--version")
     assert calls == []
