@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .codec import Command, from_json, is_command_json
+from .codec import REGISTERED, Command, from_json, is_command_json
 from .editing import Confirm, Forget, ForgetBatch, UpdateMemory, UpdateMemoryBatch
 from .learning import Reinforce
 from .remember import Remember, RememberBatch
@@ -45,22 +45,9 @@ __all__ = [
     "parse_command",
 ]
 
-#: The command class of every tool that takes one, by tool name.
-COMMANDS: dict[str, Any] = {
-    cls.TOOL: cls
-    for cls in (
-        Remember,
-        RememberBatch,
-        UpdateMemory,
-        UpdateMemoryBatch,
-        Confirm,
-        Forget,
-        ForgetBatch,
-        Reinforce,
-        FindNearDuplicates,
-        FindConflicts,
-    )
-}
+#: The command class of every tool that takes one, by tool name: the family modules
+#: above register their classes (``@command``) as they are imported.
+COMMANDS: Mapping[str, type[Command]] = REGISTERED
 
 
 def parse_command(tool: str, raw: object, settings: Settings) -> Command:
@@ -69,8 +56,7 @@ def parse_command(tool: str, raw: object, settings: Settings) -> Command:
     Raises :class:`~memory.errors.MemoryServiceError` (INVALID_INPUT and the
     like) exactly as the tool documents; KeyError for a tool without a command.
     """
-    command: Command = COMMANDS[tool].parse(raw, settings)
-    return command
+    return COMMANDS[tool].parse(raw, settings)
 
 
 def as_command(tool: str, args: Command | Mapping[str, Any] | None, settings: Settings) -> Command:

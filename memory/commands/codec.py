@@ -21,15 +21,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from memory.errors import MemoryServiceError
+
+if TYPE_CHECKING:
+    from config.settings import Settings
 
 #: The key naming the tool of a command's JSON.
 COMMAND_KEY = "command"
 
 _PARTS: dict[str, type[Any]] = {}
-_COMMANDS: dict[str, type[Command]] = {}
+#: Every command class, by its tool: filled by :func:`command` as the family modules load.
+REGISTERED: dict[str, type[Command]] = {}
 
 T = TypeVar("T")
 
@@ -41,6 +45,11 @@ class Command:
     #: The tool (and ``memory.service.USE_CASES`` key) this command is for.
     TOOL: ClassVar[str]
 
+    @classmethod
+    def parse(cls, raw: object, settings: Settings) -> Command:
+        """Validate a tool's JSON arguments into this command, or raise MemoryServiceError."""
+        raise NotImplementedError(f"{cls.__name__} does not say how it is parsed")
+
     def to_json(self) -> dict[str, Any]:
         """The command as plain JSON, ``{"command": TOOL, field: value, ...}``."""
         return {COMMAND_KEY: self.TOOL, **_fields(self)}
@@ -49,7 +58,7 @@ class Command:
 def command(cls: type[T]) -> type[T]:
     """Register a :class:`Command` subclass under its ``TOOL`` (a class decorator)."""
     assert issubclass(cls, Command)
-    _COMMANDS[cls.TOOL] = cls
+    REGISTERED[cls.TOOL] = cls
     return cls
 
 
@@ -67,7 +76,7 @@ def is_command_json(value: object) -> bool:
 def from_json(data: Mapping[str, Any]) -> Command:
     """The command :meth:`Command.to_json` wrote; ValueError for anything else."""
     tool = data.get(COMMAND_KEY)
-    cls = _COMMANDS.get(tool) if isinstance(tool, str) else None
+    cls = REGISTERED.get(tool) if isinstance(tool, str) else None
     if cls is None:
         raise ValueError(f"not a command: {tool!r}")
     return _build(cls, {k: v for k, v in data.items() if k != COMMAND_KEY})
