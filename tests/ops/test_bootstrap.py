@@ -63,3 +63,38 @@ def test_workers_and_commands_do_not_import_the_web_package(module: str) -> None
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
+
+
+async def test_a_provider_gets_an_http_client_only_when_it_talks_http(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each httpx client costs about 0.1 s to build: start-up builds none it will not use."""
+    import httpx
+
+    from bootstrap.providers import embedding_client, extraction_client
+
+    built: list[object] = []
+    real_init = httpx.AsyncClient.__init__
+
+    def counting_init(self: httpx.AsyncClient, *args: object, **kwargs: object) -> None:
+        built.append(self)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(httpx.AsyncClient, "__init__", counting_init)
+    # The local model, rule-based extraction, an in-process worker: nothing over HTTP.
+    local = Settings(data_dir=tmp_path / "data", queue_namespace=QUEUE_NAMESPACE)
+    WebProcess(local)
+    assert built == [], "a web process on the local model built an HTTP client"
+    assert embedding_client(local) is None
+    assert extraction_client(local) is None
+    remote = Settings(
+        embedding_provider="openai",
+        embedding_base_url="http://127.0.0.1:9/v1",
+        embedding_model="m",
+        relation_extractor="llm",
+        llm_base_url="http://127.0.0.1:9/v1",
+        llm_model="m",
+    )
+    for client in (embedding_client(remote), extraction_client(remote)):
+        assert isinstance(client, httpx.AsyncClient)
+        await client.aclose()
