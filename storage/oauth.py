@@ -272,11 +272,6 @@ async def revoke_jti(conn: AsyncConnection, jti: str, expires_at: datetime) -> N
     )
 
 
-async def is_jti_revoked(conn: AsyncConnection, jti: str) -> bool:
-    cur = await conn.execute("SELECT 1 FROM oauth_revoked_tokens WHERE jti = %s", (jti,))
-    return await cur.fetchone() is not None
-
-
 # -- browser sessions and consents -------------------------------------------
 
 

@@ -161,12 +161,3 @@ async def owed_page(
         {"user_id": user_id, "after": after, "limit": limit},
     )
     return await cur.fetchall()
-
-
-async def owed_count(conn: AsyncConnection, user_id: int | None = None) -> int:
-    cur = await conn.execute(
-        "SELECT count(*) FROM relation_outbox WHERE %(user_id)s::bigint IS NULL OR user_id = %(user_id)s",
-        {"user_id": user_id},
-    )
-    row = await cur.fetchone()
-    return int(row[0]) if row else 0

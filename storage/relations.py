@@ -88,17 +88,6 @@ async def insert_edges(
     )
 
 
-async def edges_of_memory(conn: AsyncConnection, user_id: int, memory_id: int) -> list[NewEdge]:
-    """The memory's edges in insertion order (whatever the memory's state)."""
-    cur = conn.cursor(row_factory=class_row(NewEdge))
-    await cur.execute(
-        "SELECT subject, predicate, object FROM memory_relations"
-        " WHERE user_id = %s AND memory_id = %s ORDER BY id",
-        (user_id, memory_id),
-    )
-    return await cur.fetchall()
-
-
 async def edges_touching(
     conn: AsyncConnection, user_id: int, entities: Sequence[str], *, limit: int
 ) -> list[EdgeRow]:

@@ -148,7 +148,7 @@ class DramatiqWriteQueue:
         # A RedisBroker here, or a StubBroker: each is read through its own attributes.
         broker: Any = self._bundle.broker
         queues = sorted(broker.get_declared_queues() | broker.get_declared_delay_queues())
-        if isinstance(self._bundle.backend, NotifyingStubBackend):
+        if self._bundle.in_process:
             return {name: broker.queues[name].qsize() for name in queues if name in broker.queues}
 
         def read() -> list[int]:
