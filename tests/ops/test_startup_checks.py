@@ -18,6 +18,7 @@ import pytest
 
 from config.settings import Settings, SettingsError, is_loopback_host, public_listen_problem
 from tests.e2e.server import free_port
+from tests.ops.lifecycle_helpers import base_env
 
 PASSWORD = "correct horse battery"
 
@@ -212,7 +213,7 @@ def test_the_embedded_default_listens_publicly_only_with_a_public_url_and_a_chos
 
 
 def _serve(tmp_path: Path, *args: str, **values: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in _OURS}
+    env = base_env()
     env.update(_env(tmp_path, PORT=str(free_port()), **values))
     return subprocess.run(
         [sys.executable, "-m", "scripts.cli", "serve", *args],
@@ -221,18 +222,6 @@ def _serve(tmp_path: Path, *args: str, **values: str) -> subprocess.CompletedPro
         text=True,
         timeout=60,
     )
-
-
-#: Variables the test process may carry that would change what serve does.
-_OURS = (
-    "DATABASE_URL",
-    "REDIS_URL",
-    "OWNSONA_PUBLIC_URL",
-    "OWNSONA_HOST",
-    "OWNSONA_LOGIN_PASSWORD",
-    "OWNSONA_LOGIN_USERNAME",
-    "EMBEDDING_PROVIDER",
-)
 
 
 @pytest.mark.parametrize(
@@ -291,7 +280,7 @@ def test_serve_names_the_bad_setting(tmp_path, args, values, variable):
 def test_serve_listens_publicly_once_both_are_set(tmp_path, pg_data_dir):
     """The positive case, on the session's embedded cluster (its own database in it)."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in _OURS}
+    env = base_env()
     env.update(
         OWNSONA_DATA_DIR=str(pg_data_dir),
         PORT=str(port),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,14 +29,14 @@ from tests.api.conftest import (
 from tests.auth.oauth_flow import rows
 from tests.conftest import make_user
 from tests.e2e.server import free_port
-from tests.ops.lifecycle_helpers import SERVER_VARIABLES, call_tool
+from tests.ops.lifecycle_helpers import base_env, call_tool
 from tests.ops.test_backup import REPO
 
 __all__ = ["api_settings", "client", "keystore", "runtime", "use_cases", "write_queue"]
 
 
 def ownsona(dsn: str | None, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k not in SERVER_VARIABLES and k != "PORT"}
+    environment = base_env()
     if dsn is not None:
         environment.update(DATABASE_URL=dsn, OWNSONA_PUBLIC_URL=PUBLIC_URL)
     environment.update(env)
@@ -138,7 +137,7 @@ def test_token_signs_for_the_url_serve_recorded(tmp_path: Path, clean_db: str) -
     """``serve --port P`` without PORT or OWNSONA_PUBLIC_URL: a token from ``ownsona token`` works."""
     port = free_port()
     data_dir = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items() if k not in SERVER_VARIABLES and k != "PORT"}
+    env = base_env()
     env.update(
         DATABASE_URL=clean_db,
         OWNSONA_DATA_DIR=str(data_dir),
