@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from api.mcp.tool_schemas import Schemas
+from api.mcp import tool_outputs as out
+from api.mcp.tool_schemas import MEMORY_ID, RETRY_SAFE, Schemas
 from api.mcp.tool_spec import ToolSpec, write_hints
 
 
@@ -12,42 +13,22 @@ def learning_tools(s: Schemas) -> list[ToolSpec]:
     return [
         ToolSpec(
             "reinforce",
-            "Reinforce helpful memories",
-            "Give feedback on memories you used so recall learns which ones help. Pass the ids "
-            "that helped (or hurt), usually from recall or search_memory, with delta +1 "
-            "(helpful, the default) down to -1 (unhelpful or wrong), and the query they "
-            "answered. Positive feedback raises them and, with a query, teaches them that kind "
-            "of question, so they rank higher for similar queries; negative feedback ranks "
-            "them lower. Only the order changes: reported scores stay raw similarity, and "
-            "nothing decays with time. Never edits or deletes, and works on kept memories. At "
-            f"most {settings.max_batch_size} ids; duplicates count once. Returns reinforced "
-            "(id, salience, use_count, context_count) and skipped (unknown, forgotten or "
-            "expired ids).",
+            "Teach recall what helps: ids you used, delta +1 helpful to -1 wrong, and the query "
+            f"they answered. Only ranking changes. {RETRY_SAFE}",
             s.obj(
                 {
                     "memory_ids": {
-                        **s.ids("Ids of the memories the feedback is about."),
+                        "type": "array",
+                        "items": MEMORY_ID,
                         "minItems": 1,
                         "maxItems": settings.max_batch_size,
                     },
-                    "delta": {
-                        "type": "number",
-                        "minimum": -1,
-                        "maximum": 1,
-                        "default": 1,
-                        "description": "+1 helpful ... -1 unhelpful or wrong.",
-                    },
-                    "query": {
-                        **s.text(
-                            "The question these memories answered; teaches context on "
-                            "positive feedback.",
-                            min_length=1,
-                        ),
-                        "maxLength": settings.max_text_chars,
-                    },
+                    "delta": {"type": "number", "minimum": -1, "maximum": 1, "default": 1},
+                    "query": s.memory_text(),
                 },
                 required=["memory_ids"],
             ),
+            out.result(reinforced=out.keys("id")),
             write_hints(destructive=False, idempotent=False),
             "reinforce",
             queued=True,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from api.mcp.tool_schemas import DATA_NOT_INSTRUCTIONS, Schemas
+from api.mcp import tool_outputs as out
+from api.mcp.tool_schemas import Schemas
 from api.mcp.tool_spec import READ_HINTS, ToolSpec
 
 
@@ -12,53 +13,33 @@ def scan_tools(s: Schemas) -> list[ToolSpec]:
         _scan_spec(
             s,
             "find_near_duplicates",
-            "Find near-duplicate memories",
-            "Read-only cleanup check: groups of active memories that say nearly the same thing "
-            "(cosine >= threshold, default 0.92; 0.95+ is effectively identical). Groups are "
-            "transitive (a~b and b~c put all three together) and listed strongest first, each "
-            "with ids, max_similarity, pair_count and the memories. Review them with the user, "
-            "then forget_batch the redundant ones. Returns groups and summary {groups, pairs}.",
+            "Groups of active memories saying nearly the same (cosine >= threshold), for "
+            "cleanup with forget_batch.",
             0.92,
         ),
         _scan_spec(
             s,
             "find_conflicts",
-            "Find possibly conflicting memories",
-            "Read-only check: groups of active memories about the same topic (similarity >= "
-            "threshold, default 0.80, and at least one shared tag) that may contradict each "
-            "other. The server does not judge. Resolve with confirm on the right one, or "
-            "remember the correction with supersedes (old one wrong) or downweights (old one "
-            "merely outdated). Same output as find_near_duplicates.",
+            "Similar active memories sharing a tag that may contradict; you judge. Fix: "
+            "confirm, or remember with supersedes (old is wrong) or downweights (outdated).",
             0.80,
         ),
     ]
 
 
-def _scan_spec(s: Schemas, name: str, title: str, description: str, threshold: float) -> ToolSpec:
+def _scan_spec(s: Schemas, name: str, description: str, threshold: float) -> ToolSpec:
     # Read-only, but a scan over the whole store: it runs on a worker so a
     # large store never ties up the web process.
     return ToolSpec(
         name,
-        title,
-        f"{description} {DATA_NOT_INSTRUCTIONS}",
+        description,
         s.obj(
             {
-                "threshold": {
-                    "type": "number",
-                    "minimum": 0.5,
-                    "maximum": 1,
-                    "default": threshold,
-                    "description": "Cosine similarity a pair needs to count.",
-                },
-                "max_groups": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 500,
-                    "default": 50,
-                    "description": "Most groups to return.",
-                },
+                "threshold": {"type": "number", "minimum": 0.5, "maximum": 1, "default": threshold},
+                "max_groups": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
             }
         ),
+        out.scan_result(with_reason=name == "find_conflicts"),
         READ_HINTS,
         name,
         queued=True,

@@ -11,9 +11,10 @@ class ToolSpec:
     """One MCP tool: its listing and the use case that serves it."""
 
     name: str
-    title: str
     description: str
     input_schema: dict[str, Any]
+    #: The success payload or the error payload (``api.mcp.tool_outputs.result``).
+    output_schema: dict[str, Any]
     #: MCP ToolAnnotations: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
     annotations: dict[str, bool]
     #: Key of ``memory.service.USE_CASES``.
@@ -36,28 +37,24 @@ class ToolSpec:
         """The ``Tool`` object of a ``tools/list`` result."""
         return {
             "name": self.name,
-            "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema,
-            # annotations.title is the 2025-03-26 spelling of the top-level title.
-            "annotations": {"title": self.title, **self.annotations},
+            "outputSchema": self.output_schema,
+            "annotations": self.annotations,
         }
 
 
 def write_hints(*, destructive: bool, idempotent: bool) -> dict[str, bool]:
-    return {
-        "readOnlyHint": False,
-        "destructiveHint": destructive,
-        "idempotentHint": idempotent,
-        # Closed world: the tools touch only this server's store.
-        "openWorldHint": False,
-    }
+    """A write tool's hints. Those at MCP's defaults are left out (ToolAnnotations:
+    readOnlyHint false, destructiveHint true, idempotentHint false, openWorldHint true)."""
+    hints: dict[str, bool] = {}
+    if not destructive:
+        hints["destructiveHint"] = False
+    if idempotent:
+        hints["idempotentHint"] = True
+    return hints
 
 
-#: The hints of every read-only tool.
-READ_HINTS = {
-    "readOnlyHint": True,
-    "destructiveHint": False,
-    "idempotentHint": True,
-    "openWorldHint": False,
-}
+#: The hints of every read-only tool. destructiveHint and idempotentHint are
+#: "meaningful only when readOnlyHint == false" (MCP, ToolAnnotations): not sent.
+READ_HINTS = {"readOnlyHint": True}

@@ -17,12 +17,16 @@ Schema decisions:
   "content") would otherwise be dropped without a word: a client that
   validates refuses it with a message naming the field, so the model can
   correct itself instead of storing less than it meant to.
-- No ``outputSchema``. Clients validate ``structuredContent`` against it
-  (MCP 2025-06-18, Tools, "Output Schema"); our payloads are many shapes
-  (``{"ok": true, ...}`` per tool, ``{"ok": false, "error": ...}``, per-item
-  results) defined by ``memory.service``, and a schema that drifts from them
-  would turn good results into client-side failures. The payload is still
-  sent as ``structuredContent`` and as JSON text in ``content[0]``.
+- An ``outputSchema`` for every tool (``tool_outputs``): the success fields
+  and the error object, one open object schema. The payload is sent as
+  ``structuredContent`` and, the same JSON, as text in ``content[0]``
+  (Claude Code shows the model the first, claude.ai the second).
+- The listing is at most 16 KB (issue 14; ``tests/api/test_tools_size.py``):
+  it goes into every conversation. Descriptions say when to use a tool and
+  its non-obvious rules; what a schema says (types, ranges, enums, defaults)
+  is not repeated in prose; the shared sentences (``tool_schemas``) are
+  written once; annotations leave out MCP's defaults; there are no titles
+  (optional, display only: clients show the name).
 """
 
 from __future__ import annotations
@@ -32,11 +36,18 @@ from api.mcp.tool_learning import learning_tools
 from api.mcp.tool_reading import reading_tools
 from api.mcp.tool_remember import remember_tools
 from api.mcp.tool_scans import scan_tools
-from api.mcp.tool_schemas import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, Schemas
+from api.mcp.tool_schemas import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, RETRY_SAFE, Schemas
 from api.mcp.tool_spec import ToolSpec
 from config.settings import Settings
 
-__all__ = ["DATA_NOT_INSTRUCTIONS", "PREFER_RECENT", "TOOL_ORDER", "ToolSpec", "tool_specs"]
+__all__ = [
+    "DATA_NOT_INSTRUCTIONS",
+    "PREFER_RECENT",
+    "RETRY_SAFE",
+    "TOOL_ORDER",
+    "ToolSpec",
+    "tool_specs",
+]
 
 #: The order of ``tools/list``: writes and their reads interleaved as the chapter lists them.
 TOOL_ORDER = (

@@ -9,7 +9,13 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from api.mcp.dispatch import idempotency_key
-from api.mcp.tools import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, tool_specs
+from api.mcp.tools import (
+    DATA_NOT_INSTRUCTIONS,
+    PREFER_RECENT,
+    RETRY_SAFE,
+    TOOL_ORDER,
+    tool_specs,
+)
 from config.settings import Settings
 from memory.commands import COMMANDS, Remember, from_json
 from memory.errors import NOT_FOUND, MemoryServiceError
@@ -28,10 +34,9 @@ QUEUED = {
     "confirm", "forget", "forget_batch", "reinforce", "find_near_duplicates", "find_conflicts",
 }  # fmt: skip
 SCANS = {"find_near_duplicates", "find_conflicts"}
+#: The tools whose result is stored text: their descriptions say it is data.
 RETURNS_TEXT = (
-    "recall", "search_memory", "get_memory", "list_memories", "text_search",
-    "export_memories", "remember", "remember_batch", "build_context_prompt",
-    "find_near_duplicates", "find_conflicts", "query_relations",
+    "recall", "search_memory", "get_memory", "list_memories", "text_search", "query_relations",
 )  # fmt: skip
 SECRET = "My son Colby lives in Los Angeles."
 
@@ -60,39 +65,63 @@ def test_registry_matches_the_use_cases() -> None:
 async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> None:
     tools = await list_tools(mcp)
     assert {t["name"] for t in tools} == TOOLS and len(tools) == 21
+    # Deterministic: the registry's order, every time.
+    assert [t["name"] for t in tools] == list(TOOL_ORDER)
     for tool in tools:
         schema = tool["inputSchema"]
         Draft202012Validator.check_schema(schema)
         assert schema["type"] == "object" and schema["additionalProperties"] is False
-        assert tool["description"] and tool["title"]
+        assert tool["description"]
+        # Through 2025-11-25 an outputSchema's root must be an object schema.
+        output = tool["outputSchema"]
+        Draft202012Validator.check_schema(output)
+        assert output["type"] == "object"
+        assert output["properties"]["error"] == {"required": ["code", "message"]}
         hints = tool["annotations"]
-        for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"):
-            assert isinstance(hints[hint], bool), (tool["name"], hint)
-        assert hints["openWorldHint"] is False
+        assert all(isinstance(v, bool) for v in hints.values()), tool["name"]
+        # MCP's defaults are left out: readOnlyHint false, destructiveHint true,
+        # idempotentHint false, openWorldHint true.
+        assert hints.get("readOnlyHint") is not False
+        assert hints.get("destructiveHint") is not True
+        assert hints.get("idempotentHint") is not False
+        assert "openWorldHint" not in hints
         # Every queued tool writes, except the scans (read-only, queued for their size).
-        assert hints["readOnlyHint"] is (tool["name"] not in QUEUED - SCANS)
-        if hints["readOnlyHint"]:
-            assert hints["destructiveHint"] is False
-        assert "outputSchema" not in tool
+        read_only = hints.get("readOnlyHint", False)
+        assert read_only is (tool["name"] not in QUEUED - SCANS)
+        if read_only:
+            assert set(hints) == {"readOnlyHint"}
 
 
-async def test_forget_tools_are_destructive(mcp: Mcp) -> None:
-    tools = {t["name"]: t for t in await list_tools(mcp)}
-    assert tools["forget"]["annotations"]["destructiveHint"] is True
-    assert tools["forget_batch"]["annotations"]["destructiveHint"] is True
-    assert tools["confirm"]["annotations"]["destructiveHint"] is False
+async def test_write_hints(mcp: Mcp) -> None:
+    hints = {t["name"]: t["annotations"] for t in await list_tools(mcp)}
+    # Absent: MCP's default, destructive.
+    for name in ("remember", "remember_batch", "forget", "forget_batch", "update_memory"):
+        assert "destructiveHint" not in hints[name], name
+    assert hints["confirm"] == hints["reinforce"] == {"destructiveHint": False}
+    assert hints["forget"] == {"idempotentHint": True}
+    assert hints["remember"] == {}
 
 
 async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
     tools = {t["name"]: t for t in await list_tools(mcp)}
     for name in RETURNS_TEXT:
         assert DATA_NOT_INSTRUCTIONS in tools[name]["description"], name
-    for name in ("recall", "search_memory"):
-        description = tools[name]["description"]
-        assert PREFER_RECENT in description
+    assert PREFER_RECENT in tools["recall"]["description"]
+    assert "recall" in tools["search_memory"]["description"]
     assert "last_confirmed_at first, then updated_at, then created_at" in PREFER_RECENT
     assert "forget repeatedly" in tools["forget_batch"]["description"]
-    assert "update_memory repeatedly" in tools["update_memory_batch"]["description"]
+    assert "update_memory" in tools["update_memory_batch"]["description"]
+    assert RETRY_SAFE == (
+        "Safe to retry: the same call repeated within 10 minutes, or with the same "
+        "Idempotency-Key, returns the first result and writes nothing."
+    )
+    # Once in every queued write, and nowhere else (a scan writes nothing).
+    for name, tool in tools.items():
+        assert tool["description"].count(RETRY_SAFE) == (name in QUEUED - SCANS), name
+    # The chapter's errors a model must expect, named where they apply.
+    assert "SECRET_REJECTED" in tools["remember"]["description"]
+    assert "NOT_FOUND" in tools["update_memory"]["description"]
+    assert "LIMIT_EXCEEDED" in tools["export_memories"]["description"]
 
 
 async def test_schemas_document_the_supplement_fields(mcp: Mcp) -> None:

@@ -1,9 +1,11 @@
-"""tools/list, byte for byte, against a snapshot taken before the registry was split.
+"""tools/list, byte for byte, against a snapshot.
 
 The registry is many modules (``api/mcp/tool_*.py``); what a client sees must
-not move when code moves between them. To change the listing on purpose,
-rewrite the snapshot in the same commit:
+not move when code moves between them, and every change to what a model reads
+is a reviewed diff of the snapshot. To change the listing on purpose, rewrite
+the snapshot in the same commit and read its diff:
 ``python -m tests.api.test_tools_snapshot > tests/api/tools_list.snapshot.json``.
+The snapshot was last rewritten for issue 14 (16 KB, output schemas).
 """
 
 from __future__ import annotations

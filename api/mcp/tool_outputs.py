@@ -1,0 +1,65 @@
+"""Every tool's ``outputSchema``: one object schema its success and error payloads both meet.
+
+MCP 2026-07-28 (Tools, "Output Schema") allows any JSON Schema 2020-12 and
+asks clients to validate ``structuredContent`` against it; through 2025-11-25
+the root must be ``"type": "object"``. Every payload is an object with ``ok``:
+on success the tool's fields, on failure the tools chapter's error
+(``ok: false``, ``error{code, message}`` and maybe ``detail``, "Error
+codes"). So each tool's schema is
+
+    {"type": "object", "required": ["ok"],
+     "properties": {"ok": boolean, "error": {code, message}, <the tool's fields>}}
+
+Schema decisions:
+
+- One flat object, not ``anyOf: [success, error]``. The branches repeat
+  ``ok`` and the error object in all 21 tools: 1.7 KB more of ``tools/list``
+  (at most 16 KB, issue 14), bought from the descriptions a model needs.
+  The flat schema still says both shapes: the success fields, and ``error``
+  with its ``code`` and ``message``.
+- Open objects (no ``additionalProperties: false``). A client that validates
+  turns a result that does not match into a failure of the call (the official
+  SDK raises), so a schema must never be stricter than the payloads
+  ``memory.service`` builds: a field added there must not break every client
+  until the schema catches up. ``tests/api/test_output_schemas.py`` holds the
+  schemas to real results of every tool.
+- Terse: the fields a model reads, typed; a nested object by the fields every
+  one of them has (``required``, untyped: the names cost least); no
+  descriptions (the tool's description says what the fields mean).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+INT: dict[str, Any] = {"type": "integer"}
+STR: dict[str, Any] = {"type": "string"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+
+#: The tools chapter's error object ("Error codes").
+_ERROR = {"required": ["code", "message"]}
+
+
+def keys(*names: str) -> dict[str, Any]:
+    """An array of objects that all have ``names``."""
+    return {"type": "array", "items": {"required": list(names)}}
+
+
+def result(**fields: dict[str, Any]) -> dict[str, Any]:
+    """A tool's outputSchema: ``ok``, the error object, and the success ``fields``."""
+    return {"type": "object", "properties": {"error": _ERROR, **fields}}
+
+
+#: recall's and the listings' rows (``memory.shapes``); the other fields pass unnamed.
+ROWS = keys("id", "text")
+#: update_memory_batch's and forget_batch's payload: each item's outcome and where it was.
+BATCH = result(results=keys("ok"))
+
+
+def scan_result(*, with_reason: bool) -> dict[str, Any]:
+    """find_near_duplicates' and find_conflicts' payload (``memory.scans``)."""
+    group: dict[str, Any] = {"required": ["ids", "memories"]}
+    if with_reason:
+        # Why a group's memories may conflict (the use case adds it).
+        group["properties"] = {"reason": {"type": "string", "enum": ["similarity", "relation"]}}
+    return result(groups={"type": "array", "items": group})
