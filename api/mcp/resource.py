@@ -242,8 +242,9 @@ class McpResource:
             headers["Mcp-Session-Id"] = self._sessions.open(self._keystore, guarded.user_id)
         status = 200
         error = outcome.response.get("error")
-        if outcome.rules is not None and isinstance(error, dict):
-            status = outcome.rules.http_status(error["code"])
+        if isinstance(error, dict):
+            # The rules the dispatcher served by; the header's when it refused the version.
+            status = (outcome.rules or rules).http_status(error["code"])
         return HttpReply(status, outcome.response, headers)
 
     @staticmethod

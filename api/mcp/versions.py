@@ -283,7 +283,8 @@ def check_http_headers(
         )
 
 
-_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>[A-Za-z0-9+/=]*)\?=$")
+# Anything of this shape is the encoded form (clients encode a plain value that looks like it).
+_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
 _HEADER_SAFE = re.compile(r"^[\x20-\x7e\t]*$")
 
 
