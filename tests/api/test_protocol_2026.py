@@ -22,6 +22,7 @@ from api.mcp.versions import (
     decode_header_value,
     rules_for,
 )
+from config.settings import Settings, SettingsError
 from memory.deps import Deps
 from memory.service import USE_CASES
 from memory.writes import WINDOW_PREFIX, named_memories
@@ -443,3 +444,12 @@ async def test_window_off_never_matches(deps: Deps, alice: int) -> None:
     key = WINDOW_PREFIX + "ana"
     first = await _remember(off, alice, FACT, key)
     assert (await _remember(off, alice, FACT, key))["message"] != first["message"]
+
+
+def test_idempotency_window_setting(tmp_path: Any) -> None:
+    env = {"OWNSONA_DATA_DIR": str(tmp_path)}
+    assert Settings.from_env(env).idempotency_window_s == 600
+    assert Settings.from_env({**env, "IDEMPOTENCY_WINDOW_S": "0"}).idempotency_window_s == 0
+    for bad in ("-1", "86401", "ten"):
+        with pytest.raises(SettingsError, match="IDEMPOTENCY_WINDOW_S"):
+            Settings.from_env({**env, "IDEMPOTENCY_WINDOW_S": bad})
