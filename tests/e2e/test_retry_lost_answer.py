@@ -39,6 +39,9 @@ class AnswerDropper:
         self._server: asyncio.Server | None = None
         self.dropped = asyncio.Event()
         self.port = 0
+        #: Every byte each side sent through the proxy, for the test to read.
+        self.requests = bytearray()
+        self.responses = bytearray()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[AnswerDropper]:
@@ -56,6 +59,7 @@ class AnswerDropper:
 
         async def to_server() -> None:
             while chunk := await reader.read(65536):
+                self.requests += chunk
                 if not self.dropped.is_set() and b"remember_batch" in chunk:
                     armed.set()
                 up_writer.write(chunk)
@@ -67,6 +71,7 @@ class AnswerDropper:
                     # The server answered, so the write committed: lose the answer.
                     self.dropped.set()
                     return
+                self.responses += chunk
                 writer.write(chunk)
                 await writer.drain()
 
@@ -130,8 +135,10 @@ async def _lose_then_retry(url: str, token: str, mode: str, dsn: str) -> dict[st
         async with http, client:
             assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
             retried = await client.call_tool("remember_batch", batch)
+        wire = {"requests": bytes(proxy.requests), "responses": bytes(proxy.responses).lower()}
     after = _state(dsn, paris_id)
     return {
+        "wire": wire,
         "before": before,
         "committed": committed,
         "after": after,
@@ -154,6 +161,14 @@ async def test_a_retried_batch_whose_answer_was_lost_is_stored_once(
     assert after["batch_receipts"] == 1
     items = seen["retried"]["results"]
     assert [item["message"] for item in items] == ["Ok", "Ok"]
+    # 2026-07-28: no fallback to initialize, no session; 2025-11-25: both.
+    wire = seen["wire"]
+    modern = mode == "auto"
+    assert (b'"initialize"' in wire["requests"]) is not modern
+    assert (b"mcp-session-id" in wire["responses"]) is not modern
+    if modern:
+        assert b'"server/discover"' in wire["requests"]
+    assert b"authorization: bearer " in wire["requests"].lower()
 
 
 async def test_without_the_window_the_same_retry_writes_again(
