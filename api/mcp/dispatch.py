@@ -47,6 +47,7 @@ __all__ = [
     "McpDispatcher",
     "Outcome",
     "idempotency_key",
+    "server_info",
     "tool_result",
 ]
 

@@ -79,7 +79,7 @@ from api.errors import (
 )
 from api.http_reply import send
 from api.mcp import jsonrpc, versions
-from api.mcp.dispatch import CallContext, McpDispatcher, tool_result
+from api.mcp.dispatch import CallContext, McpDispatcher, server_info, tool_result
 from api.mcp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -211,13 +211,13 @@ class McpResource:
         rules = versions.rules_for(version)
 
         if not isinstance(guarded, Principal):
-            return _database_down(parsed, self._dispatcher)
+            return _database_down(parsed, self._dispatcher, rules)
         # 2026-07-28 has no sessions: a stray Mcp-Session-Id is ignored, never checked or used.
         session_id = req.get_header("Mcp-Session-Id") if rules.sessions else None
         if session_id is not None and not _is_initialize(parsed):
             state = await self._session_open(guarded, session_id)
             if state is _DATABASE_DOWN:
-                return _database_down(parsed, self._dispatcher)
+                return _database_down(parsed, self._dispatcher, rules)
             if not state:
                 return _session_not_found(_request_id(parsed))
 
@@ -407,7 +407,9 @@ def _database_unavailable(request_id: jsonrpc.RequestId | None = None) -> HttpRe
 
 
 def _database_down(
-    parsed: Message | Invalid | list[Message | Invalid], dispatcher: McpDispatcher
+    parsed: Message | Invalid | list[Message | Invalid],
+    dispatcher: McpDispatcher,
+    rules: versions.ProtocolRules,
 ) -> HttpReply:
     """The answer when the database failed the bearer check.
 
@@ -423,7 +425,8 @@ def _database_down(
         if item.kind != "request":
             return None
         if dispatcher.required_scope(item) is not None:  # a tools/call of a known tool
-            return jsonrpc.result(item.id, _tool_refusal(item, database_payload()))
+            refusal = rules.decorate(_tool_refusal(item, database_payload()), server_info())
+            return jsonrpc.result(item.id, refusal)
         return jsonrpc.error(item.id, JsonRpcError(INTERNAL_ERROR, _DATABASE_DOWN_MESSAGE))
 
     if isinstance(parsed, Message) and dispatcher.required_scope(parsed) is None:

@@ -131,6 +131,32 @@ async def test_a_notification_at_2026_is_accepted(mcp: Mcp) -> None:
     assert reply.status_code == 202
 
 
+@pytest.fixture
+def bearer_check_fails(clean_db: str) -> Any:
+    """The bearer check fails in PostgreSQL (the revocation table is gone)."""
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("ALTER TABLE oauth_revoked_tokens RENAME TO oauth_revoked_tokens_away")
+    try:
+        yield
+    finally:
+        with psycopg.connect(clean_db, autocommit=True) as conn:
+            conn.execute("ALTER TABLE oauth_revoked_tokens_away RENAME TO oauth_revoked_tokens")
+
+
+async def test_database_down_at_2026_is_a_tool_error_in_2026_shape(
+    mcp: Mcp, write_queue: FakeWriteQueue, bearer_check_fails: None
+) -> None:
+    called = await modern(mcp, "tools/call", {"name": "confirm", "arguments": {"id": 1}})
+    assert called.status_code == 200, called.text
+    result = called.json["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == "DATABASE_ERROR"
+    assert result["resultType"] == "complete" and _server_info(result)["name"] == "ownsona"
+    assert write_queue.calls == []
+    listed = await modern(mcp, "tools/list")
+    assert listed.status_code == 503 and listed.headers["retry-after"]
+
+
 # --- what 2026-07-28 removed ----------------------------------------------------
 
 
