@@ -73,6 +73,10 @@ class Settings:
     max_body_bytes: int = 8 * 1024 * 1024
     #: How long a tool waits for its queued write to finish, in seconds.
     write_timeout_s: float = 60.0
+    #: Seconds during which a second identical write call (same user, tool and
+    #: arguments, no explicit idempotency key) is taken for a retry and answered
+    #: with the first result (README, "Protocol versions and retries"); 0: off.
+    idempotency_window_s: int = 600
     #: Prefix of OwnSona's keys in Redis: two deployments can share one Redis.
     queue_namespace: str = "ownsona"
     #: A worker silent this long (ms) is presumed dead and its messages are redelivered.
@@ -166,6 +170,7 @@ class Settings:
                 "MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=1 << 30
             ),
             write_timeout_s=env.number("WRITE_TIMEOUT", 60.0, minimum=1.0, maximum=3600),
+            idempotency_window_s=env.integer("IDEMPOTENCY_WINDOW_S", 600, minimum=0, maximum=86400),
             queue_namespace=env.text("QUEUE_NAMESPACE") or "ownsona",
             queue_heartbeat_timeout_ms=env.integer(
                 "QUEUE_HEARTBEAT_TIMEOUT", 15_000, minimum=1000, maximum=3_600_000

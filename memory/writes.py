@@ -4,6 +4,23 @@ The answer to a write is stored as a receipt in the write's own transaction:
 a message redelivered after a worker died, or a client retrying the same
 request, finds the receipt and gets the first answer back instead of writing
 again.
+
+Two kinds of key (the API builds them, ``api/mcp/dispatch.py``):
+
+- an **operation key** (an explicit key the client sent, or session +
+  request id): the same operation for as long as receipts are kept
+  (``RECEIPT_TTL_S``);
+- a **retry-window key** (``WINDOW_PREFIX`` + a hash of user, tool and
+  canonical arguments), for clients that send no key and may retry with a
+  new request id (MCP 2026-07-28 has no session). Its receipt stands for
+  ``Settings.idempotency_window_s`` seconds, and only while no later write
+  of the same user named one of the memories its result names: once
+  "forget" has removed what a "remember" stored, the same "remember" again
+  is a new request, not a retry, and stores the text again. A write that
+  changed nothing another write could undo is unaffected. The rule reads
+  only receipts (every tool write leaves one), so background work on a
+  memory (relations, re-embedding, recall's use counts) never voids one.
+  A receipt that no longer stands is replaced by the new write's.
 """
 
 from __future__ import annotations
@@ -20,6 +37,13 @@ from .deps import Deps
 
 #: Receipts outlive any sane client retry or broker redelivery.
 RECEIPT_TTL_S = 86_400
+#: How a retry-window key starts (anything else is an operation key).
+WINDOW_PREFIX = "window:"
+#: Payload members whose integers are memories the result names (stored,
+#: changed, forgotten, superseded); neighbours listed for information
+#: (``near_duplicates``, ``previously_corrected``) are not.
+_NAMING_KEYS = frozenset({"id", "memory_id", "superseded", "downweighted"})
+_INFORMATIONAL = frozenset({"near_duplicates", "previously_corrected", "skipped"})
 #: Share of writes that also delete expired receipts (amortised clean-up).
 _PRUNE_CHANCE = 1 / 64
 
@@ -33,7 +57,9 @@ async def prior_receipt(
     if not idempotency_key:
         return None
     async with deps.pool.connection() as conn:
-        return await store.get_receipt(conn, user_id, idempotency_key)
+        return await store.get_receipt(
+            conn, user_id, idempotency_key, window_s=_window(deps, idempotency_key)
+        )
 
 
 async def run_write(
@@ -47,12 +73,46 @@ async def run_write(
     async with deps.pool.connection() as conn, conn.transaction():
         if idempotency_key:
             await store.lock_receipt_key(conn, user_id, idempotency_key)
-            prior = await store.get_receipt(conn, user_id, idempotency_key)
+            prior = await store.get_receipt(
+                conn, user_id, idempotency_key, window_s=_window(deps, idempotency_key)
+            )
             if prior is not None:
                 return prior
         payload = await work(conn)
         if idempotency_key:
-            await store.put_receipt(conn, user_id, idempotency_key, tool, payload)
+            await store.put_receipt(
+                conn, user_id, idempotency_key, tool, payload, named_memories(payload)
+            )
             if random.random() < _PRUNE_CHANCE:
                 await store.prune_receipts(conn, older_than_s=RECEIPT_TTL_S)
         return payload
+
+
+def is_window_key(idempotency_key: str) -> bool:
+    """Whether a key is a retry-window key (see the module docstring)."""
+    return idempotency_key.startswith(WINDOW_PREFIX)
+
+
+def _window(deps: Deps, idempotency_key: str) -> int | None:
+    # A window key whose window is off (0) never matches: every call writes.
+    return deps.settings.idempotency_window_s if is_window_key(idempotency_key) else None
+
+
+def named_memories(payload: Any) -> list[int]:
+    """The memory ids a write's result names, sorted (see ``_NAMING_KEYS``)."""
+    found: set[int] = set()
+    stack: list[Any] = [payload]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key in _INFORMATIONAL:
+                    continue
+                if key in _NAMING_KEYS:
+                    values = value if isinstance(value, list) else [value]
+                    found.update(v for v in values if type(v) is int)
+                elif isinstance(value, (dict, list)):
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return sorted(found)

@@ -1,21 +1,41 @@
 """SQL of the write receipts: a retried write (same idempotency key) finds its first result.
 
 Every function takes a connection: the caller owns the transaction.
+
+A receipt also lists the memory ids its result names (``memory_ids``) and
+gets a rising ``seq``: :func:`get_receipt` with ``window_s`` honours a
+receipt only while it is that young and no later receipt of the same user
+names one of its memories (memory/writes.py says why).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 
-async def get_receipt(conn: AsyncConnection, user_id: int, key: str) -> dict[str, Any] | None:
-    cur = await conn.execute(
-        "SELECT result FROM write_receipts WHERE user_id = %s AND idempotency_key = %s",
-        (user_id, key),
-    )
+async def get_receipt(
+    conn: AsyncConnection, user_id: int, key: str, *, window_s: int | None = None
+) -> dict[str, Any] | None:
+    """The stored result under ``key``; with ``window_s``, only a receipt that still stands."""
+    if window_s is None:
+        cur = await conn.execute(
+            "SELECT result FROM write_receipts WHERE user_id = %s AND idempotency_key = %s",
+            (user_id, key),
+        )
+    else:
+        cur = await conn.execute(
+            "SELECT r.result FROM write_receipts r"
+            " WHERE r.user_id = %s AND r.idempotency_key = %s"
+            " AND r.created_at > now() - make_interval(secs => %s)"
+            " AND NOT EXISTS (SELECT 1 FROM write_receipts later"
+            "  WHERE later.user_id = r.user_id AND later.seq > r.seq"
+            "  AND later.memory_ids && r.memory_ids)",
+            (user_id, key, window_s),
+        )
     row = await cur.fetchone()
     return row[0] if row else None
 
@@ -26,12 +46,21 @@ async def lock_receipt_key(conn: AsyncConnection, user_id: int, key: str) -> Non
 
 
 async def put_receipt(
-    conn: AsyncConnection, user_id: int, key: str, tool: str, result: dict[str, Any]
+    conn: AsyncConnection,
+    user_id: int,
+    key: str,
+    tool: str,
+    result: dict[str, Any],
+    memory_ids: Sequence[int] = (),
 ) -> None:
+    """Store (or replace: a window receipt that no longer stood) the result under ``key``."""
     await conn.execute(
-        "INSERT INTO write_receipts (user_id, idempotency_key, tool, result)"
-        " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-        (user_id, key, tool, Jsonb(result)),
+        "INSERT INTO write_receipts (user_id, idempotency_key, tool, result, memory_ids)"
+        " VALUES (%s, %s, %s, %s, %s)"
+        " ON CONFLICT (user_id, idempotency_key) DO UPDATE SET tool = EXCLUDED.tool,"
+        " result = EXCLUDED.result, memory_ids = EXCLUDED.memory_ids,"
+        " created_at = now(), seq = DEFAULT",
+        (user_id, key, tool, Jsonb(result), list(memory_ids)),
     )
 
 

@@ -26,10 +26,13 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 #: Internal JSON-RPC error.
 INTERNAL_ERROR = -32603
-#: The protocol version is not supported; ``data`` = {supported, requested}.
-#: MCP 2026-07-28 defines it; the official SDKs send it with HTTP 400 for an
-#: unknown ``MCP-Protocol-Version`` header, and their clients fall back to
-#: ``initialize`` when ``supported`` lists a handshake-era version.
+#: HTTP headers missing, malformed, or not matching the body (MCP 2026-07-28,
+#: Streamable HTTP, "Server Validation"); sent with HTTP 400.
+HEADER_MISMATCH = -32020
+#: The protocol version is not supported; ``data`` = {supported, requested}
+#: (MCP 2026-07-28, "Versioning"); sent with HTTP 400. The official SDK
+#: clients fall back to ``initialize`` when ``supported`` lists a
+#: handshake-era version and retry at a modern one otherwise.
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 #: The Mcp-Session-Id names no open session (sent with HTTP 404); the code
 #: the official TypeScript and Python SDK servers use for it.

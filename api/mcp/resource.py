@@ -1,7 +1,8 @@
 """``/mcp``: the MCP Streamable HTTP transport, JSON responses only.
 
-MCP Streamable HTTP (2025-03-26, 2025-06-18, 2025-11-25) as SUPPLEMENT §7
-narrows it:
+MCP Streamable HTTP (2026-07-28 beside 2025-03-26, 2025-06-18, 2025-11-25)
+as SUPPLEMENT §7 narrows it; what differs between revisions is in
+``versions.py``, read here through one ``ProtocolRules``:
 
 - POST carries JSON-RPC. Requests are answered ``application/json`` (no
   SSE: nothing we do streams), notifications and client responses ``202``.
@@ -9,11 +10,22 @@ narrows it:
   ``text/event-stream`` and still read a JSON answer.
 - Checks run in this order: Origin (403), bearer token (401: a request
   without credentials learns nothing else, whatever its body), Content-Type
-  (415), body size (413), JSON-RPC envelope (400), ``MCP-Protocol-Version``
-  (400), the token's scope for each tool called (403 ``insufficient_scope``
-  with the missing scope in ``WWW-Authenticate``, so a client can step up;
-  a batch is refused whole), then the method.
-- Sessions without session state: ``initialize`` hands out an
+  (415), body size (413), JSON-RPC envelope (400), the protocol version
+  (400: -32022 for an ``MCP-Protocol-Version`` we lack; -32020
+  HeaderMismatch when the body's ``_meta`` names a version and the header
+  is missing or says another, and, at 2026-07-28, when ``Mcp-Method`` or
+  ``Mcp-Name`` is missing, malformed or differs from the body), the token's
+  scope for each tool called (403 ``insufficient_scope`` with the missing
+  scope in ``WWW-Authenticate``, so a client can step up; a batch is
+  refused whole), then the method.
+- The version of a request: the ``MCP-Protocol-Version`` header, which must
+  equal the body's ``_meta`` version when there is one; no header and no
+  ``_meta`` version is served as 2025-03-26 (as before).
+- 2026-07-28 is stateless: no ``initialize``, no ``Mcp-Session-Id`` issued,
+  checked or used (a stray one is ignored), DELETE answers 405. A JSON-RPC
+  error goes out with the status the revision names: 404 for -32601, 400
+  for -32602, -32600, -32020, -32022.
+- Sessions (2025-11-25 and older) without session state: ``initialize`` hands out an
   ``Mcp-Session-Id`` signed for its user (``kid.issued.nonce.mac``, the MAC
   keyed by the shared signing key, so every web process recognises it). A request
   (other than ``initialize``) whose session id is not one we issued to its
@@ -27,8 +39,10 @@ narrows it:
   too; ended ones are kept that long.
   A database failure in that lookup is answered as one in the bearer check
   (below). A request without a session id is served as before
-  (older and sessionless clients). The session id also feeds the
-  idempotency key of queued writes.
+  (older and sessionless clients).
+- Writes are done at most once per idempotency key (``dispatch.idempotency_key``:
+  the ``Idempotency-Key`` header, ``_meta["io.ownsona/idempotencyKey"]``, or
+  the retry window over user + tool + arguments).
 - A database failure during the bearer check (PostgreSQL down) answers a
   ``tools/call`` with a DATABASE_ERROR tool result (HTTP 200); other
   requests get a JSON-RPC internal error with 503 and ``Retry-After``.
@@ -36,7 +50,9 @@ narrows it:
   is no request id (-32600, id null); in a tool's arguments it is an
   INVALID_INPUT tool result; echoed elsewhere (a method name) it is sent
   back as U+FFFD, so every reply is UTF-8 a strict JSON parser reads.
-- GET answers 405: we offer no server-to-client stream.
+- GET answers 405 in every revision: we offer no server-to-client stream
+  (2026-07-28 removed it; ``subscriptions/listen`` is not offered either,
+  the tool list never changes while a server runs).
 - Batches (JSON arrays) exist only in 2025-03-26 (2025-06-18 removed them):
   served when the request names no version or 2025-03-26, refused with
   -32600 otherwise.
@@ -62,13 +78,12 @@ from api.errors import (
     logger,
 )
 from api.http_reply import send
-from api.mcp import jsonrpc
-from api.mcp.dispatch import SUPPORTED_VERSIONS, CallContext, McpDispatcher, tool_result
+from api.mcp import jsonrpc, versions
+from api.mcp.dispatch import CallContext, McpDispatcher, server_info, tool_result
 from api.mcp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     SESSION_NOT_FOUND,
-    UNSUPPORTED_PROTOCOL_VERSION,
     Invalid,
     JsonRpcError,
     Message,
@@ -83,8 +98,6 @@ from config.settings import Settings
 
 #: The methods /mcp implements (RFC 9110 §10.2.1 Allow).
 ALLOW = "POST, DELETE, OPTIONS"
-#: Protocol revisions that still allow JSON-RPC batches.
-_BATCH_VERSIONS = frozenset({None, "2025-03-26"})
 #: The bearer check could not reach the database: answered per message, see _database_down.
 _DATABASE_DOWN = object()
 _DATABASE_DOWN_MESSAGE = "The database is unavailable; nothing was changed. Try again shortly."
@@ -145,6 +158,10 @@ class McpResource:
         session_id = req.get_header("Mcp-Session-Id")
         if isinstance(guarded, HttpReply):
             _send(resp, guarded)
+        elif _sessionless(req.get_header("MCP-Protocol-Version")):
+            # Streamable HTTP 2026-07-28, "Backward Compatibility": no sessions, DELETE is 405.
+            message = "Method Not Allowed: this protocol version has no sessions to end."
+            _send(resp, _refuse(405, message, headers={"Allow": ALLOW}))
         elif not isinstance(guarded, Principal):
             _send(resp, _database_unavailable())
         elif not session_id:
@@ -185,28 +202,22 @@ class McpResource:
         if isinstance(parsed, Invalid):
             return jsonrpc_error_reply(400, parsed.error, parsed.id)
 
-        version = req.get_header("MCP-Protocol-Version")
-        if version is not None and version not in SUPPORTED_VERSIONS:
-            # Streamable HTTP, "Protocol Version Header": an unsupported version MUST get 400.
-            # The SDKs' server/discover probe lands here and falls back to initialize.
-            supported = ", ".join(SUPPORTED_VERSIONS)
-            err = JsonRpcError(
-                UNSUPPORTED_PROTOCOL_VERSION,
-                f"Unsupported protocol version {version!r}; supported: {supported}.",
-                {"supported": list(SUPPORTED_VERSIONS), "requested": version},
-            )
-            request_id: jsonrpc.RequestId | None = None
-            if isinstance(parsed, Message) and parsed.kind == "request":
-                request_id = parsed.id
-            return jsonrpc_error_reply(400, err, request_id)
+        try:
+            version = self._version(req, parsed)
+        except JsonRpcError as ex:
+            # Streamable HTTP, "Protocol Version Header": an unsupported version MUST
+            # get 400, and so does a header that disagrees with the body (-32020).
+            return jsonrpc_error_reply(400, ex, _request_id(parsed))
+        rules = versions.rules_for(version)
 
         if not isinstance(guarded, Principal):
-            return _database_down(parsed, self._dispatcher)
-        session_id = req.get_header("Mcp-Session-Id")
+            return _database_down(parsed, self._dispatcher, rules)
+        # 2026-07-28 has no sessions: a stray Mcp-Session-Id is ignored, never checked or used.
+        session_id = req.get_header("Mcp-Session-Id") if rules.sessions else None
         if session_id is not None and not _is_initialize(parsed):
             state = await self._session_open(guarded, session_id)
             if state is _DATABASE_DOWN:
-                return _database_down(parsed, self._dispatcher)
+                return _database_down(parsed, self._dispatcher, rules)
             if not state:
                 return _session_not_found(_request_id(parsed))
 
@@ -216,19 +227,42 @@ class McpResource:
 
         ctx = CallContext(
             user_id=guarded.user_id,
-            session_id=req.get_header("Mcp-Session-Id"),
+            session_id=session_id,
             idempotency_header=req.get_header("Idempotency-Key"),
+            protocol_version=version,
         )
         if isinstance(parsed, list):
-            return await self._batch(parsed, ctx, version)
+            return await self._batch(parsed, ctx, rules)
         if parsed.kind != "request":
             # Notifications and client responses: accepted, nothing to answer.
             return HttpReply(202)
         outcome = await self._dispatcher.handle(parsed, ctx)
         headers: dict[str, str] = {}
-        if outcome.opens_session:
+        if outcome.opens_session and rules.sessions:
             headers["Mcp-Session-Id"] = self._sessions.open(self._keystore, guarded.user_id)
-        return HttpReply(200, outcome.response, headers)
+        status = 200
+        error = outcome.response.get("error")
+        if isinstance(error, dict):
+            # The rules the dispatcher served by; the header's when it refused the version.
+            status = (outcome.rules or rules).http_status(error["code"])
+        return HttpReply(status, outcome.response, headers)
+
+    @staticmethod
+    def _version(req: falcon.asgi.Request, parsed: Message | list[Message | Invalid]) -> str | None:
+        """The request's protocol version; raises -32022 / -32020 (see ``versions``)."""
+        header = req.get_header("MCP-Protocol-Version")
+        if isinstance(parsed, list):
+            if header is not None:
+                versions.rules_for(header)
+            return header
+        version = versions.http_version(header, parsed)
+        versions.check_http_headers(
+            versions.rules_for(version),
+            parsed,
+            req.get_header("Mcp-Method"),
+            req.get_header("Mcp-Name"),
+        )
+        return version
 
     async def _session_open(self, principal: Principal, session_id: str) -> bool | object:
         """Ours, for this user, not expired and not ended; ``_DATABASE_DOWN`` when the check failed.
@@ -247,10 +281,12 @@ class McpResource:
             return _DATABASE_DOWN
 
     async def _batch(
-        self, items: list[Message | Invalid], ctx: CallContext, version: str | None
+        self, items: list[Message | Invalid], ctx: CallContext, rules: versions.ProtocolRules
     ) -> HttpReply:
-        if version not in _BATCH_VERSIONS:
-            return _refuse(400, f"Invalid Request: protocol version {version} has no batches.")
+        if not rules.batches:
+            return _refuse(
+                400, f"Invalid Request: protocol version {rules.version} has no batches."
+            )
         if len(items) > self._max_batch:
             return _refuse(400, f"Invalid Request: at most {self._max_batch} messages per batch.")
         responses: list[dict[str, Any]] = []
@@ -341,6 +377,13 @@ def _forbidden_origin() -> HttpReply:
     return _refuse(403, "Forbidden: this Origin is not allowed.")
 
 
+def _sessionless(version: str | None) -> bool:
+    """Whether a request's version header names a revision without sessions."""
+    if version not in versions.SUPPORTED_VERSIONS:
+        return False
+    return not versions.rules_for(version).sessions
+
+
 def _is_initialize(parsed: Message | Invalid | list[Message | Invalid]) -> bool:
     # Streamable HTTP, "Session Management": a client whose session is gone
     # starts a new one with initialize, which may still carry the old id.
@@ -364,7 +407,9 @@ def _database_unavailable(request_id: jsonrpc.RequestId | None = None) -> HttpRe
 
 
 def _database_down(
-    parsed: Message | Invalid | list[Message | Invalid], dispatcher: McpDispatcher
+    parsed: Message | Invalid | list[Message | Invalid],
+    dispatcher: McpDispatcher,
+    rules: versions.ProtocolRules,
 ) -> HttpReply:
     """The answer when the database failed the bearer check.
 
@@ -380,7 +425,8 @@ def _database_down(
         if item.kind != "request":
             return None
         if dispatcher.required_scope(item) is not None:  # a tools/call of a known tool
-            return jsonrpc.result(item.id, _tool_refusal(item, database_payload()))
+            refusal = rules.decorate(_tool_refusal(item, database_payload()), server_info())
+            return jsonrpc.result(item.id, refusal)
         return jsonrpc.error(item.id, JsonRpcError(INTERNAL_ERROR, _DATABASE_DOWN_MESSAGE))
 
     if isinstance(parsed, Message) and dispatcher.required_scope(parsed) is None:

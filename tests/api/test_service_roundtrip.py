@@ -72,8 +72,12 @@ async def test_a_retried_write_is_done_once(real_mcp: Mcp) -> None:
     first = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id=session)
     again = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id=session)
     assert first["structuredContent"] == again["structuredContent"]
-    # A new request (another session here) is a new confirmation.
-    later = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id=other)
+    # A new request is a new confirmation: within the retry window identical
+    # arguments are a retry whatever the session, so it names itself (README,
+    # "Protocol versions and retries").
+    later = await real_mcp.call_tool(
+        "confirm", {"id": memory_id}, mcp_session_id=other, idempotency_key="confirm-again"
+    )
     confirmed_at = later["structuredContent"]["last_confirmed_at"]
     assert confirmed_at > first["structuredContent"]["last_confirmed_at"]
     fetched = await real_mcp.call_tool("get_memory", {"id": memory_id})

@@ -29,6 +29,15 @@ TOOLS = {
     "list_tags", "export_memories", "reinforce", "find_near_duplicates", "find_conflicts",
     "query_relations",
 }  # fmt: skip
+
+
+@pytest.fixture
+def api_settings(api_settings: Settings) -> Settings:
+    # The session and random key rules below hold with the retry window off;
+    # the window itself is tested in tests/api/test_protocol_2026.py.
+    return api_settings.with_overrides(idempotency_window_s=0)
+
+
 QUEUED = {
     "remember", "remember_batch", "update_memory", "update_memory_batch",
     "confirm", "forget", "forget_batch", "reinforce", "find_near_duplicates", "find_conflicts",

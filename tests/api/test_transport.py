@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from api.mcp.dispatch import INSTRUCTIONS, LATEST_VERSION, SUPPORTED_VERSIONS
+from api.mcp.dispatch import INSTRUCTIONS
+from api.mcp.versions import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE_VERSION, SUPPORTED_VERSIONS
 from auth.keys import KeyStore
 from auth.tokens import issue_access_token
 from config.settings import Settings
@@ -22,7 +23,7 @@ INIT_PARAMS = {
 # --- lifecycle -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+@pytest.mark.parametrize("version", HANDSHAKE_VERSIONS)
 async def test_initialize_echoes_a_supported_version(mcp: Mcp, version: str) -> None:
     result = await mcp.request("initialize", {**INIT_PARAMS, "protocolVersion": version})
     assert result.status_code == 200
@@ -47,11 +48,11 @@ async def test_initialize_offers_latest_for_unsupported_version(
         params["protocolVersion"] = requested
     result = await mcp.request("initialize", params)
     assert result.status_code == 200
-    assert result.json["result"]["protocolVersion"] == LATEST_VERSION
+    assert result.json["result"]["protocolVersion"] == LATEST_HANDSHAKE_VERSION
 
 
 async def test_each_initialize_gets_a_fresh_session_id(mcp: Mcp) -> None:
-    params = {**INIT_PARAMS, "protocolVersion": LATEST_VERSION}
+    params = {**INIT_PARAMS, "protocolVersion": LATEST_HANDSHAKE_VERSION}
     first = await mcp.request("initialize", params)
     second = await mcp.request("initialize", params)
     assert first.headers["mcp-session-id"] != second.headers["mcp-session-id"]
@@ -125,7 +126,7 @@ async def test_a_deleted_session_is_404_afterwards(mcp: Mcp) -> None:
 async def test_initialize_with_an_ended_session_id_opens_a_new_session(mcp: Mcp) -> None:
     session = await open_session(mcp)
     await mcp.conductor.simulate_delete("/mcp", headers=mcp.headers(mcp_session_id=session))
-    params = {**INIT_PARAMS, "protocolVersion": LATEST_VERSION}
+    params = {**INIT_PARAMS, "protocolVersion": LATEST_HANDSHAKE_VERSION}
     result = await mcp.request("initialize", params, mcp_session_id=session)
     assert result.status_code == 200
     fresh = result.headers["mcp-session-id"]
@@ -175,7 +176,7 @@ async def test_delete_without_session_id_is_400(mcp: Mcp) -> None:
 # --- protocol version header --------------------------------------------------
 
 
-@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+@pytest.mark.parametrize("version", HANDSHAKE_VERSIONS)
 async def test_supported_version_header_passes(mcp: Mcp, version: str) -> None:
     result = await mcp.request("ping", mcp_protocol_version=version)
     assert result.status_code == 200
@@ -191,30 +192,6 @@ async def test_unsupported_version_header_is_400_with_jsonrpc_error(mcp: Mcp) ->
         "supported": list(SUPPORTED_VERSIONS),
         "requested": "1999-01-01",
     }
-
-
-async def test_sdk_server_discover_probe_gets_400_and_falls_back(mcp: Mcp) -> None:
-    # Exactly what the official Python SDK 2.x client sends first in mode="auto".
-    probe = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    }
-    result = await mcp.post(probe, mcp_protocol_version="2026-07-28")
-    assert result.status_code == 400
-    assert result.headers["content-type"].startswith("application/json")
-    error = result.json["error"]
-    assert result.json["id"] == 1
-    assert error["code"] == -32022
-    # A handshake-era version in "supported" is what makes the SDK fall back to initialize.
-    assert "2025-11-25" in error["data"]["supported"]
 
 
 async def test_unsupported_version_header_on_notification_is_400(mcp: Mcp) -> None:
