@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.mcp import tool_outputs as out
-from api.mcp.tool_schemas import DRY_RUN, MEMORY_ID, RETRY_SAFE, STRING, Schemas, flag, item_of
+from api.mcp.tool_schemas import DRY_RUN, MEMORY_ID, STRING, Schemas, flag, item_of
 from api.mcp.tool_spec import ToolSpec, write_hints
 
 
@@ -16,7 +16,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             "update_memory",
             "Correct one memory; omitted fields stay. Forgotten: NOT_FOUND. Kept: refused "
             "(INVALID_INPUT, detail.reason 'locked') unless only keep=false. Secrets: "
-            f"SECRET_REJECTED. {RETRY_SAFE}",
+            f"SECRET_REJECTED. {s.retry_safe}",
             s.obj({**update_item["properties"], "dry_run": DRY_RUN}, required=["id"]),
             out.result(memory_id=out.INT, changed_fields={"type": "array"}),
             write_hints(destructive=True, idempotent=True),
@@ -27,7 +27,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             "update_memory_batch",
             f"Correct up to {settings.max_batch_size} memories; prefer it over repeated "
             "update_memory. Items take update_memory's arguments; a failed item fails alone. "
-            f"{RETRY_SAFE}",
+            f"{s.retry_safe}",
             s.obj({"items": s.batch(item_of(update_item)), "dry_run": DRY_RUN}, required=["items"]),
             out.BATCH,
             write_hints(destructive=True, idempotent=True),
@@ -37,7 +37,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
         ToolSpec(
             "confirm",
             "Mark a memory verified now (last_confirmed_at; positive feedback), when the user "
-            f"confirms it or to settle a contradiction. {RETRY_SAFE}",
+            f"confirms it or to settle a contradiction. {s.retry_safe}",
             s.obj({"id": MEMORY_ID}, required=["id"]),
             out.result(last_confirmed_at=out.STR),
             # Each call is another positive feedback step, so not idempotent.
@@ -49,7 +49,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             "forget",
             "Delete a memory: soft by default (a tombstone warns later remember calls; reason, "
             "replaced_by_id); hard_delete=true erases it. Kept memories are refused. "
-            f"{RETRY_SAFE}",
+            f"{s.retry_safe}",
             s.obj(
                 {
                     "id": MEMORY_ID,
@@ -68,7 +68,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
         ToolSpec(
             "forget_batch",
             f"Soft-delete up to {settings.max_batch_size} memories; strongly prefer it over "
-            f"calling forget repeatedly. A failed id fails alone. {RETRY_SAFE}",
+            f"calling forget repeatedly. A failed id fails alone. {s.retry_safe}",
             s.obj(
                 {"ids": s.batch(MEMORY_ID), "reason": STRING, "dry_run": DRY_RUN},
                 required=["ids"],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.mcp import tool_outputs as out
-from api.mcp.tool_schemas import DEDUP_POLICY, RETRY_SAFE, STRING, Schemas, item_of
+from api.mcp.tool_schemas import DEDUP_POLICY, STRING, Schemas, item_of
 from api.mcp.tool_spec import ToolSpec, write_hints
 
 #: near_duplicates and previously_corrected entries (``memory.remembering._item_outcome``).
@@ -21,7 +21,7 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
             "(preference, person, plan), as one self-contained sentence. Never secrets (keys, "
             "passwords, PINs): SECRET_REJECTED. If it corrects a memory in near_duplicates or "
             "previously_corrected, pass that id in supersedes or downweights. "
-            f"{RETRY_SAFE}",
+            f"{s.retry_safe}",
             item,
             out.result(memory_id=out.INT, near_duplicates=_NEAR),
             # Not idempotent: downweights steps salience again; destructive: supersedes
@@ -34,7 +34,7 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
             "remember_batch",
             f"Store up to {settings.max_batch_size} facts in one call. Items take remember's "
             "arguments (source_provider, dedup_policy here are defaults); a failed item fails "
-            f"alone. {RETRY_SAFE}",
+            f"alone. {s.retry_safe}",
             s.obj(
                 {
                     "items": s.batch(item_of(item)),

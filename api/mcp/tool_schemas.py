@@ -20,12 +20,23 @@ PREFER_RECENT = (
     "If matches contradict, prefer the most recently confirmed: last_confirmed_at "
     "first, then updated_at, then created_at."
 )
-#: Appended to every queued write: the dispatcher answers a retry from the first
-#: call's receipt (DESIGN, "Quality bars": a retried write never stores twice).
-RETRY_SAFE = (
-    "Safe to retry: the same call repeated within 10 minutes, or with the same "
-    "Idempotency-Key, returns the first result and writes nothing."
-)
+
+
+def retry_safe(window_s: int) -> str:
+    """Appended to every queued write: the dispatcher answers a retry from the first
+    call's receipt (DESIGN, "Quality bars": a retried write never stores twice), an
+    identical call within ``IDEMPOTENCY_WINDOW_S`` included; the sentence says the window
+    the server really keeps."""
+    if window_s <= 0:
+        return (
+            "Safe to retry with the same Idempotency-Key: the retry returns the first "
+            "result and writes nothing."
+        )
+    span = f"{window_s // 60} minutes" if window_s % 60 == 0 else f"{window_s} seconds"
+    return (
+        f"Safe to retry: the same call repeated within {span}, or with the same "
+        "Idempotency-Key, returns the first result and writes nothing."
+    )
 
 
 #: What a batch item's schema keeps of its single tool's (the tool states the rest once).
@@ -84,6 +95,7 @@ class Schemas:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.retry_safe = retry_safe(settings.idempotency_window_s)
 
     @staticmethod
     def obj(properties: dict[str, Any], *, required: list[str] | None = None) -> dict[str, Any]:

@@ -36,16 +36,16 @@ from api.mcp.tool_learning import learning_tools
 from api.mcp.tool_reading import reading_tools
 from api.mcp.tool_remember import remember_tools
 from api.mcp.tool_scans import scan_tools
-from api.mcp.tool_schemas import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, RETRY_SAFE, Schemas
+from api.mcp.tool_schemas import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, Schemas, retry_safe
 from api.mcp.tool_spec import ToolSpec
 from config.settings import Settings
 
 __all__ = [
     "DATA_NOT_INSTRUCTIONS",
     "PREFER_RECENT",
-    "RETRY_SAFE",
     "TOOL_ORDER",
     "ToolSpec",
+    "retry_safe",
     "tool_specs",
 ]
 

@@ -12,8 +12,8 @@ from api.mcp.dispatch import idempotency_key
 from api.mcp.tools import (
     DATA_NOT_INSTRUCTIONS,
     PREFER_RECENT,
-    RETRY_SAFE,
     TOOL_ORDER,
+    retry_safe,
     tool_specs,
 )
 from config.settings import Settings
@@ -120,17 +120,25 @@ async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
     assert "last_confirmed_at first, then updated_at, then created_at" in PREFER_RECENT
     assert "forget repeatedly" in tools["forget_batch"]["description"]
     assert "update_memory" in tools["update_memory_batch"]["description"]
-    assert RETRY_SAFE == (
-        "Safe to retry: the same call repeated within 10 minutes, or with the same "
-        "Idempotency-Key, returns the first result and writes nothing."
-    )
+    # This file's server keeps no retry window (IDEMPOTENCY_WINDOW_S=0): the sentence says so.
+    retry = retry_safe(0)
+    assert retry.startswith("Safe to retry with the same Idempotency-Key")
     # Once in every queued write, and nowhere else (a scan writes nothing).
     for name, tool in tools.items():
-        assert tool["description"].count(RETRY_SAFE) == (name in QUEUED - SCANS), name
+        assert tool["description"].count(retry) == (name in QUEUED - SCANS), name
     # The chapter's errors a model must expect, named where they apply.
     assert "SECRET_REJECTED" in tools["remember"]["description"]
     assert "NOT_FOUND" in tools["update_memory"]["description"]
     assert "LIMIT_EXCEEDED" in tools["export_memories"]["description"]
+
+
+def test_the_retry_sentence_names_the_window_the_server_keeps() -> None:
+    assert retry_safe(600) == (
+        "Safe to retry: the same call repeated within 10 minutes, or with the same "
+        "Idempotency-Key, returns the first result and writes nothing."
+    )
+    assert "within 90 seconds" in retry_safe(90)
+    assert "within" not in retry_safe(0)
 
 
 async def test_schemas_document_the_supplement_fields(mcp: Mcp) -> None:

@@ -12,6 +12,7 @@ import json
 from api.mcp.tools import tool_specs
 from config.settings import Settings
 from tests.api.conftest import Mcp, open_session
+from tests.api.test_protocol_2026 import modern
 
 LIMIT = 16 * 1024
 
@@ -38,4 +39,14 @@ def test_the_listing_at_default_settings_is_at_most_16_kb() -> None:
     # The api fixtures cap batches at 5; the defaults (200) make the limits a digit longer.
     size = registry_bytes(Settings())
     print(f"tools/list at default settings: {size} bytes ({LIMIT - size} to spare)")
+    assert size <= LIMIT
+
+
+async def test_the_tools_list_at_2026_07_28_is_at_most_16_kb(mcp: Mcp) -> None:
+    # 2026-07-28 adds resultType, ttlMs, cacheScope and serverInfo to the same listing.
+    result = await modern(mcp, "tools/list")
+    assert result.status_code == 200
+    assert result.json["result"]["resultType"] == "complete"
+    size = len(result.content)
+    print(f"tools/list at 2026-07-28: {size} bytes ({LIMIT - size} to spare)")
     assert size <= LIMIT
