@@ -37,7 +37,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from api.errors import internal_jsonrpc_error
 from api.mcp import jsonrpc
@@ -54,6 +54,8 @@ DEFAULT_MAX_IN_FLIGHT = 8
 _BATCH_VERSIONS = frozenset({None, "2025-03-26"})
 #: The ``_meta`` key a 2026-07-28 request names its version under.
 _META_VERSION = "io.modelcontextprotocol/protocolVersion"
+
+_T = TypeVar("_T")
 
 #: Reads the next chunk of input; ``b""`` at end of file.
 ReadChunk = Callable[[], Awaitable[bytes]]
@@ -118,8 +120,10 @@ class StdioServer:
         max_line_bytes: int,
         max_batch: int,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        stop_grace_s: float = STOP_GRACE_S,
     ) -> None:
         self._dispatcher = dispatcher
+        self._stop_grace_s = stop_grace_s
         self._max_line = max_line_bytes
         self._max_batch = max_batch
         self._slots = asyncio.Semaphore(max_in_flight)
@@ -145,32 +149,39 @@ class StdioServer:
                     break
                 lines = framer.feed(chunk) if chunk else framer.finish()
                 for line in lines:
-                    await self._take(line)
-                if not chunk:
+                    if not await self._take(line, stop):
+                        stopped = True
+                        break
+                if not chunk or stopped:
                     break
         finally:
-            await self._drain(STOP_GRACE_S if stopped else None)
+            await self._drain(self._stop_grace_s if stopped else None)
 
-    async def _take(self, line: bytes | _Oversized) -> None:
-        """Handle one line: notifications at once, requests as tasks (waiting for a slot)."""
+    async def _take(self, line: bytes | _Oversized, stop: asyncio.Event) -> bool:
+        """Handle one line: notifications at once, requests as tasks (waiting for a slot).
+
+        False when ``stop`` was set while every slot was taken: the line is
+        dropped unanswered, as a request in flight when a process ends is lost.
+        """
         if isinstance(line, _Oversized):
             message = f"Invalid Request: a message is at most {self._max_line} bytes."
             self._send(jsonrpc.error(None, JsonRpcError(INVALID_REQUEST, message)))
-            return
+            return True
         if not line.strip():
-            return
+            return True
         try:
             parsed = jsonrpc.parse_body(line)
         except JsonRpcError as ex:
             self._send(jsonrpc.error(None, ex))
-            return
+            return True
         if isinstance(parsed, Invalid):
             self._send(jsonrpc.error(parsed.id, parsed.error))
-            return
+            return True
         if isinstance(parsed, Message) and parsed.kind != "request":
             self._notice(parsed)
-            return
-        await self._slots.acquire()
+            return True
+        if await _first(self._slots.acquire(), stop) is None:
+            return False
         task = asyncio.create_task(self._run(parsed))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -181,6 +192,7 @@ class StdioServer:
             await task
         elif isinstance(parsed, Message) and parsed.id is not None:
             self._in_flight[parsed.id] = task
+        return True
 
     async def _run(self, parsed: Message | list[Message | Invalid]) -> None:
         try:
@@ -280,8 +292,8 @@ def _declared_version(items: list[Message | Invalid]) -> str | None:
     return None
 
 
-async def _first(read: Awaitable[bytes], *events: asyncio.Event) -> bytes | None:
-    """The chunk ``read`` returns, or None if one of ``events`` is set first."""
+async def _first(read: Awaitable[_T], *events: asyncio.Event) -> _T | None:
+    """What ``read`` returns, or None (``read`` cancelled) if one of ``events`` is set first."""
     reading = asyncio.ensure_future(read)
     waiters = [asyncio.ensure_future(event.wait()) for event in events]
     try:

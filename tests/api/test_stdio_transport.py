@@ -263,6 +263,22 @@ async def test_stop_ends_the_session_without_end_of_input(
     assert [r["id"] for r in pipe.replies()] == [1]
 
 
+async def test_stop_is_heard_while_every_slot_is_taken(
+    runtime: Runtime, api_settings: Settings
+) -> None:
+    held = HeldUseCases()
+    pipe = Pipe()
+    stop = asyncio.Event()
+    server = _server(runtime, api_settings, held, max_in_flight=1, stop_grace_s=0.05)
+    serving = asyncio.create_task(server.serve(pipe.read, pipe.write, stop))
+    pipe.send(_recall(1), _recall(2))  # the second waits for the first's slot
+    await asyncio.wait_for(held.started.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(serving, 10)
+    # The held call was cancelled after the grace; the waiting one never ran.
+    assert pipe.lines == [] and held.finished == []
+
+
 async def test_output_closing_ends_the_session(
     runtime: Runtime, api_settings: Settings, use_cases: FakeUseCases
 ) -> None:
