@@ -9,6 +9,16 @@
   Each refresh rotates the refresh token; presenting a rotated-out token
   revokes the grant, the newest refresh token included, and deny-lists the
   access tokens it issued (OAuth 2.1 §4.3.1, stolen-token detection).
+- The grace window (``OAUTH_REFRESH_GRACE_SECONDS``, 0 turns it off): a
+  client that refreshes in parallel, or retries a refresh whose answer it
+  lost, presents the same token twice. Presented again by its own client
+  within the window, a rotated-out token gets a new access token and the
+  family's *live* refresh token, the very one the first request received
+  (kept sealed under the rotated-out token, :mod:`auth.refresh_seal`), not
+  a sibling: the family keeps exactly one live refresh token, so a race
+  never forks it into several long-lived ones. After the window, reuse
+  revokes the family as before. The token row and its grant are locked
+  (``FOR UPDATE``), so requests with one family's tokens run one at a time.
 - Errors are decided inside the transaction but raised after it commits,
   so a burnt code or a revoked family stays burnt and revoked.
 """
@@ -30,11 +40,12 @@ from auth.loopback import same_resource
 from auth.oauth_errors import OAuthError
 from auth.opaque import digest, new_secret, presentable
 from auth.pkce import verifier_matches
+from auth.refresh_seal import seal, unseal
 from auth.scopes import canonical, parse_scope
 from auth.tokens import LEEWAY_S, MAX_TOKEN_CHARS, mint_access_token, verify_access_token
 from config.settings import Settings
 from storage import oauth, tokens
-from storage.oauth import ClientRow
+from storage.oauth import ClientRow, RefreshTokenRow
 from storage.tokens import CLI_CLIENT_ID
 
 logger = logging.getLogger("ownsona.auth")
@@ -43,6 +54,8 @@ logger = logging.getLogger("ownsona.auth")
 CODE_TTL_S = 60
 # Sign-in failures older than this are surely outside any throttle window.
 _KEEP_FAILURES_S = 24 * 3600
+# Rotations a replay within the grace window may follow to the live token.
+_MAX_GRACE_HOPS = 8
 
 
 # -- token requests: a union discriminated on grant_type ----------------------
@@ -215,39 +228,93 @@ class Grants:
             return _invalid_grant("Unknown refresh token.")
         if row.grant_revoked_at is not None:
             return _invalid_grant("The refresh token has been revoked.")
+        live, live_token = row, request.refresh_token
         if row.rotated_at is not None:
-            # OAuth 2.1 §4.3.1: a rotated-out token came back; someone holds a copy.
-            await end_grant(conn, row.grant_id, "refresh token reused")
-            logger.warning(
-                "refresh token reused: grant %s of client %s revoked",
+            successor = await self._within_grace(conn, request.refresh_token, row)
+            if successor is None:
+                # OAuth 2.1 §4.3.1: a rotated-out token came back; someone holds a copy.
+                await end_grant(conn, row.grant_id, "refresh token reused")
+                logger.warning(
+                    "refresh token reused: grant %s of client %s revoked",
+                    row.grant_id,
+                    client.client_id,
+                )
+                return _invalid_grant("The refresh token was already used; the grant is revoked.")
+            live, live_token = successor
+            logger.info(
+                "refresh token presented again within the grace window (grant %s, client %s)",
                 row.grant_id,
                 client.client_id,
             )
-            return _invalid_grant("The refresh token was already used; the grant is revoked.")
-        if row.expires_at <= _now():
+        if live.expires_at <= _now():
             return _invalid_grant("The refresh token has expired.")
-        if row.user_disabled:
+        if live.user_disabled:
             return _invalid_grant("The account is disabled.")
-        if request.resource is not None and not _same_resource(request.resource, row.resource):
+        if request.resource is not None and not _same_resource(request.resource, live.resource):
             return OAuthError("invalid_target", "resource differs from the original grant's.")
-        scope = row.scope
+        scope = live.scope
         if request.scope is not None:
             # RFC 6749 §6: the requested scope must not exceed the original grant.
             requested = parse_scope(request.scope)
-            granted = set(row.scope.split())
+            granted = set(live.scope.split())
             if not requested or not set(requested) <= granted:
-                return OAuthError("invalid_scope", f"scope may only narrow the grant: {row.scope}.")
+                return OAuthError(
+                    "invalid_scope", f"scope may only narrow the grant: {live.scope}."
+                )
             scope = canonical(requested)
-        await oauth.mark_rotated(conn, row.token_hash)
-        return await self._issue(conn, row.grant_id, client, row.user_id, scope)
+        if live is not row:
+            return await self._reissue(conn, live.grant_id, client, live.user_id, scope, live_token)
+        refresh = new_secret()
+        await oauth.mark_rotated(
+            conn,
+            row.token_hash,
+            successor_hash=digest(refresh),
+            successor_sealed=seal(request.refresh_token, row.token_hash, refresh),
+        )
+        return await self._issue(conn, row.grant_id, client, row.user_id, scope, refresh)
+
+    async def _within_grace(
+        self, conn: AsyncConnection, presented: str, row: RefreshTokenRow
+    ) -> tuple[RefreshTokenRow, str] | None:
+        """The family's live refresh token (row, value) if ``row`` was rotated within the window.
+
+        Follows the chain of sealed successors from the presented token
+        (each opens with the one before it) to the token not yet rotated,
+        locking each row on the way. None when the window is off or over,
+        or the chain does not lead to a live token.
+        """
+        grace = self._settings.oauth_refresh_grace_s
+        if grace <= 0 or row.rotated_s_ago is None or row.rotated_s_ago > grace:
+            return None
+        holder, current = presented, row
+        for _ in range(_MAX_GRACE_HOPS):
+            if current.successor_hash is None or current.successor_sealed is None:
+                return None  # rotated before successors were kept
+            successor = unseal(holder, current.token_hash, current.successor_sealed)
+            if successor is None or digest(successor) != current.successor_hash:
+                return None
+            following = await oauth.lock_refresh_token(conn, current.successor_hash)
+            if following is None or following.grant_id != row.grant_id:
+                return None
+            if following.rotated_at is None:
+                return following, successor
+            holder, current = successor, following
+        return None
 
     async def _issue(
-        self, conn: AsyncConnection, grant_id: int, client: ClientRow, user_id: int, scope: str
+        self,
+        conn: AsyncConnection,
+        grant_id: int,
+        client: ClientRow,
+        user_id: int,
+        scope: str,
+        refresh: str | None = None,
     ) -> TokenResponse:
+        """A new access token and a new refresh token (``refresh``, or a fresh one) of the grant."""
         access = mint_access_token(
             self._keystore, self._settings, user_id=user_id, client_id=client.client_id, scope=scope
         )
-        refresh = new_secret()
+        refresh = refresh or new_secret()
         await oauth.insert_refresh_token(
             conn,
             token_hash=digest(refresh),
@@ -259,6 +326,27 @@ class Grants:
         )
         issued_refresh = refresh if "refresh_token" in client.grant_types else None
         return TokenResponse(access.token, access.expires_in, scope, issued_refresh)
+
+    async def _reissue(
+        self,
+        conn: AsyncConnection,
+        grant_id: int,
+        client: ClientRow,
+        user_id: int,
+        scope: str,
+        live_refresh: str,
+    ) -> TokenResponse:
+        """A new access token beside the grant's live refresh token (a replay within the window)."""
+        access = mint_access_token(
+            self._keystore, self._settings, user_id=user_id, client_id=client.client_id, scope=scope
+        )
+        await oauth.insert_grace_access_token(
+            conn,
+            jti=access.jti,
+            grant_id=grant_id,
+            access_expires_at=_epoch(access.expires_at + LEEWAY_S),
+        )
+        return TokenResponse(access.token, access.expires_in, scope, live_refresh)
 
     # -- revocation (RFC 7009) -------------------------------------------------
 

@@ -131,7 +131,12 @@ class WebProcess:
             )
 
             async def stop_sweep() -> None:
-                sweep.cancel()
+                # A cancellation that lands inside a sweep's database work can be
+                # swallowed there (seen when closing right after opening, as `ownsona
+                # stdio` does for an unknown --user): cancel again until it ends.
+                while not sweep.done():
+                    sweep.cancel()
+                    await asyncio.wait({sweep}, timeout=1)
                 await asyncio.gather(sweep, return_exceptions=True)
 
             hooks.append(stop_sweep)  # stops first, before the worker, broker and pool it uses

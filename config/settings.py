@@ -66,6 +66,9 @@ class Settings:
     #: `ownsona token --ttl` may not ask for more). Never below access_token_ttl_s.
     access_token_max_lifetime_s: int = 30 * 24 * 3600
     oauth_allow_dynamic_registration: bool = True
+    #: Seconds a rotated-out refresh token, presented again by its client, still gets the
+    #: family's live refresh token instead of revoking the family (parallel refreshes); 0: off.
+    oauth_refresh_grace_s: int = 60
     #: Extra browser origins allowed on /mcp (OWNSONA_ALLOWED_ORIGINS, comma-separated).
     allowed_origins: tuple[str, ...] = ()
 
@@ -165,6 +168,9 @@ class Settings:
                 "ACCESS_TOKEN_MAX_LIFETIME", 30 * 86400, minimum=60, maximum=86400 * 365
             ),
             oauth_allow_dynamic_registration=env.boolean("OAUTH_ALLOW_DYNAMIC_REGISTRATION", True),
+            oauth_refresh_grace_s=env.integer(
+                "OAUTH_REFRESH_GRACE_SECONDS", 60, minimum=0, maximum=3600
+            ),
             allowed_origins=env.origins("OWNSONA_ALLOWED_ORIGINS"),
             max_body_bytes=env.integer(
                 "MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=1 << 30

@@ -1,4 +1,4 @@
-"""The ``ownsona`` command: serve, worker, migrate, user, token, keys rotate, reembed, export, import."""
+"""The ``ownsona`` command: serve, stdio, worker, migrate, user, token, keys, reembed, export, import."""
 
 from __future__ import annotations
 
@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     from scripts import db_commands
 
     db_commands.add_parsers(sub)  # db status, db stop
+    from scripts import stdio_commands
+
+    stdio_commands.add_parser(sub)  # stdio
     return parser
 
 
@@ -239,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scripts import db_commands
 
             return db_commands.run(settings, args)
+        elif args.command == "stdio":
+            from scripts import stdio_commands
+
+            return stdio_commands.run(settings, args)
     except SettingsError as ex:
         print(f"configuration error: {ex}", file=sys.stderr)
         return 2

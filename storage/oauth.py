@@ -65,6 +65,11 @@ class RefreshTokenRow:
     resource: str
     grant_revoked_at: datetime | None
     user_disabled: bool
+    #: Seconds since it was rotated, on the database's clock; None while it is live.
+    rotated_s_ago: float | None
+    #: The digest of the token it was rotated into, and that token sealed under its own value.
+    successor_hash: str | None
+    successor_sealed: bytes | None
 
 
 # -- clients ------------------------------------------------------------------
@@ -202,15 +207,22 @@ async def revoke_grant(conn: AsyncConnection, grant_id: int, reason: str) -> boo
 
 
 async def deny_grant_access_tokens(conn: AsyncConnection, grant_id: int) -> int:
-    """Deny-list every unexpired access token issued under the grant; how many."""
+    """Deny-list every unexpired access token issued under the grant; how many.
+
+    Those issued with a refresh token and those issued on a replay within the
+    grace window (:func:`insert_grace_access_token`).
+    """
     cur = await conn.execute(
         """
         INSERT INTO oauth_revoked_tokens (jti, expires_at)
         SELECT access_jti, access_expires_at FROM oauth_refresh_tokens
-        WHERE grant_id = %s AND access_expires_at > now()
+        WHERE grant_id = %(grant)s AND access_expires_at > now()
+        UNION ALL
+        SELECT jti, access_expires_at FROM oauth_grace_access_tokens
+        WHERE grant_id = %(grant)s AND access_expires_at > now()
         ON CONFLICT (jti) DO NOTHING
         """,
-        (grant_id,),
+        {"grant": grant_id},
     )
     return cur.rowcount
 
@@ -241,7 +253,9 @@ async def lock_refresh_token(conn: AsyncConnection, token_hash: str) -> RefreshT
             """
             SELECT t.token_hash, t.grant_id, t.expires_at, t.rotated_at, g.client_id, g.user_id,
                 g.scope, g.resource, g.revoked_at AS grant_revoked_at,
-                u.disabled AS user_disabled
+                u.disabled AS user_disabled,
+                extract(epoch FROM clock_timestamp() - t.rotated_at)::float8 AS rotated_s_ago,
+                t.successor_hash, t.successor_sealed
             FROM oauth_refresh_tokens t
             JOIN oauth_grants g ON g.id = t.grant_id
             JOIN users u ON u.id = g.user_id
@@ -253,9 +267,30 @@ async def lock_refresh_token(conn: AsyncConnection, token_hash: str) -> RefreshT
         return await cur.fetchone()
 
 
-async def mark_rotated(conn: AsyncConnection, token_hash: str) -> None:
+async def mark_rotated(
+    conn: AsyncConnection, token_hash: str, *, successor_hash: str, successor_sealed: bytes
+) -> None:
+    """Record that the token was exchanged for its successor (kept sealed for the grace window)."""
     await conn.execute(
-        "UPDATE oauth_refresh_tokens SET rotated_at = now() WHERE token_hash = %s", (token_hash,)
+        """
+        UPDATE oauth_refresh_tokens
+        SET rotated_at = clock_timestamp(), successor_hash = %s, successor_sealed = %s
+        WHERE token_hash = %s
+        """,
+        (successor_hash, successor_sealed, token_hash),
+    )
+
+
+async def insert_grace_access_token(
+    conn: AsyncConnection, *, jti: str, grant_id: int, access_expires_at: datetime
+) -> None:
+    """Record an access token issued on a replay within the grace window, for revocation."""
+    await conn.execute(
+        """
+        INSERT INTO oauth_grace_access_tokens (jti, grant_id, access_expires_at)
+        VALUES (%s, %s, %s)
+        """,
+        (jti, grant_id, access_expires_at),
     )
 
 
@@ -338,6 +373,7 @@ async def prune_expired(conn: AsyncConnection, login_window_s: float) -> None:
     """
     await conn.execute("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour'")
     await conn.execute("DELETE FROM oauth_revoked_tokens WHERE expires_at < now()")
+    await conn.execute("DELETE FROM oauth_grace_access_tokens WHERE access_expires_at < now()")
     await conn.execute("DELETE FROM oauth_sessions WHERE expires_at < now()")
     await conn.execute("DELETE FROM cli_tokens WHERE expires_at < now() - interval '1 day'")
     await conn.execute(

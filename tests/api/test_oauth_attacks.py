@@ -25,6 +25,7 @@ from tests.auth.oauth_flow import (
     oauth_options,
     query_of,
     register,
+    rows,
     token,
 )
 
@@ -213,12 +214,17 @@ async def test_foreign_resource_is_invalid_target(
 
 
 async def test_refresh_token_reuse_revokes_the_whole_family(
-    oauth_http: Any, browser: Browser, alice_account: int
+    oauth_http: Any, browser: Browser, alice_account: int, oauth_clean: str
 ) -> None:
     client = await register(oauth_http)
     first = (await token(oauth_http, client.token_form(await authorize(browser, client)))).json
     second = (await token(oauth_http, _refresh_form(client.client_id, first["refresh_token"]))).json
     assert second["refresh_token"] != first["refresh_token"]
+    # Past the grace window (tests/api/test_refresh_grace.py covers the window itself).
+    rows(
+        oauth_clean,
+        "UPDATE oauth_refresh_tokens SET rotated_at = rotated_at - interval '1 hour' RETURNING 1",
+    )
 
     # The rotated-out token comes back (say, stolen): refused, and the family dies.
     reuse = await token(oauth_http, _refresh_form(client.client_id, first["refresh_token"]))
