@@ -37,7 +37,9 @@ from auth.oauth_errors import OAuthError, invalid_client
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 #: The JWS algorithms an assertion may be signed with (advertised in our metadata).
-SIGNING_ALGS = ("RS256", "PS256", "ES256", "EdDSA")
+#: Ed25519 is RFC 9864's fully specified name; the polymorphic ``EdDSA`` it deprecates
+#: is refused (joserfc warns on it).
+SIGNING_ALGS = ("RS256", "PS256", "ES256", "Ed25519")
 #: Longest assertion read, in characters.
 MAX_ASSERTION_CHARS = 8192
 #: Furthest ahead an assertion's ``exp`` may be, in seconds.

@@ -86,9 +86,11 @@ def address_problem(address: IPAddress, *, allow_loopback: bool) -> str | None:
         return "a link-local address"
     if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
         return "a shared (CGNAT) address"
+    if address.is_reserved:
+        return "a reserved address"
     if address.is_private:
         return "a private address"
-    if address.is_reserved or not address.is_global:
+    if not address.is_global:
         return "a reserved address"
     return None
 

@@ -36,7 +36,7 @@ async def test_authorization_server_metadata(oauth_http: Any) -> None:
         "RS256",
         "PS256",
         "ES256",
-        "EdDSA",
+        "Ed25519",
     ]
     assert doc["authorization_response_iss_parameter_supported"] is True
     assert doc["scopes_supported"] == ["memory:read", "memory:write"]
