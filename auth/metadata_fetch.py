@@ -270,14 +270,17 @@ class MetadataFetcher:
     """Fetches small JSON documents under the rules of this module; one per process.
 
     ``ssl_context`` verifies the servers (bootstrap gives one built from
-    ``SSL_CERT_FILE`` or certifi); ``resolver`` replaces the system resolver
-    (tests map public names to local addresses through it); ``timeout_s``
-    and ``max_bytes`` default to the documented limits.
+    ``SSL_CERT_FILE`` or certifi), or makes the context that will: the HTTP
+    client and its context are built on the first fetch, so a process that
+    never meets a metadata document pays nothing at start-up (loading a CA
+    bundle is most of an httpx client's cost). ``resolver`` replaces the
+    system resolver (tests map public names to local addresses through
+    it); ``timeout_s`` and ``max_bytes`` default to the documented limits.
     """
 
     def __init__(
         self,
-        ssl_context: ssl.SSLContext,
+        ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext],
         *,
         allow_loopback: bool = False,
         resolver: Resolver | None = None,
@@ -286,18 +289,32 @@ class MetadataFetcher:
     ) -> None:
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
-        self._client = httpx.AsyncClient(
-            transport=_GuardedTransport(ssl_context, resolver or system_resolver, allow_loopback),
-            follow_redirects=False,
-            trust_env=False,
-            timeout=timeout_s,
-            # identity: the size cap counts the bytes that arrive, with no decompression bomb.
-            headers={
-                "Accept": "application/json",
-                "Accept-Encoding": "identity",
-                "User-Agent": "OwnSona",
-            },
-        )
+        self._ssl_context = ssl_context
+        self._resolver = resolver or system_resolver
+        self._allow_loopback = allow_loopback
+        self._http: httpx.AsyncClient | None = None
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            context = self._ssl_context
+            if not isinstance(context, ssl.SSLContext):
+                try:
+                    context = context()
+                except (OSError, ssl.SSLError):
+                    raise FetchError("the server's CA bundle cannot be read") from None
+            self._http = httpx.AsyncClient(
+                transport=_GuardedTransport(context, self._resolver, self._allow_loopback),
+                follow_redirects=False,
+                trust_env=False,
+                timeout=self._timeout_s,
+                # identity: the size cap counts the bytes that arrive, with no decompression bomb.
+                headers={
+                    "Accept": "application/json",
+                    "Accept-Encoding": "identity",
+                    "User-Agent": "OwnSona",
+                },
+            )
+        return self._http
 
     async def fetch_json(self, url: str) -> FetchedJson:
         """The JSON document at ``url``; :class:`FetchError` on any failure."""
@@ -321,7 +338,7 @@ class MetadataFetcher:
 
     async def _get(self, url: str) -> tuple[int, Mapping[str, str], bytes]:
         try:
-            async with self._client.stream("GET", url) as response:
+            async with self._client().stream("GET", url) as response:
                 declared = response.headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > self._max_bytes:
                     raise FetchError(f"the document is larger than {self._max_bytes} bytes")
@@ -341,7 +358,9 @@ class MetadataFetcher:
             raise FetchError(f"the request failed ({type(ex).__name__})") from None
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
 
 # -- HTTP caching (RFC 9111 §4.2.1, §5.2, §5.3) ---------------------------------------

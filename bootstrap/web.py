@@ -175,5 +175,9 @@ def metadata_fetcher(settings: Settings) -> MetadataFetcher:
     Built explicitly rather than from httpx's environment handling, which
     would also pick up proxy variables (a proxy is not the address we check).
     """
-    context = ssl.create_default_context(cafile=settings.ssl_cert_file or certifi.where())
-    return MetadataFetcher(context, allow_loopback=settings.cimd_allow_loopback)
+    cafile = settings.ssl_cert_file or certifi.where()
+    # Built on the first fetch: start-up loads no CA bundle for clients that never come.
+    return MetadataFetcher(
+        lambda: ssl.create_default_context(cafile=cafile),
+        allow_loopback=settings.cimd_allow_loopback,
+    )

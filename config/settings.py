@@ -199,6 +199,8 @@ class Settings:
             raise SettingsError("DEFAULT_RECALL_LIMIT", "must not exceed MAX_RECALL_LIMIT")
         if settings.db_pool_min > settings.db_pool_max:
             raise SettingsError("DB_POOL_MIN", "must not exceed DB_POOL_MAX")
+        if settings.ssl_cert_file is not None and not Path(settings.ssl_cert_file).is_file():
+            raise SettingsError("SSL_CERT_FILE", f"no such file: {settings.ssl_cert_file}")
         if settings.metrics_token is not None:
             # A bearer token travels in a header: visible ASCII, and long enough not to guess.
             if len(settings.metrics_token) < 16 or not all(

@@ -307,3 +307,21 @@ async def test_bootstrap_trusts_the_ssl_cert_file(
             await strict.fetch_json(url)
     finally:
         await strict.aclose()
+
+
+def test_a_missing_ssl_cert_file_is_a_settings_error(tmp_path: Path) -> None:
+    from config.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="SSL_CERT_FILE"):
+        Settings.from_env({"SSL_CERT_FILE": str(tmp_path / "missing.pem")})
+
+
+async def test_an_unreadable_ca_bundle_fails_the_fetch_not_the_server(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate")
+    broken = MetadataFetcher(lambda: ssl.create_default_context(cafile=str(bad)))
+    try:
+        with pytest.raises(FetchError, match="CA bundle"):
+            await broken.fetch_json("https://claude.ai/oauth/mcp-oauth-client-metadata")
+    finally:
+        await broken.aclose()
