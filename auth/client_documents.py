@@ -74,6 +74,8 @@ def client_id_problem(client_id: str) -> str | None:
     """Why ``client_id`` is not a valid metadata-document URL (draft §3), or None."""
     if len(client_id) > MAX_PRESENTED_CHARS:
         return f"the client_id URL is longer than {MAX_PRESENTED_CHARS} characters"
+    if any(ch <= " " or ch == "\x7f" for ch in client_id):
+        return "the client_id URL must not contain spaces or control characters"
     problem = url_problem(client_id)
     if problem is not None:
         return problem

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import falcon.testing
 import pytest
@@ -430,3 +430,51 @@ async def test_a_registered_client_is_shown_as_registered(
     consent = await _signed_in(browser, client)
     assert "registered client of this server" in consent.text
     assert "identifies itself from" not in consent.text
+
+
+async def test_a_private_key_jwt_client_revokes_with_an_assertion(
+    cimd_http: Any,
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
+    document_server: DocumentServer,
+) -> None:
+    key = ClientKey("ES256")
+    url = document_server.url("chatgpt.com", CHATGPT_PATH)
+    document_server.serve_json(CHATGPT_PATH, chatgpt_document(url, jwks=key.jwks()))
+    client = Client({"client_id": url}, CHATGPT_CALLBACK)
+    code = await authorize(browser, client)
+    jwt_bearer = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    fields = client.token_form(code) + [
+        ("client_assertion_type", jwt_bearer),
+        ("client_assertion", key.sign(url, TOKEN_ENDPOINT)),
+    ]
+    issued = (await token(cimd_http, fields)).json
+    revoke_form = [("token", issued["refresh_token"]), ("client_id", url)]
+
+    async def revoke(form: list[tuple[str, str]]) -> Any:
+        return await cimd_http.simulate_post(
+            "/oauth/revoke",
+            body=urlencode(form),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+
+    unauthenticated = await revoke(revoke_form)
+    assert unauthenticated.status_code == 401
+    assert rows(oauth_clean, "SELECT revoked_at IS NULL FROM oauth_grants") == [(True,)]
+    signed = key.sign(url, "https://mem.example/oauth/revoke")
+    done = await revoke(
+        [*revoke_form, ("client_assertion_type", jwt_bearer), ("client_assertion", signed)]
+    )
+    assert done.status_code == 200, done.text
+    assert rows(oauth_clean, "SELECT revoked_at IS NOT NULL FROM oauth_grants") == [(True,)]
+
+
+async def test_a_registered_loopback_redirect_matches_any_port(
+    cimd_http: Any, browser: Browser, alice_account: int
+) -> None:
+    registered = await register(cimd_http, "http://127.0.0.1/callback")
+    client = Client(registered.info, "http://127.0.0.1:49152/callback")
+    code = await authorize(browser, client)
+    result = await token(cimd_http, client.token_form(code))
+    assert result.status_code == 200, result.text

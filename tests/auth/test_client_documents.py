@@ -49,6 +49,8 @@ JWKS = {"keys": [{"kty": "EC", "crv": "P-256", "x": "x", "y": "y", "kid": "k1"}]
         ("https://claude.ai/./x", False),
         ("https://claude.ai/x#f", False),
         ("https://me@claude.ai/x", False),
+        ("https://claude.ai/x y", False),
+        ("https://claude.ai/x\r\nInjected: 1", False),
         ("https://claude.ai/" + "x" * 600, False),
     ],
 )
