@@ -478,3 +478,27 @@ async def test_a_registered_loopback_redirect_matches_any_port(
     code = await authorize(browser, client)
     result = await token(cimd_http, client.token_form(code))
     assert result.status_code == 200, result.text
+
+
+async def test_a_public_document_client_cannot_switch_to_an_assertion(
+    cimd_http: Any,
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
+    document_server: DocumentServer,
+) -> None:
+    url = document_server.url("claude.ai", CLAUDE_AI_PATH)
+    document_server.serve_json(CLAUDE_AI_PATH, claude_ai_document(url))
+    client = Client({"client_id": url}, CLAUDE_CALLBACK)
+    code = await authorize(browser, client)
+    fields = client.token_form(code) + [
+        ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+        ("client_assertion", ClientKey("RS256").sign(url, TOKEN_ENDPOINT)),
+    ]
+    refused = await token(cimd_http, fields)
+    assert (
+        refused.status_code == 401 and "does not authenticate with private_key_jwt" in refused.text
+    )
+    assert count(oauth_clean, "oauth_grants") == 0
+    # The code was not spent by the refusal: the client's own request still redeems it.
+    assert (await token(cimd_http, client.token_form(code))).status_code == 200
