@@ -102,7 +102,13 @@ def create_app(
     app.add_route(f"/.well-known/oauth-protected-resource{MCP_PATH}", metadata)
     app.add_route("/oauth/jwks", Jwks(runtime.keystore))
     app.add_route("/.well-known/oauth-authorization-server", AuthorizationServerMetadata(settings))
-    services = OAuthServices(deps.pool, runtime.keystore, settings, oauth_options or OAuthOptions())
+    services = OAuthServices(
+        deps.pool,
+        runtime.keystore,
+        settings,
+        oauth_options or OAuthOptions(),
+        fetcher=runtime.metadata_fetcher,
+    )
     app.add_route("/oauth/register", Registration(services))
     app.add_route("/oauth/authorize", Authorize(services))
     app.add_route("/oauth/token", Token(services))

@@ -38,6 +38,7 @@ from auth.authorize_flow import (
     Proceed,
     decide,
 )
+from auth.client_documents import published_host
 from auth.consents import IssuedCode
 from auth.oauth_errors import OAuthError
 from auth.opaque import presentable
@@ -83,9 +84,17 @@ class Authorize:
     ) -> None:
         services = self._services
         session_id = _cookie(req, self._cookies.session)
+        try:
+            client = await services.clients.find(named_client_id(params))
+        except OAuthError as ex:
+            # A metadata document that cannot be fetched or used: its redirect URIs are
+            # unknown, so the user is told and nothing goes to the client (RFC 6749 §4.1.2.1).
+            logger.warning("authorization request refused (%s): %s", ex.error, ex.description)
+            self._page(resp, 400, error_page("This connection cannot continue", ex.description))
+            return
         facts = AuthorizeFacts(
             params=params,
-            client=await services.clients.find(named_client_id(params)),
+            client=client,
             resource_url=self._services.settings.resource_url,
             form=form,
             origin=req.get_header("Origin"),
@@ -167,6 +176,7 @@ class Authorize:
             username=outcome.username,
             scopes=request.scope.split(),
             redirect_host=urlsplit(request.redirect_uri).netloc,
+            client_host=published_host(request.client),
         )
         self._page(resp, 200, html, redirect_uri=request.redirect_uri)
 
@@ -179,6 +189,7 @@ class Authorize:
             client_name=request.client_name,
             username=page.username,
             error=page.error,
+            client_host=published_host(request.client),
         )
         self._page(resp, page.status, html, redirect_uri=request.redirect_uri)
 

@@ -14,6 +14,7 @@ import base64
 import hashlib
 from collections.abc import Sequence
 from html import escape
+from urllib.parse import urlsplit
 
 from auth.csrf import FIELD as CSRF_FIELD
 from auth.scopes import DESCRIPTIONS
@@ -51,6 +52,11 @@ ul.scopes { padding-left: 1.25rem; margin: 0 0 1rem; }
 ul.scopes li { margin-bottom: .5rem; }
 code { overflow-wrap: anywhere; }
 .note { margin-top: 1rem; }
+.origin { border: 2px solid var(--accent); border-radius: 8px; padding: .75rem;
+  margin: 0 0 1rem; }
+.origin strong { font-size: 1.15rem; overflow-wrap: anywhere; }
+.warning { background: var(--error-bg); color: var(--error-fg); border-radius: 8px;
+  padding: .75rem; margin: 0 0 1rem; }
 """
 
 
@@ -82,6 +88,23 @@ def _alert(error: str | None) -> str:
     return f'<p class="alert" role="alert" id="form-error">{escape(error)}</p>'
 
 
+def _origin(client_host: str | None) -> str:
+    """Who publishes a metadata-document client: its client_id's host, shown prominently.
+
+    The name comes from the client's own document and proves nothing; the
+    host is what the user can judge ("Claude" from claude.ai, or not).
+    Registered clients say so instead.
+    """
+    if client_host is None:
+        return '<p class="muted">This application is a registered client of this server.</p>'
+    return (
+        '<p class="origin">This application identifies itself from '
+        f"<strong>{escape(client_host)}</strong><br>"
+        '<span class="muted">Its name was written by whoever controls that address. '
+        "Continue only if that is the application you are connecting.</span></p>"
+    )
+
+
 def login_page(
     *,
     action: str,
@@ -90,12 +113,14 @@ def login_page(
     client_name: str,
     username: str = "",
     error: str | None = None,
+    client_host: str | None = None,
 ) -> str:
     """The sign-in form; ``fields`` are the authorization request, carried along."""
     described = ' aria-describedby="form-error" aria-invalid="true"' if error else ""
     body = (
         "<h1>Sign in to connect "
         f"{escape(client_name)}</h1>"
+        f"{_origin(client_host) if client_host is not None else ''}"
         f"{_alert(error)}"
         f'<form method="post" action="{escape(action)}">'
         f"{_hidden(fields, csrf)}"
@@ -124,13 +149,30 @@ def consent_page(
     username: str,
     scopes: Sequence[str],
     redirect_host: str,
+    client_host: str | None = None,
 ) -> str:
-    """Allow or deny: names the client, the account, each scope and where the user goes next."""
+    """Allow or deny: names the client, who publishes it, the account, each scope, where next.
+
+    ``client_host``: the host of a metadata-document client's client_id
+    (None for a registered client).
+    """
     items = "".join(
         f"<li><strong>{escape(s)}</strong>: {escape(DESCRIPTIONS.get(s, s))}</li>" for s in scopes
     )
+    host = urlsplit(f"//{redirect_host}").hostname or ""
+    # MCP security considerations: warn when the answer goes to this computer, where any
+    # program could be listening (a document cannot prove who runs on localhost).
+    warning = (
+        '<p class="warning">The answer goes to a program on this computer '
+        f"(<code>{escape(redirect_host)}</code>). Allow only if you started that program "
+        "yourself just now.</p>"
+        if client_host is not None and host in ("localhost", "127.0.0.1", "::1")
+        else ""
+    )
     body = (
         f"<h1>Allow {escape(client_name)} to use your memory?</h1>"
+        f"{_origin(client_host)}"
+        f"{warning}"
         f'<p class="muted">Signed in as <strong>{escape(username)}</strong>.</p>'
         f"<p>{escape(client_name)} is asking to:</p>"
         f'<ul class="scopes">{items}</ul>'

@@ -8,10 +8,12 @@ from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
+from auth.client_documents import ClientDocuments
 from auth.clients import Clients
 from auth.consents import Consents
 from auth.grants import Grants
 from auth.keys import KeyStore
+from auth.metadata_fetch import MetadataFetcher
 from auth.sessions import SESSION_TTL_S, Sessions
 from auth.throttle import LoginGuard, ThrottlePolicy
 from config.settings import Settings
@@ -31,7 +33,9 @@ class OAuthServices:
     """The ``auth`` use cases the ``/oauth/*`` resources share, built once by ``create_app``.
 
     They hold the pool and key store, which the process opens at startup
-    (before the first request) and closes at shutdown.
+    (before the first request) and closes at shutdown. ``fetcher`` fetches
+    client ID metadata documents (its owner closes it); without one, such
+    client ids are refused.
     """
 
     def __init__(
@@ -40,9 +44,17 @@ class OAuthServices:
         keystore: KeyStore,
         settings: Settings,
         options: OAuthOptions,
+        fetcher: MetadataFetcher | None = None,
     ) -> None:
         self.settings = settings
-        self.clients = Clients(pool)
+        issuer = settings.issuer
+        self.documents = None if fetcher is None else ClientDocuments(pool, fetcher)
+        self.clients = Clients(
+            pool,
+            self.documents,
+            # RFC 7523 §3 item 3: the assertion's audience is this authorization server.
+            audiences=(issuer, f"{issuer}/oauth/token", f"{issuer}/oauth/revoke"),
+        )
         self.grants = Grants(pool, keystore, settings)
         self.guard = LoginGuard(pool, options.throttle, options.clock)
         self.sessions = Sessions(pool, options.session_ttl_s)

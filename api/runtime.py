@@ -14,6 +14,7 @@ from memory.deps import Deps
 if TYPE_CHECKING:
     from auth.bearer import BearerValidator
     from auth.keys import KeyStore
+    from auth.metadata_fetch import MetadataFetcher
     from memory.commands import Command
 
 
@@ -49,3 +50,5 @@ class Runtime:
     write_queue: WriteQueue
     keystore: KeyStore
     bearer: BearerValidator
+    #: Fetches client ID metadata documents; None: such client ids are refused.
+    metadata_fetcher: MetadataFetcher | None = None

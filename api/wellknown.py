@@ -20,6 +20,7 @@ from typing import Any
 import falcon
 import falcon.asgi
 
+from auth.client_assertions import SIGNING_ALGS
 from auth.clients import AUTH_METHODS, GRANT_TYPES
 from auth.keys import KeyStore
 from auth.loopback import resource_for_host
@@ -51,10 +52,14 @@ def protected_resource_metadata(settings: Settings, host: str | None = None) -> 
 def authorization_server_metadata(settings: Settings) -> dict[str, Any]:
     """The RFC 8414 §2 document.
 
-    No ``client_id_metadata_document_supported``: client ID metadata
-    documents are not implemented, so clients register (RFC 7591) instead.
-    Without dynamic registration there is no ``registration_endpoint``.
+    ``client_id_metadata_document_supported``: an https URL is accepted as
+    a client_id (``auth.client_documents``; MCP 2026-07-28 client
+    registration). Claude uses it only when ``none`` is also among the
+    token endpoint's methods; ``private_key_jwt`` (ChatGPT's preference)
+    comes with its signing algorithms. Without dynamic registration there
+    is no ``registration_endpoint``.
     """
+    methods = [*AUTH_METHODS, "private_key_jwt"]
     base = settings.issuer
     document: dict[str, Any] = {
         "issuer": base,
@@ -66,10 +71,13 @@ def authorization_server_metadata(settings: Settings) -> dict[str, Any]:
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
         "grant_types_supported": list(GRANT_TYPES),
-        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
-        "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "token_endpoint_auth_methods_supported": methods,
+        "token_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+        "revocation_endpoint_auth_methods_supported": methods,
+        "revocation_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
         "code_challenge_methods_supported": [S256],
         "authorization_response_iss_parameter_supported": True,
+        "client_id_metadata_document_supported": True,
     }
     if settings.oauth_allow_dynamic_registration:
         document["registration_endpoint"] = f"{base}/oauth/register"

@@ -21,7 +21,13 @@ Registration decisions (what real MCP clients send is accepted):
 
 Client authentication at the token and revocation endpoints: a client
 with a secret must present it, by HTTP Basic or in the body, and may use
-either whatever it registered; a public client sends only ``client_id``.
+either whatever it registered; a public client sends only ``client_id``;
+a ``private_key_jwt`` client (only metadata-document clients are) must send
+a signed ``client_assertion`` (``auth.client_assertions``), each accepted once.
+
+A ``client_id`` that is an https URL is a Client ID Metadata Document
+client (``auth.client_documents``): it is resolved from its document, never
+from a registration.
 """
 
 from __future__ import annotations
@@ -29,17 +35,27 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
 from psycopg_pool import AsyncConnectionPool
 
+from auth.client_assertions import (
+    ASSERTION_TYPE,
+    UnknownKey,
+    unverified_issuer,
+    verify_assertion,
+)
+from auth.client_documents import ClientDocuments, is_document_client_id
 from auth.oauth_errors import OAuthError, invalid_client
 from auth.opaque import digest, new_secret, presentable
 from auth.redirects import redirect_uri_problem
 from auth.scopes import DEFAULT_SCOPE, canonical, parse_scope
-from storage import oauth
+from storage import client_documents, oauth
 from storage.oauth import ClientRow
 
 AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
@@ -77,8 +93,12 @@ class Registration:
         return body
 
 
-def validate_metadata(raw: object) -> dict[str, Any]:
-    """The client metadata we register for a request body; :class:`OAuthError` when refused."""
+def validate_metadata(raw: object, methods: Sequence[str] = AUTH_METHODS) -> dict[str, Any]:
+    """The client metadata we register for a request body; :class:`OAuthError` when refused.
+
+    ``methods``: the token endpoint authentication methods allowed (a
+    metadata document has its own, ``auth.client_documents``).
+    """
     if not isinstance(raw, dict):
         raise _metadata("The registration request must be a JSON object.")
     uris = raw.get("redirect_uris")
@@ -94,8 +114,8 @@ def validate_metadata(raw: object) -> dict[str, Any]:
     method = raw.get("token_endpoint_auth_method")
     if method is None:
         method = DEFAULT_AUTH_METHOD
-    if method not in AUTH_METHODS:
-        raise _metadata(f"token_endpoint_auth_method must be one of {', '.join(AUTH_METHODS)}.")
+    if method not in methods:
+        raise _metadata(f"token_endpoint_auth_method must be one of {', '.join(methods)}.")
 
     grant_types = _string_list(raw, "grant_types", list(GRANT_TYPES))
     unsupported = [g for g in grant_types if g not in GRANT_TYPES]
@@ -150,16 +170,30 @@ class ClientCredentials:
     client_id: str | None
     client_secret: str | None
     basic: bool = False
+    #: A ``private_key_jwt`` assertion (RFC 7523 §2.2), when one was sent.
+    assertion: str | None = None
 
 
 def client_credentials(form: dict[str, str], authorization: str | None) -> ClientCredentials:
-    """Credentials from ``Authorization: Basic`` (RFC 6749 §2.3.1) or the form body.
+    """Credentials from ``Authorization: Basic`` (RFC 6749 §2.3.1), the form body, or a JWT.
 
-    Presenting a secret both ways is refused: a client MUST NOT use more
-    than one authentication method per request (RFC 6749 §2.3).
+    Presenting a secret both ways, or a secret and an assertion, is refused:
+    a client MUST NOT use more than one authentication method per request
+    (RFC 6749 §2.3). With an assertion, ``client_id`` may be left out (RFC
+    7521 §4.2): the assertion's ``iss`` names the client, and is verified.
     """
     body_id = form.get("client_id") or None
     body_secret = form.get("client_secret")
+    assertion_type = form.get("client_assertion_type")
+    assertion = form.get("client_assertion")
+    if assertion_type is not None or assertion is not None:
+        if assertion_type != ASSERTION_TYPE:
+            raise invalid_client(f"client_assertion_type must be {ASSERTION_TYPE}.")
+        if not assertion:
+            raise invalid_client("client_assertion is required with client_assertion_type.")
+        if body_secret is not None or (authorization is not None and authorization.strip()):
+            raise OAuthError("invalid_request", "Use one client authentication method, not two.")
+        return ClientCredentials(body_id or unverified_issuer(assertion), None, assertion=assertion)
     if authorization is None or not authorization.strip():
         return ClientCredentials(body_id, body_secret)
     scheme, _, value = authorization.strip().partition(" ")
@@ -183,10 +217,22 @@ def client_credentials(form: dict[str, str], authorization: str | None) -> Clien
 
 
 class Clients:
-    """The registered clients: registration, lookup and authentication, over the pool."""
+    """The clients: registration, lookup and authentication, over the pool.
 
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    ``documents`` resolves metadata-document clients (None: such client ids
+    are refused); ``audiences`` are the names an assertion's ``aud`` may use
+    for this server (the issuer and its token and revocation endpoints).
+    """
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        documents: ClientDocuments | None = None,
+        audiences: Sequence[str] = (),
+    ) -> None:
         self._pool = pool
+        self._documents = documents
+        self._audiences = frozenset(audiences)
 
     async def register(self, raw: object) -> Registration:
         """Validate and store a client (RFC 7591 §3.1); its secret is in the result only."""
@@ -210,9 +256,17 @@ class Clients:
         return Registration(row, secret)
 
     async def find(self, client_id: str | None) -> ClientRow | None:
-        """The registered client ``client_id`` names; None for no id or one we never issued."""
+        """The client ``client_id`` names; None for no id or one we never issued.
+
+        A metadata-document client id is resolved from its document, and
+        raises :class:`OAuthError` ``invalid_client`` when that fails.
+        """
         if not presentable(client_id):
             return None
+        if is_document_client_id(client_id):
+            if self._documents is None:
+                raise invalid_client("This server does not accept client ID metadata documents.")
+            return await self._documents.client(client_id)
         async with self._pool.connection() as conn:
             return await oauth.get_client(conn, client_id)
 
@@ -223,7 +277,46 @@ class Clients:
         client = await self.find(creds.client_id)
         if client is None:
             raise invalid_client("Unknown client.", basic_auth=creds.basic)
+        if client.token_endpoint_auth_method == "private_key_jwt":
+            if creds.assertion is None:
+                raise invalid_client(
+                    "This client authenticates with private_key_jwt: send client_assertion "
+                    f"and client_assertion_type={ASSERTION_TYPE}.",
+                    basic_auth=creds.basic,
+                )
+            await self._verify_assertion(client, creds.assertion)
+            return client
+        if creds.assertion is not None:
+            raise invalid_client("This client does not authenticate with private_key_jwt.")
         return _proven(client, creds)
+
+    async def _verify_assertion(self, client: ClientRow, assertion: str) -> None:
+        """Check the assertion against the client's keys and accept its jti once."""
+        assert self._documents is not None  # only document clients use private_key_jwt
+        fresh = False
+        while True:
+            keys = await self._documents.keys(client, fresh=fresh)
+            try:
+                verified = verify_assertion(
+                    assertion,
+                    keys,
+                    client_id=client.client_id,
+                    audiences=self._audiences,
+                    now=time.time(),
+                )
+            except UnknownKey:
+                if fresh or "jwks_uri" not in client.metadata:
+                    raise
+                fresh = True  # the client may have rotated its keys since we cached them
+                continue
+            break
+        until = datetime.fromtimestamp(verified.valid_until, UTC)
+        async with self._pool.connection() as conn:
+            first_use = await client_documents.record_assertion(
+                conn, client.client_id, verified.jti, until
+            )
+        if not first_use:
+            raise invalid_client("This client_assertion was already used; sign a new one.")
 
 
 def _proven(client: ClientRow, creds: ClientCredentials) -> ClientRow:

@@ -4,10 +4,16 @@
   (``localhost``, ``127.0.0.1``, ``[::1]``), for native clients such as
   Claude Code and the MCP Inspector. No fragment (RFC 6749 §3.1.2), no
   user information.
-- Authorization and token requests: the ``redirect_uri`` must equal one of
-  the registered URIs character for character (SUPPLEMENT §8). No
+- Authorization requests: the ``redirect_uri`` must equal one of the
+  registered URIs character for character (SUPPLEMENT §8). No
   normalisation, no prefix matching: those are how redirect checks get
-  bypassed.
+  bypassed. One exception, RFC 8252 §7.3: a registered ``http`` URI on a
+  loopback host (``127.0.0.1``, ``[::1]``, ``localhost``) matches the same
+  URI with any port, because a native app (Claude Code) listens on an
+  ephemeral port it cannot know in advance. Scheme, host, path and query
+  must still be identical, and the host is not swapped for another
+  loopback name. The token request must repeat the authorization request's
+  ``redirect_uri`` exactly (port included; ``auth.grants``).
 """
 
 from __future__ import annotations
@@ -51,8 +57,37 @@ def redirect_uri_problem(uri: object) -> str | None:
 
 
 def is_registered(requested: str, registered: Sequence[str]) -> bool:
-    """Exact, character-for-character match against the registered URIs."""
-    return requested in registered
+    """Exact match against the registered URIs, any port for a loopback one (RFC 8252 §7.3)."""
+    if requested in registered:
+        return True
+    key = _loopback_key(requested)
+    return key is not None and any(_loopback_key(uri) == key for uri in registered)
+
+
+def _loopback_key(uri: str) -> tuple[str, str, str] | None:
+    """(host, path, query) of an ``http`` loopback URI, the port left out; None for any other URI.
+
+    Compared as written (not lower-cased, not decoded): only the port may differ.
+    """
+    if not uri.startswith("http://") or "#" in uri or "@" in uri:
+        return None
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        return None
+    netloc = parts.netloc
+    if netloc.startswith("["):
+        host, bracket, rest = netloc.partition("]")
+        host += bracket
+    else:
+        host, _, rest = netloc.partition(":")
+        rest = ":" + rest if rest else ""
+    if rest and not (rest.startswith(":") and rest[1:].isdigit()):
+        return None
+    if host not in ("127.0.0.1", "[::1]", "localhost"):
+        return None
+    return host, parts.path, parts.query
 
 
 def with_params(uri: str, params: dict[str, str]) -> str:

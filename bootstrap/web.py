@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
+
+import certifi
 
 from api.runtime import Runtime
 from auth.accounts import ensure_login_user
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
+from auth.metadata_fetch import MetadataFetcher
 from config.settings import Settings
 from memory.deps import Deps
 from memory.relations import sweep_forever
@@ -88,6 +92,7 @@ class WebProcess:
             write_queue=self._queue,
             keystore=keystore,
             bearer=BearerValidator(keystore, settings),
+            metadata_fetcher=metadata_fetcher(settings),
         )
         #: What opening did that an operator should hear about (e.g. a generated password).
         self.notices: list[str] = []
@@ -100,6 +105,8 @@ class WebProcess:
         try:
             if self._http is not None:
                 hooks.append(self._http.aclose)
+            if self.runtime.metadata_fetcher is not None:
+                hooks.append(self.runtime.metadata_fetcher.aclose)
             hooks.append(self._embedder.aclose)
             dsn = await self._address()
             dimensions = await self._embedder.ensure_ready()
@@ -165,3 +172,17 @@ class WebProcess:
                 await hook()
             except Exception:  # closing must go on
                 _log.exception("error while shutting down")
+
+
+def metadata_fetcher(settings: Settings) -> MetadataFetcher:
+    """The client-metadata fetcher: TLS verified against SSL_CERT_FILE, else certifi's bundle.
+
+    Built explicitly rather than from httpx's environment handling, which
+    would also pick up proxy variables (a proxy is not the address we check).
+    """
+    cafile = settings.ssl_cert_file or certifi.where()
+    # Built on the first fetch: start-up loads no CA bundle for clients that never come.
+    return MetadataFetcher(
+        lambda: ssl.create_default_context(cafile=cafile),
+        allow_loopback=settings.cimd_allow_loopback,
+    )

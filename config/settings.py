@@ -107,6 +107,14 @@ class Settings:
     #: Seconds a stopping process gives in-flight requests and running messages (SIGTERM).
     shutdown_timeout_s: int = 20
 
+    # -- client ID metadata documents (auth.client_documents, auth.metadata_fetch) --
+    #: Let a metadata document (or its jwks_uri) be fetched from a loopback address
+    #: (CIMD_ALLOW_LOOPBACK): for tests and clients on this machine; never the default.
+    cimd_allow_loopback: bool = False
+    #: The CA bundle that verifies metadata documents' servers (SSL_CERT_FILE, the standard
+    #: variable); None: certifi's bundle, as httpx uses.
+    ssl_cert_file: str | None = None
+
     @property
     def resource_url(self) -> str:
         """The protected resource: ``<OWNSONA_PUBLIC_URL>/mcp`` (SUPPLEMENT §8)."""
@@ -195,11 +203,15 @@ class Settings:
             forwarded_allow_ips=env.proxies("FORWARDED_ALLOW_IPS"),
             # Whole seconds: the Procfile hands it to uvicorn's --timeout-graceful-shutdown.
             shutdown_timeout_s=env.integer("SHUTDOWN_TIMEOUT", 20, minimum=1, maximum=3600),
+            cimd_allow_loopback=env.boolean("CIMD_ALLOW_LOOPBACK", False),
+            ssl_cert_file=env.text("SSL_CERT_FILE"),
         )
         if settings.default_recall_limit > settings.max_recall_limit:
             raise SettingsError("DEFAULT_RECALL_LIMIT", "must not exceed MAX_RECALL_LIMIT")
         if settings.db_pool_min > settings.db_pool_max:
             raise SettingsError("DB_POOL_MIN", "must not exceed DB_POOL_MAX")
+        if settings.ssl_cert_file is not None and not Path(settings.ssl_cert_file).is_file():
+            raise SettingsError("SSL_CERT_FILE", f"no such file: {settings.ssl_cert_file}")
         if settings.metrics_token is not None:
             # A bearer token travels in a header: visible ASCII, and long enough not to guess.
             if len(settings.metrics_token) < 16 or not all(

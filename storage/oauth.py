@@ -31,6 +31,8 @@ class ClientRow:
     application_type: str | None
     metadata: dict[str, Any]
     created_at: datetime
+    #: When the client's metadata document was last fetched; None for a registered client.
+    document_fetched_at: datetime | None = None
 
 
 _CLIENT_COLUMNS = select_list(ClientRow)

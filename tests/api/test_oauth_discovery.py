@@ -30,10 +30,18 @@ async def test_authorization_server_metadata(oauth_http: Any) -> None:
         "none",
         "client_secret_basic",
         "client_secret_post",
+        "private_key_jwt",
+    ]
+    assert doc["token_endpoint_auth_signing_alg_values_supported"] == [
+        "RS256",
+        "PS256",
+        "ES256",
+        "Ed25519",
     ]
     assert doc["authorization_response_iss_parameter_supported"] is True
     assert doc["scopes_supported"] == ["memory:read", "memory:write"]
-    assert "client_id_metadata_document_supported" not in doc
+    # Claude uses metadata documents only when this and "none" above are both advertised.
+    assert doc["client_id_metadata_document_supported"] is True
     assert result.headers["access-control-allow-origin"] == "*"
 
 
