@@ -155,10 +155,10 @@ class McpResource:
     async def on_delete(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         """Session termination: later requests with this session id answer 404."""
         guarded = await self._guard(req)
-        session_id = req.get_header("Mcp-Session-Id")
+        session_id = _field(req, "Mcp-Session-Id")
         if isinstance(guarded, HttpReply):
             _send(resp, guarded)
-        elif _sessionless(req.get_header("MCP-Protocol-Version")):
+        elif _sessionless(_field(req, "MCP-Protocol-Version")):
             # Streamable HTTP 2026-07-28, "Backward Compatibility": no sessions, DELETE is 405.
             message = "Method Not Allowed: this protocol version has no sessions to end."
             _send(resp, _refuse(405, message, headers={"Allow": ALLOW}))
@@ -213,7 +213,7 @@ class McpResource:
         if not isinstance(guarded, Principal):
             return _database_down(parsed, self._dispatcher, rules)
         # 2026-07-28 has no sessions: a stray Mcp-Session-Id is ignored, never checked or used.
-        session_id = req.get_header("Mcp-Session-Id") if rules.sessions else None
+        session_id = _field(req, "Mcp-Session-Id") if rules.sessions else None
         if session_id is not None and not _is_initialize(parsed):
             state = await self._session_open(guarded, session_id)
             if state is _DATABASE_DOWN:
@@ -228,7 +228,7 @@ class McpResource:
         ctx = CallContext(
             user_id=guarded.user_id,
             session_id=session_id,
-            idempotency_header=req.get_header("Idempotency-Key"),
+            idempotency_header=_field(req, "Idempotency-Key"),
             protocol_version=version,
         )
         if isinstance(parsed, list):
@@ -250,7 +250,7 @@ class McpResource:
     @staticmethod
     def _version(req: falcon.asgi.Request, parsed: Message | list[Message | Invalid]) -> str | None:
         """The request's protocol version; raises -32022 / -32020 (see ``versions``)."""
-        header = req.get_header("MCP-Protocol-Version")
+        header = _field(req, "MCP-Protocol-Version")
         if isinstance(parsed, list):
             if header is not None:
                 versions.rules_for(header)
@@ -259,8 +259,8 @@ class McpResource:
         versions.check_http_headers(
             versions.rules_for(version),
             parsed,
-            req.get_header("Mcp-Method"),
-            req.get_header("Mcp-Name"),
+            _field(req, "Mcp-Method"),
+            _field(req, "Mcp-Name"),
         )
         return version
 
@@ -440,6 +440,13 @@ def _database_down(
 def _tool_refusal(message: Message, payload: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(message.params, dict)
     return tool_result(payload, tool=str(message.params.get("name")), user_id=0)
+
+
+def _field(req: falcon.asgi.Request, name: str) -> str | None:
+    """A request header's value without the whitespace around it, which is not part of it
+    (RFC 9110 §5.5): uvicorn's parser leaves trailing whitespace in place."""
+    value = req.get_header(name)
+    return None if value is None else value.strip(" \t")
 
 
 def _send(resp: falcon.asgi.Response, reply: HttpReply) -> None:
