@@ -306,6 +306,10 @@ def _clause(clause: str, ctx: Context) -> list[Relation]:
         return []
     found = list(subject.extra)
     rest = subject.rest.strip()
+    if rest.startswith("'s ") and len(subject.entities) == 1 and subject.extra:
+        # "My sister Ana's birthday is May 3", "My sister Ana's husband is Lee": the
+        # appositive's own attribute or role, read as a clause of its own.
+        return found + _clause(subject.entities[0] + rest, ctx)
     person = subject.entities[0] if subject.is_person and len(subject.entities) == 1 else None
     if subject.role_of is not None:
         owner, noun = subject.role_of

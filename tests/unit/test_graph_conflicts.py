@@ -39,6 +39,8 @@ WORDINGS: list[tuple[str, list[tuple[str, str, str]]]] = [
     ("My birthday is on the 3rd of March.", [(U, "birthday", "3rd of March")]),
     ("The user's birthday is June 12.", [(U, "birthday", "June 12")]),
     ("I own a cat.", [(U, "owns", "a cat")]),
+    ("My sister Ana's birthday is May 3.", [("Ana", "sister of", U), ("Ana", "birthday", "May 3")]),
+    ("My sister Ana's husband is Lee.", [("Ana", "sister of", U), ("Lee", "husband of", "Ana")]),
 ]
 
 #: Sentences that must not name a car (or anything) although they use the words.
