@@ -4,6 +4,10 @@ SUPPLEMENT §5 and the tools chapter: candidate pairs come from each active
 row's top-10 neighbours, a pair qualifies at ``threshold`` or above (and, for
 conflicts, when its two rows share a tag), and groups are the connected
 components of qualifying pairs (union-find), strongest first.
+``find_conflicts`` also pairs memories whose extracted relations give one
+single-valued slot different values, whatever their cosine (issue 17,
+docs/find_conflicts.md): such groups carry ``reason: "relation"`` and come
+first, the others ``reason: "similarity"``.
 
 Finding every row's top-10 is n nearest-neighbour searches at once. Up to
 ``IN_MEMORY_LIMIT`` active rows (the normal case) the scan reads the user's
