@@ -4,6 +4,10 @@ SUPPLEMENT §5 and the tools chapter: candidate pairs come from each active
 row's top-10 neighbours, a pair qualifies at ``threshold`` or above (and, for
 conflicts, when its two rows share a tag), and groups are the connected
 components of qualifying pairs (union-find), strongest first.
+``find_conflicts`` also pairs memories whose extracted relations give one
+single-valued slot different values, whatever their cosine (issue 17,
+docs/find_conflicts.md): such groups carry ``reason: "relation"`` and come
+first, the others ``reason: "similarity"``.
 
 Finding every row's top-10 is n nearest-neighbour searches at once. Up to
 ``IN_MEMORY_LIMIT`` active rows (the normal case) the scan reads the user's
@@ -22,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from memory import graph
 from memory.rules import knn
 from memory.rules.clusters import Cluster, cluster_pairs
 from storage import scans as store
@@ -38,6 +43,8 @@ IN_MEMORY_LIMIT = 200_000
 PROBE_BATCH = 500
 #: HNSW statements in flight at once (each on its own pooled connection).
 SCAN_CONNECTIONS = 3
+#: Memories still owed their relation extraction that find_conflicts reads with the rules itself.
+OWED_INLINE_LIMIT = 2000
 #: Members listed per group; a larger group (a low threshold on a big store) is cut, flagged.
 MAX_GROUP_MEMBERS = 200
 
@@ -51,24 +58,94 @@ async def find_near_duplicates(
 async def find_conflicts(
     deps: Deps, user_id: int, command: FindConflicts, **_: Any
 ) -> dict[str, Any]:
-    return await _scan(deps, user_id, command)
+    return await _scan(deps, user_id, command, relations=True)
 
 
-async def _scan(deps: Deps, user_id: int, command: Scan) -> dict[str, Any]:
+async def _scan(
+    deps: Deps, user_id: int, command: Scan, *, relations: bool = False
+) -> dict[str, Any]:
     threshold, max_groups, shared_tag = command.threshold, command.max_groups, command.SHARED_TAG
     pairs = await qualifying_pairs(deps, user_id, threshold=threshold, shared_tag=shared_tag)
-    clusters = (await asyncio.to_thread(cluster_pairs, pairs))[:max_groups]
+    related = await relation_pairs(deps, user_id, shared_tag=shared_tag) if relations else []
+    clusters = await asyncio.to_thread(cluster_pairs, pairs + related)
+    reasons: dict[tuple[int, ...], str] = {}
+    if relations:
+        clusters, reasons = _relations_first(clusters, related)
+    clusters = clusters[:max_groups]
     async with deps.pool.connection() as conn:
         rows = await store.rows_by_ids(
             conn, user_id, [i for c in clusters for i in c.ids[:MAX_GROUP_MEMBERS]]
         )
-    groups = [g for g in (_group(c, rows) for c in clusters) if g is not None]
+    groups = []
+    for cluster in clusters:
+        group = _group(cluster, rows)
+        if group is not None:
+            if relations:
+                group["reason"] = reasons[cluster.ids]
+            groups.append(group)
     return {
         "ok": True,
         "threshold": threshold,
         "groups": groups,
         "summary": {"groups": len(groups), "pairs": sum(g["pair_count"] for g in groups)},
     }
+
+
+async def relation_pairs(
+    deps: Deps, user_id: int, *, shared_tag: bool
+) -> list[tuple[int, int, float]]:
+    """``(id, id, cosine)`` of the memories whose relations give one functional slot different
+    values (:mod:`memory.graph.conflicts`), whatever their cosine; with ``shared_tag`` only
+    pairs that share a tag.
+
+    Reads the stored edges; a memory still owed its extraction (stored a moment ago,
+    its job not run yet) is read with the rules extractor here instead, the newest
+    ``OWED_INLINE_LIMIT`` of them. With ``RELATION_EXTRACTOR=off`` there are none.
+    """
+    if deps.settings.relation_extractor == "off":
+        return []
+    async with deps.pool.connection() as conn:
+        edges = await store.functional_edges(
+            conn, user_id, graph.FUNCTIONAL_PATTERNS, tagged_only=shared_tag
+        )
+        owed = await store.owed_texts(
+            conn, user_id, tagged_only=shared_tag, limit=OWED_INLINE_LIMIT
+        )
+    found, tags = await asyncio.to_thread(_slot_conflicts, edges, owed)
+    if shared_tag:
+        found = [(a, b) for a, b in found if tags[a] & tags[b]]
+    if not found:
+        return []
+    async with deps.pool.connection() as conn:
+        return await store.pair_similarities(conn, user_id, found)
+
+
+def _slot_conflicts(
+    edges: list[store.FactRow], owed: list[store.OwedText]
+) -> tuple[list[tuple[int, int]], dict[int, frozenset[str]]]:
+    facts = [(e.memory_id, graph.Relation(e.subject, e.predicate, e.object)) for e in edges]
+    for memory in owed:
+        facts += [(memory.memory_id, r) for r in graph.extract(memory.text)]
+    tags = {e.memory_id: frozenset(e.tags) for e in edges}
+    tags.update((m.memory_id, frozenset(m.tags)) for m in owed)
+    return [(c.first, c.second) for c in graph.conflicts(facts)], tags
+
+
+def _relations_first(
+    clusters: list[Cluster], related: list[tuple[int, int, float]]
+) -> tuple[list[Cluster], dict[tuple[int, ...], str]]:
+    """Groups holding a relation conflict first (``reason: relation``), then the others.
+
+    Each part keeps the clusters' order (strongest pair first). A relation conflict
+    is the scan's surest signal, so ``max_groups`` never cuts one for a similarity group.
+    """
+    in_relation = {a for a, _b, _s in related}
+    reasons = {
+        c.ids: "relation" if in_relation.intersection(c.ids) else "similarity" for c in clusters
+    }
+    ordered = [c for c in clusters if reasons[c.ids] == "relation"]
+    ordered += [c for c in clusters if reasons[c.ids] == "similarity"]
+    return ordered, reasons
 
 
 async def qualifying_pairs(

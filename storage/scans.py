@@ -14,7 +14,7 @@ import numpy as np
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
-from .memory_sql import ACTIVE, COLUMNS
+from .memory_sql import ACTIVE, COLUMNS, M_ACTIVE
 from .rows import MemoryRow
 
 #: Candidates the HNSW scan keeps per probe. Enough for a top-10 (pgvector's
@@ -139,3 +139,92 @@ async def rows_by_ids(
         (user_id, list(ids)),
     )
     return {row.id: row for row in await cur.fetchall()}
+
+
+@dataclass(frozen=True)
+class FactRow:
+    """One extracted edge of an active memory, with the memory's tags (find_conflicts)."""
+
+    memory_id: int
+    tags: list[str]
+    subject: str
+    predicate: str
+    object: str
+
+
+@dataclass(frozen=True)
+class OwedText:
+    """An active memory whose relation extraction has not run yet, with its text and tags."""
+
+    memory_id: int
+    tags: list[str]
+    text: str
+
+
+def _like_escape(pattern: str) -> str:
+    """A LIKE pattern whose only wildcard is a trailing ``%`` the caller wrote."""
+    body, wild = (pattern[:-1], "%") if pattern.endswith("%") else (pattern, "")
+    return body.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + wild
+
+
+async def functional_edges(
+    conn: AsyncConnection, user_id: int, patterns: Sequence[str], *, tagged_only: bool
+) -> list[FactRow]:
+    """Edges whose predicate matches one of ``patterns`` (LIKE, a trailing ``%`` only), of
+    active memories that owe no extraction (an owed memory's edges are missing or stale).
+
+    With ``tagged_only`` only memories with at least one tag.
+    """
+    tagged = "AND cardinality(m.tags) > 0" if tagged_only else ""
+    cur = conn.cursor(row_factory=class_row(FactRow))
+    await cur.execute(
+        f"""
+        SELECT r.memory_id, m.tags, r.subject, r.predicate, r.object
+        FROM memory_relations r JOIN memories m ON m.id = r.memory_id
+        WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {M_ACTIVE} {tagged}
+          AND lower(r.predicate) LIKE ANY(%(patterns)s)
+          AND NOT EXISTS (SELECT 1 FROM relation_outbox o WHERE o.memory_id = m.id)
+        ORDER BY r.memory_id, r.id
+        """,
+        {"user_id": user_id, "patterns": [_like_escape(p) for p in patterns]},
+    )
+    return await cur.fetchall()
+
+
+async def owed_texts(
+    conn: AsyncConnection, user_id: int, *, tagged_only: bool, limit: int
+) -> list[OwedText]:
+    """Active memories still owed a relation extraction, newest first, at most ``limit``."""
+    tagged = "AND cardinality(m.tags) > 0" if tagged_only else ""
+    cur = conn.cursor(row_factory=class_row(OwedText))
+    await cur.execute(
+        f"""
+        SELECT m.id AS memory_id, m.tags, m.text
+        FROM relation_outbox o JOIN memories m ON m.id = o.memory_id
+        WHERE o.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {M_ACTIVE} {tagged}
+        ORDER BY m.id DESC
+        LIMIT %(limit)s
+        """,
+        {"user_id": user_id, "limit": limit},
+    )
+    return await cur.fetchall()
+
+
+async def pair_similarities(
+    conn: AsyncConnection, user_id: int, pairs: Sequence[tuple[int, int]]
+) -> list[tuple[int, int, float]]:
+    """``(id, id, cosine)`` of each pair whose two rows are the user's and active."""
+    if not pairs:
+        return []
+    cur = await conn.execute(
+        """
+        SELECT p.a, p.b, 1 - (a.embedding <=> b.embedding)
+        FROM unnest(%(a)s::bigint[], %(b)s::bigint[]) AS p(a, b)
+        JOIN memories a ON a.id = p.a AND a.user_id = %(user_id)s
+        JOIN memories b ON b.id = p.b AND b.user_id = %(user_id)s
+        WHERE a.deleted_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now())
+          AND b.deleted_at IS NULL AND (b.expires_at IS NULL OR b.expires_at > now())
+        """,
+        {"user_id": user_id, "a": [p[0] for p in pairs], "b": [p[1] for p in pairs]},
+    )
+    return [(int(a), int(b), float(s)) for a, b, s in await cur.fetchall()]

@@ -23,9 +23,19 @@ The modules, by job: :mod:`.edges` (the value types and entity forms),
 :mod:`.roles`, :mod:`.entities` (query phrases), :mod:`.sentences` (sentence
 rules and word lists), :mod:`.phrases` (subjects and objects),
 :mod:`.extraction` (the rules extractor), :mod:`.normalising` (relations from
-elsewhere) and :mod:`.traversal`. This package re-exports the public names.
+elsewhere), :mod:`.conflicts` (functional slots whose values disagree:
+``find_conflicts``) and :mod:`.traversal`. This package re-exports the public names.
 """
 
+from .conflicts import (
+    FUNCTIONAL_PATTERNS,
+    Slot,
+    SlotConflict,
+    conflicts,
+    is_functional,
+    slot_of,
+    values_match,
+)
 from .edges import MAX_ENTITY_CHARS, MAX_PREDICATE_CHARS, USER, Edge, Relation, alias, key
 from .entities import EntityPath, parse_entity
 from .extraction import extract
@@ -45,6 +55,7 @@ from .traversal import Request, Traversal, traverse
 
 __all__ = [
     "ALIAS_NOUNS",
+    "FUNCTIONAL_PATTERNS",
     "MAX_ENTITY_CHARS",
     "MAX_PREDICATE_CHARS",
     "ROLES",
@@ -55,11 +66,15 @@ __all__ = [
     "Relation",
     "Request",
     "Role",
+    "Slot",
+    "SlotConflict",
     "Traversal",
     "alias",
     "aliases_of",
+    "conflicts",
     "extract",
     "holders",
+    "is_functional",
     "key",
     "normalise",
     "normalise_entity",
@@ -68,5 +83,7 @@ __all__ = [
     "plural",
     "role_predicates",
     "sentences",
+    "slot_of",
     "traverse",
+    "values_match",
 ]

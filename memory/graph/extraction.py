@@ -52,7 +52,19 @@ _ATTRIBUTES = {
     "star sign": "star sign",
     "zodiac sign": "star sign",
     "pronouns": "pronouns",
+    "date of birth": "birthday",
+    "birth date": "birthday",
+    "home town": "hometown",
+    "car": "car",
 }
+#: What may follow "my car is" / "I drive" as a car: an article, a make or model
+#: (capitalised), or a year; not "red", "in the shop", "to work".
+_CAR = re.compile(r"^(?:(?:an?|the)\s+\S|[A-Z0-9])")
+_NOT_A_CAR = re.compile(
+    r"^(?:to|home|around|back|there|here|fast|slowly|carefully|safely|everywhere|into|through|"
+    r"past|by|in|on|for|with|at|from|up|down|over|out|off|away|daily|every|across|along)\b",
+    re.I,
+)
 _FAVOURITE = re.compile(r"^(?:favou?rite|preferred)\s+([a-z][a-z -]{1,40})$")
 
 
@@ -62,14 +74,36 @@ _VERB_PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(p, re.I), predicate, kind)
     for p, predicate, kind in [
         (r"(?:am|is|are)\s+(?:now\s+)?(?:living|staying)\s+in\s+", "lives in", "one"),
+        (r"(?:am|is|are)\s+(?:now\s+)?based\s+in\s+", "lives in", "one"),
         (r"(?:live|lives|reside|resides)\s+in\s+", "lives in", "one"),
-        (r"(?:have|has)\s+(?:recently\s+)?(?:moved|relocated)\s+to\s+", "moved to", "one"),
+        (
+            r"(?:have|has)\s+(?:(?:recently|just|finally|now|also)\s+)?(?:moved|relocated)\s+to\s+",
+            "moved to",
+            "one",
+        ),
         (r"(?:moved|relocated)\s+to\s+", "moved to", "one"),
         (r"(?:am|is|are)\s+(?:employed|working)\s+(?:at|for|by)\s+", "works at", "one"),
-        (r"(?:work|works)\s+(?:at|for)\s+", "works at", "one"),
+        (
+            r"(?:work|works)\s+(?:remotely\s+|full[- ]time\s+|part[- ]time\s+)?(?:at|for)\s+",
+            "works at",
+            "one",
+        ),
+        (
+            r"(?:got|have|has)\s+(?:got\s+)?(?:a\s+)?(?:new\s+)?job\s+(?:at|with)\s+",
+            "works at",
+            "one",
+        ),
         (r"(?:am|is|are)\s+working\s+as\s+", "works as", "noun"),
         (r"(?:work|works)\s+as\s+", "works as", "noun"),
         (r"(?:am|is|are)\s+(?:studying|enrolled)\s+(?:at|in)\s+", "studies at", "one"),
+        (
+            r"(?:am|is|are)\s+(?:an?\s+)?(?:(?:first|second|third|final|last)[- ]year\s+)?"
+            r"(?:student|undergraduate|undergrad|grad student|graduate student|phd student|"
+            r"doctoral student|postgrad|postgraduate)\s+(?:at|in)\s+(?=[A-Z]|the\s)",
+            "studies at",
+            "one",
+        ),
+        (r"(?:am|is|are)\s+studying\s+", "studies", "one"),
         (r"(?:study|studies)\s+(?:at|in)\s+(?=[A-Z]|the\s)", "studies at", "one"),
         (r"(?:study|studies)\s+", "studies", "one"),
         (r"(?:attend|attends)\s+", "attends", "one"),
@@ -127,6 +161,14 @@ def _continuation(rest: str, last: str, subject: list[str], ctx: Context) -> lis
             if obj:
                 out += [Relation(s, "works at", obj) for s in subject]
                 last = "works at"
+    if last == "studies":
+        # "I study law at Yale" ("studies physics in Santiago" names a city, not a school)
+        m = re.match(r"at\s+(?=[A-Z]|the\s)(.*)$", rest.strip())
+        if m:
+            obj, rest = read_object(m.group(1), ctx)
+            if obj:
+                out += [Relation(s, "studies at", obj) for s in subject]
+                last = "studies at"
     m = re.match(r",?\s*(?:and|but)\s+(.*)$", rest.strip(), re.I)
     if m and not re.match(r"(?:I|we|he|she|my|our)\b", m.group(1)):
         out += _predicates(_ADVERBS.sub("", m.group(1)), subject, ctx)
@@ -143,6 +185,8 @@ def _predicates(rest: str, subject: list[str], ctx: Context) -> list[Relation]:
         if not m:
             continue
         tail = rest[m.end() :]
+        if predicate == "drives" and (_NOT_A_CAR.match(tail) or not _CAR.match(tail)):
+            return []  # "I drive to work", "I drive carefully": no car named
         if kind == "list":
             objects, after = read_objects(tail, ctx)
         else:
@@ -233,10 +277,18 @@ def _attribute(clause: str, ctx: Context) -> list[Relation] | None:
             ctx.person = names[0]
             return [role_edge(n, held, owner_of(owner)) for n in names]
         return [Relation(owner, predicate, n) for n in names]
+    if predicate == "car":
+        value = m.group(2).strip()
+        if _NOT_A_CAR.match(value) or not _CAR.match(value):
+            return []  # "My car is red", "My car is in the shop": no car named
+        car, _ = read_object(value, ctx, article=False)
+        return [Relation(owner, "car", car)] if car else []
     if predicate.startswith("favorite"):
         values, _ = read_objects(m.group(2), ctx)
         return [Relation(owner, predicate, v) for v in values]
     value = clean_entity(re.split(r"[,;]", m.group(2))[0])
+    if predicate == "birthday":
+        value = re.sub(r"^(?:on\s+)?(?:the\s+)?", "", value, flags=re.I)
     if not value or len(value) > MAX_ENTITY_CHARS:
         return []
     return [Relation(owner, predicate, value)]
@@ -254,6 +306,10 @@ def _clause(clause: str, ctx: Context) -> list[Relation]:
         return []
     found = list(subject.extra)
     rest = subject.rest.strip()
+    if rest.startswith("'s ") and len(subject.entities) == 1 and subject.extra:
+        # "My sister Ana's birthday is May 3", "My sister Ana's husband is Lee": the
+        # appositive's own attribute or role, read as a clause of its own.
+        return found + _clause(subject.entities[0] + rest, ctx)
     person = subject.entities[0] if subject.is_person and len(subject.entities) == 1 else None
     if subject.role_of is not None:
         owner, noun = subject.role_of

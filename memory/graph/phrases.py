@@ -12,7 +12,8 @@ from .sentences import NAME_RE, NOT_NAMES, restore
 _OBJECT_STOP = re.compile(
     r"\s+(?:as|since|because|with|when|while|where|who|whom|whose|which|that|and|but|or|until|till|"
     r"from|for|during|in|on|at|near|by|every|each|after|before|so|although|though|if|to|about|than|"
-    r"like|including|except|whenever|unless|back|too|nowadays|these|this|again)\b|\s*[,;:!?()\[\]\"]|\s+-\s+"
+    r"like|including|except|whenever|unless|back|too|nowadays|these|this|again|last|next|"
+    r"yesterday|recently|earlier|ago)\b|\s*[,;:!?()\[\]\"]|\s+-\s+"
 )
 _PRONOUN_OBJECTS = frozenset(
     [
@@ -105,7 +106,7 @@ def _read_role_possessive(words: list[str]) -> tuple[str | None, int]:
 
 def owner_chain(text: str, ctx: Context) -> tuple[str, str] | None:
     """Read a possessor and any chain of possessive roles: returns (owner, remaining text)."""
-    m = re.match(r"(my|our|the user's)\s+(.*)$", text, re.I)
+    m = re.match(r"(my|our|(?:the\s+)?user's)\s+(.*)$", text, re.I)
     if m:
         owner, rest = USER, m.group(2)
     else:
@@ -154,7 +155,7 @@ def read_subject(clause: str, ctx: Context) -> Subject | None:
     m = re.match(r"(I|[Ww]e)\b\s*(.*)$", clause)
     if m:
         return Subject([USER], m.group(2))
-    m = re.match(r"the user\b\s*(?!'s)(.*)$", clause, re.I)
+    m = re.match(r"(?:the\s+)?user\b\s*(?!'s)(.*)$", clause, re.I)
     if m:
         return Subject([USER], m.group(1))
     m = re.match(r"(he|she)\b\s*(.*)$", clause, re.I)
