@@ -89,7 +89,7 @@ class Authorize:
         except OAuthError as ex:
             # A metadata document that cannot be fetched or used: its redirect URIs are
             # unknown, so the user is told and nothing goes to the client (RFC 6749 §4.1.2.1).
-            logger.warning("authorization request refused (%s): %s", ex.error, ex.description)
+            logger.warning("authorization request refused (%s): %r", ex.error, ex.description)
             self._page(resp, 400, error_page("This connection cannot continue", ex.description))
             return
         facts = AuthorizeFacts(

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from auth.loopback import same_resource
 from auth.oauth_errors import AuthorizePageError, OAuthError
 from auth.pkce import challenge_problem
-from auth.redirects import is_registered
+from auth.redirects import is_loopback, is_registered
 from auth.scopes import canonical, parse_scope
 from storage.oauth import ClientRow
 
@@ -161,8 +161,14 @@ def echoed_fields(params: Params) -> list[tuple[str, str]]:
 
 
 def consent_given(request: AuthorizationRequest, allowed: str | None) -> bool:
-    """True when the user already allowed this request's scope and the request does not ask again."""
-    if allowed is None or "consent" in request.prompt:
+    """True when the user already allowed this request's scope and the request does not ask again.
+
+    A redirect to this machine always asks again: any program here can listen on a loopback
+    port and start a sign-in under a public client's id (Claude Code's document, a
+    registered client's id), so a remembered consent would hand it a code without a page
+    (MCP security considerations: warn on localhost redirects, which the consent page does).
+    """
+    if allowed is None or "consent" in request.prompt or is_loopback(request.redirect_uri):
         return False
     return set(request.scope.split()) <= set(allowed.split())
 

@@ -62,6 +62,10 @@ MAX_KEYS = 20
 #: Members a public document must not carry (draft §4.1: no shared secrets).
 _FORBIDDEN = ("client_secret", "client_secret_expires_at")
 
+#: How long a refused document stays refused, and a key set stays un-refetchable out of
+#: turn, in seconds: short enough that a fixed document works again soon.
+REFUSAL_TTL_S = 30.0
+
 _T = TypeVar("_T")
 
 
@@ -76,6 +80,11 @@ def client_id_problem(client_id: str) -> str | None:
         return f"the client_id URL is longer than {MAX_PRESENTED_CHARS} characters"
     if any(ch <= " " or ch == "\x7f" for ch in client_id):
         return "the client_id URL must not contain spaces or control characters"
+    if not client_id.isascii():
+        # The consent page names the host so the user can tell claude.ai from a lookalike;
+        # "сlaude.ai" with a Cyrillic "с" would read the same. A URL's own form is ASCII
+        # (an international name in punycode), so nothing real is refused.
+        return "the client_id URL must be ASCII (an international host name in punycode)"
     problem = url_problem(client_id)
     if problem is not None:
         return problem
@@ -183,6 +192,11 @@ class ClientDocuments:
         self._fetcher = fetcher
         self._clients: _Cache[ClientRow] = _Cache(max_cached, clock)
         self._keys: _Cache[dict[str, Any]] = _Cache(max_cached, clock)
+        # A refused document is refused again for a while without a fetch, and a key set
+        # is fetched out of turn (an unknown kid) at most once a while: anyone can name a
+        # URL at /oauth/authorize or send an assertion, and each would otherwise cost a fetch.
+        self._refused: _Cache[str] = _Cache(max_cached, clock)
+        self._forced: _Cache[bool] = _Cache(max_cached, clock)
 
     @property
     def cached(self) -> int:
@@ -197,6 +211,16 @@ class ClientDocuments:
         cached = self._clients.get(client_id)
         if cached is not None:
             return cached
+        refused = self._refused.get(client_id)
+        if refused is not None:
+            raise invalid_client(refused)
+        try:
+            return await self._resolve(client_id)
+        except OAuthError as ex:
+            self._refused.put(client_id, ex.description, REFUSAL_TTL_S)
+            raise
+
+    async def _resolve(self, client_id: str) -> ClientRow:
         fetched = await self._fetch(client_id)
         metadata = validate_document(client_id, fetched.body)
         async with self._pool.connection() as conn:
@@ -229,9 +253,13 @@ class ClientDocuments:
         uri = client.metadata.get("jwks_uri")
         if not isinstance(uri, str):
             raise invalid_client("This client's metadata document names no keys.")
+        if fresh and self._forced.get(uri):
+            fresh = False  # fetched out of turn a moment ago: the cached set stands
         cached = None if fresh else self._keys.get(uri)
         if cached is not None:
             return cached
+        if fresh:
+            self._forced.put(uri, True, REFUSAL_TTL_S)
         fetched = await self._fetch(uri, what="JWK set")
         keys = _key_set(uri, fetched.body, what="JWK set")
         self._keys.put(uri, keys, fetched.ttl_s)
@@ -241,7 +269,7 @@ class ClientDocuments:
         try:
             return await self._fetcher.fetch_json(url)
         except FetchError as ex:
-            logger.warning("client %s at %s refused: %s", what, url, ex)
+            logger.warning("client %s at %r refused: %s", what, url, ex)
             raise _refused(url, str(ex), what=what) from None
 
 

@@ -25,6 +25,7 @@ Failures raise :class:`FetchError`, whose message is safe to show the user.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ipaddress
 import json
 import socket
@@ -115,12 +116,37 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-async def system_resolver(host: str, port: int) -> list[str]:
-    """The host's addresses from the system resolver (getaddrinfo)."""
-    infos = await asyncio.get_running_loop().getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-    )
+#: Fetches one process runs at once; more wait (within their own deadline). Anyone can
+#: make us fetch by naming a URL at /oauth/authorize, so this bounds what that costs.
+MAX_CONCURRENT_FETCHES = 4
+
+
+def _getaddrinfo(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     return [str(info[4][0]) for info in infos]
+
+
+class SystemResolver:
+    """getaddrinfo on threads of its own: a slow name server (anyone can pick the name)
+    then ties up these two threads, never the default executor that password checks use.
+    A lookup given up on at the deadline still finishes on its thread."""
+
+    def __init__(self, threads: int = 2) -> None:
+        self._threads = threads
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                self._threads, thread_name_prefix="metadata-dns"
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, _getaddrinfo, host, port)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
 
 class _GuardedBackend(httpcore.AsyncNetworkBackend):
@@ -290,9 +316,11 @@ class MetadataFetcher:
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
         self._ssl_context = ssl_context
-        self._resolver = resolver or system_resolver
+        self._own_resolver = SystemResolver() if resolver is None else None
+        self._resolver: Resolver = resolver or self._own_resolver  # type: ignore[assignment]
         self._allow_loopback = allow_loopback
         self._http: httpx.AsyncClient | None = None
+        self._slots = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
@@ -322,7 +350,9 @@ class MetadataFetcher:
         if problem is not None:
             raise FetchError(problem)
         try:
-            async with asyncio.timeout(self._timeout_s):
+            # The deadline covers waiting for a slot too: a flood of fetches of slow
+            # servers delays others by at most it.
+            async with asyncio.timeout(self._timeout_s), self._slots:
                 status, headers, body = await self._get(url)
         except TimeoutError:
             raise FetchError("the server did not answer in time") from None
@@ -332,7 +362,7 @@ class MetadataFetcher:
             raise FetchError(f"the server answered {status}")
         try:
             document = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[..."
             raise FetchError("the document is not valid JSON") from None
         return FetchedJson(url, document, cache_lifetime(headers, time.time()))
 
@@ -361,6 +391,8 @@ class MetadataFetcher:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+        if self._own_resolver is not None:
+            self._own_resolver.close()
 
 
 # -- HTTP caching (RFC 9111 §4.2.1, §5.2, §5.3) ---------------------------------------

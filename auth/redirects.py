@@ -64,6 +64,11 @@ def is_registered(requested: str, registered: Sequence[str]) -> bool:
     return key is not None and any(_loopback_key(uri) == key for uri in registered)
 
 
+def is_loopback(uri: str) -> bool:
+    """True for an ``http`` redirect to this machine (127.0.0.1, [::1], localhost), any port."""
+    return _loopback_key(uri) is not None
+
+
 def _loopback_key(uri: str) -> tuple[str, str, str] | None:
     """(host, path, query) of an ``http`` loopback URI, the port left out; None for any other URI.
 

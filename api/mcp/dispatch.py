@@ -306,7 +306,9 @@ def idempotency_key(
 
     1. an explicit key (``header``: the ``Idempotency-Key`` header, else
        ``_meta["io.ownsona/idempotencyKey"]``) names the operation outright,
-       for as long as receipts are kept;
+       for as long as receipts are kept, together with its arguments: the same
+       key sent with other arguments is another operation, never handed the
+       first one's answer;
     2. with a retry window (``window_s`` > 0), a retry-window key over user,
        tool and canonical arguments: a client that lost an answer re-sends
        the same arguments, under a new request id and, at 2026-07-28,
@@ -317,7 +319,7 @@ def idempotency_key(
     4. otherwise nothing recognises a retry, and the key is random.
     """
     if header is not None:
-        return _digest(["header", user_id, tool, header])
+        return _digest(["header", user_id, tool, header, args])
     if window_s > 0:
         return WINDOW_PREFIX + _digest(["window", user_id, tool, args])
     if session_id is not None:

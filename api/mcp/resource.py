@@ -295,6 +295,13 @@ class McpResource:
                 responses.append(jsonrpc.error(item.id, item.error))
             elif item.kind != "request":
                 continue
+            elif versions.meta_version(item.params) is not None:
+                # A request naming its version in _meta is a 2026-07-28 one, which needs
+                # the method headers a batch cannot carry and has no batches.
+                message = (
+                    "Invalid Request: a request naming its version in _meta cannot be batched."
+                )
+                responses.append(jsonrpc.error(item.id, JsonRpcError(INVALID_REQUEST, message)))
             elif item.method == "initialize":
                 # 2025-03-26, Lifecycle: initialize MUST NOT be part of a batch.
                 message = "Invalid Request: initialize cannot be batched."

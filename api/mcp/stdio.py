@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from api.errors import internal_jsonrpc_error
-from api.mcp import jsonrpc
+from api.mcp import jsonrpc, versions
 from api.mcp.dispatch import CallContext, McpDispatcher
 from api.mcp.jsonrpc import INVALID_REQUEST, Invalid, JsonRpcError, Message
 
@@ -50,10 +50,6 @@ logger = logging.getLogger("ownsona.api.mcp.stdio")
 STOP_GRACE_S = 5.0
 #: Requests handled at once; reading pauses beyond this.
 DEFAULT_MAX_IN_FLIGHT = 8
-#: Protocol revisions that still allow JSON-RPC batches (None: nothing negotiated yet).
-_BATCH_VERSIONS = frozenset({None, "2025-03-26"})
-#: The ``_meta`` key a 2026-07-28 request names its version under.
-_META_VERSION = "io.modelcontextprotocol/protocolVersion"
 
 _T = TypeVar("_T")
 
@@ -223,7 +219,11 @@ class StdioServer:
 
     async def _batch(self, items: list[Message | Invalid]) -> list[dict[str, Any]] | dict[str, Any]:
         version = self._version or _declared_version(items)
-        if version not in _BATCH_VERSIONS:
+        try:
+            allowed = versions.rules_for(version).batches
+        except JsonRpcError:
+            allowed = False  # a version we lack has no batches either
+        if not allowed:
             message = f"Invalid Request: protocol version {version} has no batches."
             return jsonrpc.error(None, JsonRpcError(INVALID_REQUEST, message))
         if len(items) > self._max_batch:
@@ -284,9 +284,7 @@ class StdioServer:
 def _declared_version(items: list[Message | Invalid]) -> str | None:
     """A version named in a batch element's ``_meta`` (2026-07-28 style), if any."""
     for item in items:
-        params = item.params if isinstance(item, Message) else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        version = meta.get(_META_VERSION) if isinstance(meta, dict) else None
+        version = versions.meta_version(item.params) if isinstance(item, Message) else None
         if isinstance(version, str):
             return version
     return None

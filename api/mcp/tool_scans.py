@@ -20,8 +20,10 @@ def scan_tools(s: Schemas) -> list[ToolSpec]:
         _scan_spec(
             s,
             "find_conflicts",
-            "Similar active memories sharing a tag that may contradict; you judge. Fix: "
-            "confirm, or remember with supersedes (old is wrong) or downweights (outdated).",
+            "Active memories sharing a tag that may contradict; you judge. reason: relation "
+            "(one fact, e.g. home city, with different values, at any similarity) or "
+            "similarity. Fix: confirm, or remember with supersedes (old is wrong) or "
+            "downweights (outdated).",
             0.80,
         ),
     ]

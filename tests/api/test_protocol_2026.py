@@ -179,6 +179,24 @@ async def test_no_batches_at_2026(mcp: Mcp) -> None:
     assert reply.status_code == 400 and reply.json["error"]["code"] == -32600
 
 
+async def test_a_headerless_batch_cannot_smuggle_2026_requests(
+    mcp: Mcp, write_queue: FakeWriteQueue
+) -> None:
+    # Without a version header a batch is 2025-03-26; an item naming 2026-07-28 in _meta
+    # would skip the Mcp-Method / Mcp-Name checks, so it is refused and nothing runs.
+    call = {"name": "confirm", "arguments": {"id": 1}, "_meta": META}
+    body = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+    ]
+    reply = await mcp.post(body)
+    assert reply.status_code == 200
+    first, second = reply.json
+    assert first["id"] == 1 and first["error"]["code"] == -32600
+    assert second == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert write_queue.calls == []
+
+
 # --- versions: -32022, -32602 ---------------------------------------------------
 
 
@@ -314,10 +332,13 @@ def test_key_rules_in_order() -> None:
     assert window != idempotency_key(2, "remember", args, **base)
     assert window != idempotency_key(1, "remember_batch", args, **base)
     assert window != idempotency_key(1, "remember", {"text": "b"}, **base)
-    # An explicit key wins over the window, and does not depend on the arguments.
+    # An explicit key wins over the window; with other arguments it is another operation.
     explicit = idempotency_key(1, "remember", args, **{**base, "header": "op-1"})
     assert not explicit.startswith(WINDOW_PREFIX)
-    assert explicit == idempotency_key(1, "remember", {"text": "b"}, **{**base, "header": "op-1"})
+    assert explicit == idempotency_key(
+        1, "remember", args, **{**base, "header": "op-1", "request_id": 9}
+    )
+    assert explicit != idempotency_key(1, "remember", {"text": "b"}, **{**base, "header": "op-1"})
     # The window off: session + request id, else random.
     off = {**base, "window_s": 0}
     session = idempotency_key(1, "remember", args, **off)
@@ -333,14 +354,16 @@ async def test_meta_idempotency_key_names_the_operation(
     mcp: Mcp, write_queue: FakeWriteQueue
 ) -> None:
     meta = {**META, "io.ownsona/idempotencyKey": "op-42"}
-    for memory_id in (1, 2):
+    for memory_id in (1, 1, 2):
         params = {"name": "confirm", "arguments": {"id": memory_id}}
         assert (await modern(mcp, "tools/call", params, meta=meta)).status_code == 200
-    header = await mcp.call_tool("confirm", {"id": 3}, idempotency_key="op-42")
+    header = await mcp.call_tool("confirm", {"id": 1}, idempotency_key="op-42")
     assert header["isError"] is False
     keys = [call[3] for call in write_queue.calls]
-    # The same key by header or _meta is the same operation (for this user and tool).
-    assert keys[0] == keys[1] == keys[2] and not keys[0].startswith(WINDOW_PREFIX)
+    # The same key by header or _meta, with the same arguments, is the same operation (for
+    # this user and tool); with other arguments it is another one.
+    assert keys[0] == keys[1] == keys[3] and not keys[0].startswith(WINDOW_PREFIX)
+    assert keys[2] != keys[0]
 
 
 @pytest.mark.parametrize("bad", ["", 5, "x" * 256], ids=["empty", "number", "too-long"])

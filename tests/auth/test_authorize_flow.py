@@ -323,6 +323,17 @@ def test_consent_given(scope: str, prompt: str | None, allowed: str | None, give
     assert consent_given(request, allowed) is given
 
 
+@pytest.mark.parametrize(
+    "loopback", ["http://127.0.0.1:53121/callback", "http://localhost:8976/cb", "http://[::1]:9/x"]
+)
+def test_a_remembered_consent_never_skips_the_page_for_a_loopback_redirect(loopback: str) -> None:
+    # A program on this machine could otherwise get a code silently under a public client id.
+    client = dataclasses.replace(CLIENT, redirect_uris=[loopback])
+    params = authorization_params(scope="memory:read", redirect_uri=loopback)
+    request = validate(params, client, loopback, RESOURCE)
+    assert consent_given(request, "memory:read memory:write") is False
+
+
 def test_redirect_params_end_with_state_then_iss() -> None:
     iss = "https://mem.example"
     assert list(redirect_params({"code": "c"}, "s", iss).items()) == [

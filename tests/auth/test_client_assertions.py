@@ -52,6 +52,24 @@ def test_valid_until_is_exp_plus_leeway(rsa: ClientKey) -> None:
     assert _verify(rsa.sign(CLIENT, TOKEN_ENDPOINT, exp=exp), rsa.jwks()).valid_until == exp + 30
 
 
+class _Offset:
+    """A time claim relative to the moment the test runs."""
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+
+    def at(self, now: int) -> int:
+        return now + self.seconds
+
+
+def Ahead(seconds: int) -> _Offset:  # noqa: N802 - reads as a value in the table
+    return _Offset(seconds)
+
+
+def Ago(seconds: int) -> _Offset:  # noqa: N802
+    return _Offset(-seconds)
+
+
 @pytest.mark.parametrize(
     ("claims", "reason"),
     [
@@ -60,16 +78,19 @@ def test_valid_until_is_exp_plus_leeway(rsa: ClientKey) -> None:
         ({"iss": "https://evil.example/c.json"}, "iss and sub"),
         ({"sub": "someone-else"}, "iss and sub"),
         ({"exp": None}, "must carry exp"),
-        ({"exp": int(time.time()) - 120}, "expired"),
-        ({"exp": int(time.time()) + MAX_LIFETIME_S + 120}, "too far ahead"),
+        ({"exp": Ago(120)}, "expired"),
+        ({"exp": Ahead(MAX_LIFETIME_S + 120)}, "too far ahead"),
         ({"exp": "tomorrow"}, "must carry exp"),
-        ({"nbf": int(time.time()) + 300}, "nbf is in the future"),
-        ({"iat": int(time.time()) + 300}, "iat is in the future"),
+        ({"nbf": Ahead(300)}, "nbf is in the future"),
+        ({"iat": Ahead(300)}, "iat is in the future"),
         ({"jti": None}, "must carry a jti"),
         ({"jti": ""}, "must carry a jti"),
     ],
 )
 def test_bad_claims_are_refused(rsa: ClientKey, claims: dict[str, Any], reason: str) -> None:
+    # Times are taken when the test runs, not when pytest collected it minutes earlier.
+    now = int(time.time())
+    claims = {k: v.at(now) if isinstance(v, _Offset) else v for k, v in claims.items()}
     with pytest.raises(OAuthError) as caught:
         _verify(rsa.sign(CLIENT, TOKEN_ENDPOINT, **claims), rsa.jwks())
     assert caught.value.error == "invalid_client" and caught.value.status == 401

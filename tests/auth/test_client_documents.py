@@ -8,19 +8,21 @@ import psycopg
 import pytest
 
 from auth.client_documents import (
+    REFUSAL_TTL_S,
     ClientDocuments,
     client_id_problem,
     document_host,
     published_host,
     validate_document,
 )
-from auth.metadata_fetch import MAX_TTL_S, MetadataFetcher
+from auth.metadata_fetch import MAX_TTL_S, FetchError, MetadataFetcher
 from auth.oauth_errors import OAuthError
 from tests.auth.cimd_server import (
     CHATGPT_PATH,
     CLAUDE_AI_PATH,
     CLAUDE_CODE_PATH,
     DocumentServer,
+    Route,
     chatgpt_document,
     claude_ai_document,
     claude_code_document,
@@ -52,6 +54,9 @@ JWKS = {"keys": [{"kty": "EC", "crv": "P-256", "x": "x", "y": "y", "kid": "k1"}]
         ("https://claude.ai/x y", False),
         ("https://claude.ai/x\r\nInjected: 1", False),
         ("https://claude.ai/" + "x" * 600, False),
+        ("https://\u0441laude.ai/oauth/mcp-oauth-client-metadata", False),  # Cyrillic "с"
+        ("https://claude.ai/caf\u00e9", False),
+        ("https://xn--laude-0ye.ai/oauth/x", True),  # the same host, as a URL spells it
     ],
 )
 def test_client_id_rules(client_id: str, ok: bool) -> None:
@@ -265,22 +270,58 @@ async def test_the_cache_is_bounded_in_time_and_size(
     assert document_server.hits[paths[0]] == 3
 
 
-async def test_a_refused_document_is_not_cached_and_leaves_no_row(
+async def test_a_refused_document_is_refused_again_for_a_while_then_refetched(
     pool: Any,
     oauth_clean: str,
     fetcher: MetadataFetcher,
     document_server: DocumentServer,
     clock: FakeClock,
 ) -> None:
+    # Anyone can name a URL at /oauth/authorize: a refusal is remembered for
+    # REFUSAL_TTL_S (whatever the document's own caching says), so repeating the request
+    # costs no fetch; then the URL is fetched again, and a fixed document works.
     url = document_server.url("claude.ai", CLAUDE_AI_PATH)
     wrong = claude_ai_document(document_server.url("evil.example", CLAUDE_AI_PATH))
     document_server.serve_json(CLAUDE_AI_PATH, wrong, {"Cache-Control": "max-age=600"})
     documents = _documents(pool, fetcher, clock)
-    for _ in range(2):
+    for _ in range(3):
         with pytest.raises(OAuthError, match="client_id is not exactly"):
             await documents.client(url)
-    assert document_server.hits[CLAUDE_AI_PATH] == 2
+    assert document_server.hits[CLAUDE_AI_PATH] == 1
     assert count(oauth_clean, "oauth_clients") == 0
+    document_server.serve_json(CLAUDE_AI_PATH, claude_ai_document(url))
+    clock.advance(REFUSAL_TTL_S + 1)
+    assert (await documents.client(url)).client_id == url
+    assert document_server.hits[CLAUDE_AI_PATH] == 2
+
+
+async def test_an_unknown_kid_refetches_the_key_set_at_most_once_a_while(
+    pool: Any,
+    oauth_clean: str,
+    fetcher: MetadataFetcher,
+    document_server: DocumentServer,
+    clock: FakeClock,
+) -> None:
+    url = document_server.url("chatgpt.com", CHATGPT_PATH)
+    jwks_uri = document_server.url("chatgpt.com", "/jwks.json")
+    document_server.serve_json(CHATGPT_PATH, chatgpt_document(url, jwks_uri=jwks_uri))
+    document_server.serve_json("/jwks.json", JWKS, {"Cache-Control": "max-age=300"})
+    documents = _documents(pool, fetcher, clock)
+    client = await documents.client(url)
+    for _ in range(5):  # assertions naming a kid we do not know, one after another
+        assert await documents.keys(client, fresh=True) == JWKS
+    assert document_server.hits["/jwks.json"] == 1
+    clock.advance(REFUSAL_TTL_S + 1)
+    await documents.keys(client, fresh=True)
+    assert document_server.hits["/jwks.json"] == 2
+
+
+async def test_a_deeply_nested_document_is_refused_not_a_crash(
+    fetcher: MetadataFetcher, document_server: DocumentServer
+) -> None:
+    document_server.routes["/deep.json"] = Route(200, b"[" * 50_000)
+    with pytest.raises(FetchError, match="not valid JSON"):
+        await fetcher.fetch_json(document_server.url("claude.ai", "/deep.json"))
 
 
 async def test_jwks_uri_keys_are_fetched_under_the_same_rules_and_cached(
