@@ -21,11 +21,19 @@ Two kinds of key (the API builds them, ``api/mcp/dispatch.py``):
   only receipts (every tool write leaves one), so background work on a
   memory (relations, re-embedding, recall's use counts) never voids one.
   A receipt that no longer stands is replaced by the new write's.
+
+  The queue sends a window key with the submission it belongs to
+  (``key#submission``, :func:`with_submission`): a message the broker
+  redelivers after a worker died carries the same submission and gets its
+  own receipt back whatever the window says by then (the worker may come
+  back after the window, or after a later write named its memories), while a
+  client's retry is a new submission, judged by the window.
 """
 
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -50,15 +58,35 @@ _PRUNE_CHANCE = 1 / 64
 Work = Callable[[psycopg.AsyncConnection], Awaitable[dict[str, Any]]]
 
 
+#: Separates a retry-window key from the queue submission it was sent in.
+SUBMISSION_SEPARATOR = "#"
+
+
+def with_submission(idempotency_key: str) -> str:
+    """A window key as one queue submission sends it; other keys unchanged (module doc)."""
+    if not is_window_key(idempotency_key):
+        return idempotency_key
+    return f"{idempotency_key}{SUBMISSION_SEPARATOR}{uuid.uuid4().hex}"
+
+
+def _split(idempotency_key: str) -> tuple[str, str | None]:
+    """(the receipt's key, the submission) of a key the queue sent."""
+    if is_window_key(idempotency_key) and SUBMISSION_SEPARATOR in idempotency_key:
+        key, _, submission = idempotency_key.rpartition(SUBMISSION_SEPARATOR)
+        return key, submission
+    return idempotency_key, None
+
+
 async def prior_receipt(
     deps: Deps, user_id: int, idempotency_key: str | None
 ) -> dict[str, Any] | None:
     """The stored answer of this write if it already happened (checked before costly work)."""
     if not idempotency_key:
         return None
+    key, submission = _split(idempotency_key)
     async with deps.pool.connection() as conn:
         return await store.get_receipt(
-            conn, user_id, idempotency_key, window_s=_window(deps, idempotency_key)
+            conn, user_id, key, window_s=_window(deps, key), submission=submission
         )
 
 
@@ -70,18 +98,19 @@ async def run_write(
     Two runs of the same key are serialised by an advisory lock; the second
     returns the first one's receipt. Without a key (dry runs) nothing is stored.
     """
+    key, submission = _split(idempotency_key) if idempotency_key else (None, None)
     async with deps.pool.connection() as conn, conn.transaction():
-        if idempotency_key:
-            await store.lock_receipt_key(conn, user_id, idempotency_key)
+        if key:
+            await store.lock_receipt_key(conn, user_id, key)
             prior = await store.get_receipt(
-                conn, user_id, idempotency_key, window_s=_window(deps, idempotency_key)
+                conn, user_id, key, window_s=_window(deps, key), submission=submission
             )
             if prior is not None:
                 return prior
         payload = await work(conn)
-        if idempotency_key:
+        if key:
             await store.put_receipt(
-                conn, user_id, idempotency_key, tool, payload, named_memories(payload)
+                conn, user_id, key, tool, payload, named_memories(payload), submission
             )
             if random.random() < _PRUNE_CHANCE:
                 await store.prune_receipts(conn, older_than_s=RECEIPT_TTL_S)

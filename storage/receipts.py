@@ -18,9 +18,15 @@ from psycopg.types.json import Jsonb
 
 
 async def get_receipt(
-    conn: AsyncConnection, user_id: int, key: str, *, window_s: int | None = None
+    conn: AsyncConnection,
+    user_id: int,
+    key: str,
+    *,
+    window_s: int | None = None,
+    submission: str | None = None,
 ) -> dict[str, Any] | None:
-    """The stored result under ``key``; with ``window_s``, only a receipt that still stands."""
+    """The stored result under ``key``; with ``window_s``, only a receipt that still stands,
+    or that was written for this very ``submission`` (a redelivered message)."""
     if window_s is None:
         cur = await conn.execute(
             "SELECT result FROM write_receipts WHERE user_id = %s AND idempotency_key = %s",
@@ -30,11 +36,11 @@ async def get_receipt(
         cur = await conn.execute(
             "SELECT r.result FROM write_receipts r"
             " WHERE r.user_id = %s AND r.idempotency_key = %s"
-            " AND r.created_at > now() - make_interval(secs => %s)"
+            " AND (r.submission = %s OR (r.created_at > now() - make_interval(secs => %s)"
             " AND NOT EXISTS (SELECT 1 FROM write_receipts later"
             "  WHERE later.user_id = r.user_id AND later.seq > r.seq"
-            "  AND later.memory_ids && r.memory_ids)",
-            (user_id, key, window_s),
+            "  AND later.memory_ids && r.memory_ids)))",
+            (user_id, key, submission, window_s),
         )
     row = await cur.fetchone()
     return row[0] if row else None
@@ -52,15 +58,17 @@ async def put_receipt(
     tool: str,
     result: dict[str, Any],
     memory_ids: Sequence[int] = (),
+    submission: str | None = None,
 ) -> None:
     """Store (or replace: a window receipt that no longer stood) the result under ``key``."""
     await conn.execute(
-        "INSERT INTO write_receipts (user_id, idempotency_key, tool, result, memory_ids)"
-        " VALUES (%s, %s, %s, %s, %s)"
+        "INSERT INTO write_receipts"
+        " (user_id, idempotency_key, tool, result, memory_ids, submission)"
+        " VALUES (%s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (user_id, idempotency_key) DO UPDATE SET tool = EXCLUDED.tool,"
         " result = EXCLUDED.result, memory_ids = EXCLUDED.memory_ids,"
-        " created_at = now(), seq = DEFAULT",
-        (user_id, key, tool, Jsonb(result), list(memory_ids)),
+        " submission = EXCLUDED.submission, created_at = now(), seq = DEFAULT",
+        (user_id, key, tool, Jsonb(result), list(memory_ids), submission),
     )
 
 

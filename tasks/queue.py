@@ -21,6 +21,7 @@ from dramatiq.results import ResultFailure
 from memory.commands import Command
 from memory.errors import DATABASE_ERROR, INTERNAL_ERROR, MemoryServiceError
 from memory.request_ids import current_request_id
+from memory.writes import with_submission
 
 from .actors import Actors
 from .broker import BrokerBundle, NotifyingStubBackend
@@ -74,6 +75,9 @@ class DramatiqWriteQueue:
         """
         # The request id rides in the message options (not the arguments: they are
         # the actor's signature) so the worker's log lines carry it too.
+        # A window key travels with this submission's id, so that a redelivery of this
+        # message is told from a client's retry (memory.writes.with_submission).
+        idempotency_key = with_submission(idempotency_key)
         request_id = current_request_id()
         options: dict[str, Any] = {"request_id": request_id} if request_id else {}
         message = self._actor.message_with_options(

@@ -25,7 +25,7 @@ from api.mcp.versions import (
 from config.settings import Settings, SettingsError
 from memory.deps import Deps
 from memory.service import USE_CASES
-from memory.writes import WINDOW_PREFIX, named_memories
+from memory.writes import WINDOW_PREFIX, named_memories, with_submission
 from tests.api.conftest import FakeWriteQueue, Mcp, open_session
 
 V = "2026-07-28"
@@ -478,6 +478,36 @@ async def test_after_the_window_the_same_call_writes_again(
             (alice, key),
         ).fetchone()
     assert count == (1,)
+
+
+async def test_a_redelivered_message_gets_its_own_receipt_whatever_the_window_says(
+    deps: Deps, alice: int, dsn: str
+) -> None:
+    # The queue sends a window key with its submission (tasks.queue). A worker that died
+    # after committing has the same message redelivered, perhaps after the window, or after
+    # a later write named its memory: it must get its own answer back, not write again.
+    sent = with_submission(WINDOW_PREFIX + "ana")
+    first = await _remember(deps, alice, FACT, sent)
+    await _forget(deps, alice, first["memory_id"], with_submission(WINDOW_PREFIX + "f"))
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            "UPDATE write_receipts SET created_at = now() - interval '1 day' WHERE user_id = %s",
+            (alice,),
+        )
+    assert await _remember(deps, alice, FACT, sent) == first
+    assert _active(dsn, alice, FACT) == []
+    # A client's retry is a new submission: judged by the window, it stores again.
+    again = await _remember(deps, alice, FACT, with_submission(WINDOW_PREFIX + "ana"))
+    assert again["memory_id"] != first["memory_id"]
+    assert _active(dsn, alice, FACT) == [again["memory_id"]]
+
+
+def test_only_window_keys_travel_with_a_submission() -> None:
+    sent = with_submission(WINDOW_PREFIX + "abc")
+    assert sent.startswith(WINDOW_PREFIX + "abc#") and sent != with_submission(
+        WINDOW_PREFIX + "abc"
+    )
+    assert with_submission("explicit-op") == "explicit-op"
 
 
 async def test_an_explicit_key_outlives_a_forget(deps: Deps, alice: int, dsn: str) -> None:
