@@ -39,7 +39,8 @@ def make_embedder(
 
     Local: ``EMBEDDING_MODEL_DIR`` (``model.onnx`` + ``tokenizer.json``)
     replaces the bundled, checksum-verified model. ``EMBEDDING_DIMENSIONS``,
-    when set, must equal the local model's width. OpenAI: ``client`` is an
+    when set, must equal the local model's width; ``intra_op_threads``, else
+    ``EMBEDDING_THREADS``, else every CPU runs each model call. OpenAI: ``client`` is an
     optional shared ``httpx.AsyncClient``, which the embedder's ``aclose``
     leaves open; without one a client is built for the embedder alone, and
     its ``aclose`` closes it. Call ``await ensure_ready()`` afterwards to
@@ -66,6 +67,7 @@ def make_embedder(
             "EMBEDDING_PROVIDER", f"unknown provider {settings.embedding_provider!r}"
         )
     model_dir = settings.embedding_model_dir
+    intra_op_threads = intra_op_threads or settings.embedding_threads
     if model_dir is not None:
         for name in ("model.onnx", "tokenizer.json"):
             if not (model_dir / name).is_file():

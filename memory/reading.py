@@ -64,29 +64,29 @@ async def _ranked(
 ) -> list[_Match]:
     """Hybrid recall: vector and lexical candidates, fused, then the learned ranking."""
     w_s, w_c = deps.settings.rank_salience_weight, deps.settings.rank_context_weight
-    async with deps.pool.connection() as conn:
-        # The lexical side needs no embedding: it runs while the query is embedded.
-        # It goes first, so its statement is on its way to PostgreSQL before a
-        # local embedder (which computes a short query inline) takes the CPU.
-        lexical, embedded = await asyncio.gather(
-            _lexical_side(conn, user_id, query, limit=limit, tags=tags),
-            deps.embedder.embed_one(query),
-            return_exceptions=True,
-        )
-        for outcome in (embedded, lexical):
-            if isinstance(outcome, BaseException):
-                raise outcome
-        assert isinstance(lexical, tuple)
-        terms, lexical_ids = lexical
-        found = await store.search_hybrid(
-            conn,
-            user_id,
-            embedded,
-            candidates=ranking.candidate_count(limit),
-            terms=[(t.term, t.weight) for t in terms],
-            lexical_ids=lexical_ids,
-            tags=tags,
-        )
+    # The query is embedded while a connection is awaited and the lexical side
+    # (which needs no embedding) runs; started first, it joins the other queries
+    # waiting for the embedder (the local one batches them) even when the pool is busy.
+    embedding = asyncio.ensure_future(deps.embedder.embed_one(query))
+    try:
+        async with deps.pool.connection() as conn:
+            terms, lexical_ids = await _lexical_side(conn, user_id, query, limit=limit, tags=tags)
+            embedded = await embedding
+            found = await store.search_hybrid(
+                conn,
+                user_id,
+                embedded,
+                candidates=ranking.candidate_count(limit),
+                terms=[(t.term, t.weight) for t in terms],
+                lexical_ids=lexical_ids,
+                tags=tags,
+            )
+    except BaseException as ex:
+        embedding.cancel()
+        outcome = (await asyncio.gather(embedding, return_exceptions=True))[0]
+        if isinstance(outcome, Exception) and outcome is not ex:
+            raise outcome from None  # an embedding failure is the one to report
+        raise
     by_id = {c.scored.row.id: c.scored for c in found}
     candidates = [
         ranking.Candidate(

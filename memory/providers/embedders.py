@@ -30,7 +30,7 @@ names.
 
 from memory.providers.embedding import Embedder, EmbedObserver, FloatArray
 from memory.providers.local_embedder import (
-    INLINE_MAX_CHARS,
+    COALESCE_MAX_CHARS,
     LOCAL_MAX_TOKENS,
     LOCAL_MODEL_ID,
     LOCAL_MODEL_SHA256,
@@ -40,7 +40,7 @@ from memory.providers.local_embedder import (
 from memory.providers.openai_embedder import OpenAIEmbedder
 
 __all__ = [
-    "INLINE_MAX_CHARS",
+    "COALESCE_MAX_CHARS",
     "LOCAL_MAX_TOKENS",
     "LOCAL_MODEL_ID",
     "LOCAL_MODEL_SHA256",

@@ -11,8 +11,12 @@ with code ``EMBEDDING_ERROR`` and the detail
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import functools
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
@@ -145,3 +149,141 @@ def observed(embed: _Embed) -> _Embed:
             self._notify(len(texts), time.perf_counter() - started, ok)
 
     return cast(_Embed, run)
+
+
+# --------------------------------------------------------------------------- coalescing
+
+#: Runs one model call on a list of texts, blocking; returns one row per text, in order.
+BatchRun = Callable[[list[str]], FloatArray]
+#: Told of every model call the coalescer makes: ``(batch size, seconds, succeeded)``.
+BatchObserver = Callable[[int, float, bool], None]
+
+
+class _Request:
+    __slots__ = ("future", "loop", "text")
+
+    def __init__(self, text: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.text = text
+        self.loop = loop
+        self.future: asyncio.Future[FloatArray] = loop.create_future()
+
+
+class Coalescer:
+    """One thread that embeds short texts for every caller, many texts per model call.
+
+    Callers on any event loop (the web process's, the in-process worker's)
+    ``await embed_one(text)``. The thread takes every text waiting when it is
+    free, up to ``max_batch``, runs them as one batch and hands each caller
+    its row. It never waits for a batch to fill: a lone caller is served at
+    once, and under load a batch is whatever arrived during the previous one.
+    So the event loops never run the model themselves (an inline embedding
+    held every other request behind it), and N concurrent queries cost one
+    model call instead of N that contend for the same cores.
+
+    A batch that fails is run again one text at a time, so only the callers
+    whose own text fails get the error. A caller that stops waiting
+    (cancelled) is simply not answered. The thread starts at the first call
+    and ends at :meth:`close`, after answering what is queued.
+
+    NOTE: the thread holds the GIL only to tokenise, pad and normalise;
+    onnxruntime releases it for the model run itself.
+    """
+
+    def __init__(
+        self,
+        run: BatchRun,
+        *,
+        max_batch: int,
+        name: str = "embed-coalescer",
+        on_batch: BatchObserver | None = None,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        self._run = run
+        self._max_batch = max_batch
+        self._name = name
+        self._on_batch = on_batch
+        self._pending: collections.deque[_Request] = collections.deque()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    async def embed_one(self, text: str) -> FloatArray:
+        request = _Request(text, asyncio.get_running_loop())
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the embedding coalescer is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+                self._thread.start()
+            self._pending.append(request)
+            self._wake.notify()
+        return await request.future
+
+    def close(self, timeout_s: float = 5) -> None:
+        """Answer what is queued, then stop the thread (waiting at most ``timeout_s``).
+
+        A call made while closing is refused; one made afterwards starts a new thread.
+        """
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+        with self._wake:
+            self._thread = None
+            self._closed = False
+
+    def _serve(self) -> None:
+        while True:
+            with self._wake:
+                while not self._pending and not self._closed:
+                    self._wake.wait()
+                if not self._pending:
+                    return  # closed and drained
+                take = min(len(self._pending), self._max_batch)
+                batch = [self._pending.popleft() for _ in range(take)]
+            # Callers that gave up are not embedded for.
+            batch = [r for r in batch if not r.future.cancelled()]
+            if batch:
+                self._answer(batch)
+
+    def _answer(self, batch: list[_Request]) -> None:
+        try:
+            vectors = self._timed([r.text for r in batch])
+        except Exception as ex:
+            if len(batch) == 1:
+                _deliver(batch[0], None, ex)
+                return
+            for request in batch:  # only the texts that fail alone fail
+                self._answer([request])
+            return
+        for request, vector in zip(batch, vectors, strict=True):
+            _deliver(request, vector, None)
+
+    def _timed(self, texts: list[str]) -> FloatArray:
+        started = time.perf_counter()
+        ok = False
+        try:
+            vectors = self._run(texts)
+            ok = True
+            return vectors
+        finally:
+            if self._on_batch is not None:
+                self._on_batch(len(texts), time.perf_counter() - started, ok)
+
+
+def _deliver(request: _Request, vector: FloatArray | None, error: BaseException | None) -> None:
+    """Hand one caller its row (or error) on its own event loop."""
+
+    def settle() -> None:
+        if request.future.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            request.future.set_exception(error)
+        else:
+            request.future.set_result(vector)  # type: ignore[arg-type]
+
+    with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+        request.loop.call_soon_threadsafe(settle)

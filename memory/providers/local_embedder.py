@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import importlib.resources
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import numpy.typing as npt
 
 from memory.errors import MemoryServiceError
 from memory.providers.embedding import (
+    Coalescer,
     FloatArray,
     Observable,
     check_texts,
@@ -34,8 +34,10 @@ LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014
 LOCAL_MAX_TOKENS = 256
 #: Texts per onnxruntime call; measured best on 2 cores (scripts/bench/embedder.py).
 LOCAL_SUB_BATCH_SIZE = 32
-#: ``embed_one`` runs texts up to this long inline (about 64 tokens, ~3 ms of CPU).
-INLINE_MAX_CHARS = 256
+#: Single texts up to this long (about 64 tokens, ~3 ms of CPU alone) are coalesced with
+#: other callers' into one model call (:class:`~memory.providers.embedding.Coalescer`);
+#: the padding a batch of them adds stays small.
+COALESCE_MAX_CHARS = 256
 
 
 def _sha256(path: Path) -> str:
@@ -57,8 +59,10 @@ class LocalEmbedder(Observable):
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime's CPU provider, no network.
 
     The session is built once and shared; a batch runs in a worker thread
-    (:func:`asyncio.to_thread`) so the event loop is not held for long, and a
-    short single text runs inline (``embed_one``: 2-3 ms). A batch is
+    (:func:`asyncio.to_thread`), and short single texts (queries, one
+    ``remember``) go to one embedding thread that runs every such text
+    waiting at that moment as one batch (:class:`Coalescer`): no event loop
+    ever runs the model, and concurrent queries share a model call. A batch is
     tokenised once, sorted by token length and run in sub-batches of
     ``sub_batch_size`` padded only to their own longest text; the original
     order is restored. Padding never changes a vector: the attention mask
@@ -95,6 +99,9 @@ class LocalEmbedder(Observable):
             raise ValueError("sub_batch_size must be at least 1")
         self.model = model
         self._sub_batch_size = sub_batch_size
+        self._coalescer = Coalescer(
+            self._embed_sync, max_batch=sub_batch_size, on_batch=self._batch_done
+        )
 
         if expected_sha256 is not None:
             try:
@@ -114,6 +121,12 @@ class LocalEmbedder(Observable):
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = intra_op_threads or _available_cpus()
+        # NOTE: idle intra-op threads sleep instead of spinning. Spinning takes a
+        # core from the event loop and PostgreSQL between model runs; in two
+        # alternating load.py runs on 2 busy cores, single-client recall went
+        # from 27 and 43/s to 50 and 49/s, 32 clients from 60 and 60/s to 71
+        # and 75/s (issue 16).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         # One operator at a time, each spread over the intra-op threads: the
         # graph is a chain, and ORT_PARALLEL measured 2-3x slower here.
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -242,37 +255,38 @@ class LocalEmbedder(Observable):
     async def ensure_ready(self) -> int:
         return self._dimensions
 
-    @observed
     async def embed(self, texts: Sequence[str]) -> FloatArray:
         check_texts(texts)
+        if len(texts) == 1 and len(texts[0]) <= COALESCE_MAX_CHARS:
+            return (await self._coalescer.embed_one(texts[0]))[None, :]
+        return await self._embed_batch(texts)
+
+    @observed
+    async def _embed_batch(self, texts: Sequence[str]) -> FloatArray:
         if len(texts) == 0:
             return np.empty((0, self._dimensions), dtype=np.float32)
         return await asyncio.to_thread(self._embed_sync, list(texts))
 
     async def embed_one(self, text: str) -> FloatArray:
-        """One text; a short one is embedded right here, on the caller's thread.
+        """One text; a short one joins whatever other short texts are waiting.
 
-        A short query costs 2-3 ms of CPU. Handing it to a thread and back
-        measured slower (the two threads convoy on the GIL, and the loop
-        wakes late); run inline instead, callers overlap it with database
-        work they have already sent (``memory.reading``). Long texts still go
-        to a thread so the event loop is never held for long.
+        NOTE: it used to run inline on the caller's event loop (2-3 ms alone,
+        and a thread hand-off measured slower for one client). Under
+        concurrency that held every other request, embedding-free reads too,
+        behind each query's model run (issue 16); the coalescer's thread
+        frees the loop and batches the queries that pile up meanwhile.
         """
         check_texts([text])
-        if len(text) > INLINE_MAX_CHARS:
-            return (await self.embed([text]))[0]
-        started = time.perf_counter()
-        ok = False
-        try:
-            vector = self._embed_sync([text])[0]
-            ok = True
-            return vector
-        finally:
-            if self._observers:
-                self._notify(1, time.perf_counter() - started, ok)
+        if len(text) > COALESCE_MAX_CHARS:
+            return (await self._embed_batch([text]))[0]
+        return await self._coalescer.embed_one(text)
+
+    def _batch_done(self, size: int, seconds: float, ok: bool) -> None:
+        if self._observers:
+            self._notify(size, seconds, ok)
 
     async def aclose(self) -> None:
-        return None
+        await asyncio.to_thread(self._coalescer.close)
 
     def _embed_sync(self, texts: list[str]) -> FloatArray:
         """Tokenise, run sorted sub-batches, restore order; runs in a worker thread."""

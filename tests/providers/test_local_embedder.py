@@ -221,11 +221,11 @@ def test_factory_refuses_wrong_local_dimensions() -> None:
 async def test_embed_one_gives_the_batch_vector_inline_or_not(embedder: LocalEmbedder) -> None:
     """Short texts are embedded on the caller's thread, long ones on a worker thread:
     either way the vector is the batch's, and observers hear of the call."""
-    from memory.providers.embedders import INLINE_MAX_CHARS
+    from memory.providers.embedders import COALESCE_MAX_CHARS
 
     short = "Prefers green tea in the morning."
     long = "My sister Ana lives in Porto and visits every summer. " * 8
-    assert len(short) <= INLINE_MAX_CHARS < len(long)
+    assert len(short) <= COALESCE_MAX_CHARS < len(long)
     calls: list[tuple[str, int, bool]] = []
 
     def observe(provider: str, size: int, seconds: float, ok: bool) -> None:
