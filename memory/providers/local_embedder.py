@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import importlib.resources
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,16 @@ LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014
 LOCAL_MAX_TOKENS = 256
 #: Texts per onnxruntime call; measured best on 2 cores (scripts/bench/embedder.py).
 LOCAL_SUB_BATCH_SIZE = 32
+#: A sub-batch holds at most this many rows x width^2 (attention is width^2 per row): 32
+#: short texts, or one at the 256-token cap. Full-width batches of 32 took the serving
+#: process to ~1 GB resident on conversation-length texts, at no gain in speed
+#: (BENCHMARKS.md, issue 17: 39.1/s at 988 MB against 40.0/s at 331 MB).
+LOCAL_ATTENTION_BUDGET = 65_536
+#: A longer text is tokenised from a prefix of about this many characters (cut at a
+#: space): 256 tokens never need more than ~1,500 characters, and tokenising 16,000 only
+#: to drop all but the first 256 tokens was most of an ingest's embedding time. When the
+#: prefix yields fewer tokens than the cap, the whole text is tokenised after all.
+LOCAL_TOKENISE_PREFIX_CHARS = 4_096
 #: Single texts up to this long (about 64 tokens, ~3 ms of CPU alone) are coalesced with
 #: other callers' into one model call (:class:`~memory.providers.embedding.Coalescer`);
 #: the padding a batch of them adds stays small.
@@ -99,6 +109,7 @@ class LocalEmbedder(Observable):
             raise ValueError("sub_batch_size must be at least 1")
         self.model = model
         self._sub_batch_size = sub_batch_size
+        self._max_tokens = max_tokens
         self._coalescer = Coalescer(
             self._embed_sync, max_batch=sub_batch_size, on_batch=self._batch_done
         )
@@ -291,14 +302,13 @@ class LocalEmbedder(Observable):
     def _embed_sync(self, texts: list[str]) -> FloatArray:
         """Tokenise, run sorted sub-batches, restore order; runs in a worker thread."""
         try:
-            encodings = self._tokenizer.encode_batch(texts)
-            lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+            token_ids = self._token_ids(texts)
+            lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(texts))
             order = np.argsort(lengths, kind="stable")
             out: FloatArray | None = None
-            for start in range(0, len(order), self._sub_batch_size):
-                chunk = order[start : start + self._sub_batch_size]
+            for chunk in _sub_batches(order, lengths, self._sub_batch_size):
                 width = int(lengths[chunk].max())
-                pooled = self._run_padded([encodings[i].ids for i in chunk], width)
+                pooled = self._run_padded([token_ids[i] for i in chunk], width)
                 if out is None:
                     out = np.empty((len(texts), pooled.shape[1]), dtype=np.float32)
                 out[chunk] = pooled
@@ -314,6 +324,27 @@ class LocalEmbedder(Observable):
         if len(texts) >= self._sub_batch_size:
             TRIMMER.trim_soon()  # a batch's activations are freed but not returned
         return normalize_rows(out, "local")
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's token ids, truncated at the cap; long texts from a prefix.
+
+        BERT's pre-tokeniser splits at whitespace, so a prefix cut at a space gives the
+        same first tokens as the whole text: when the prefix alone reaches the cap, its
+        truncated ids are the whole text's.
+        """
+        prefixes = [_prefix(text) for text in texts]
+        ids = [e.ids for e in self._tokenizer.encode_batch(prefixes)]
+        short = [
+            i
+            for i, (text, prefix) in enumerate(zip(texts, prefixes, strict=True))
+            if len(prefix) < len(text) and len(ids[i]) < self._max_tokens
+        ]
+        if short:
+            for i, encoding in zip(
+                short, self._tokenizer.encode_batch([texts[i] for i in short]), strict=True
+            ):
+                ids[i] = encoding.ids
+        return ids
 
     def _run_padded(self, ids: list[list[int]], width: int) -> FloatArray:
         input_ids = np.zeros((len(ids), width), dtype=np.int64)
@@ -338,3 +369,29 @@ class LocalEmbedder(Observable):
         summed = (states * weights).sum(axis=1)
         counts = np.maximum(weights.sum(axis=1), 1e-9)
         return (summed / counts).astype(np.float32, copy=False)
+
+
+def _prefix(text: str) -> str:
+    """``text`` itself when short; else its first ~LOCAL_TOKENISE_PREFIX_CHARS, cut at a space."""
+    if len(text) <= LOCAL_TOKENISE_PREFIX_CHARS:
+        return text
+    cut = text.rfind(" ", 0, LOCAL_TOKENISE_PREFIX_CHARS)
+    # No space to cut at: the whole text, so a word is never split.
+    return text[:cut] if cut > 0 else text
+
+
+def _sub_batches(
+    order: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], max_rows: int
+) -> Iterator[npt.NDArray[np.int64]]:
+    """``order`` (shortest first) in runs of at most ``max_rows`` rows whose rows x width^2
+    stays within LOCAL_ATTENTION_BUDGET (a single row always runs, however wide)."""
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and end - start < max_rows:
+            width = int(lengths[order[end]])  # sorted: the widest so far
+            if (end - start + 1) * width * width > LOCAL_ATTENTION_BUDGET:
+                break
+            end += 1
+        yield order[start:end]
+        start = end

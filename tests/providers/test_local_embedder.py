@@ -240,3 +240,38 @@ async def test_embed_one_gives_the_batch_vector_inline_or_not(embedder: LocalEmb
     finally:
         embedder.remove_observer(observe)
     assert calls == [("local", 1, True), ("local", 1, True)]
+
+
+def _reference(embedder: LocalEmbedder, text: str) -> np.ndarray:
+    """``text`` embedded alone from its whole tokenisation (no prefix, no batching)."""
+    ids = embedder._tokenizer.encode(text).ids
+    row = embedder._run_padded([ids], len(ids))[0]
+    return row / np.linalg.norm(row)
+
+
+async def test_long_texts_embed_as_their_whole_tokenisation(embedder: LocalEmbedder) -> None:
+    # Long texts are tokenised from a ~4,096-character prefix cut at a space: the vectors
+    # must be those of the whole text. The second reaches the cap only past its prefix
+    # (a 4,000-character word is one [UNK]), so it is tokenised whole after all; the third
+    # has no space to cut at.
+    words = " ".join(f"word{i % 97} fact{i % 13}" for i in range(2_000))
+    late = "x" * 4_000 + " " + " ".join(["my sister lives in porto"] * 80)
+    blob = "a,b;" * 1_500
+    texts = [words, late, blob, "short"]
+    got = await embedder.embed(texts)
+    for text, vector in zip(texts, got, strict=True):
+        np.testing.assert_allclose(vector, _reference(embedder, text), atol=2e-6)
+
+
+def test_sub_batches_bound_attention_not_only_rows() -> None:
+    from memory.providers.local_embedder import LOCAL_ATTENTION_BUDGET, _sub_batches
+
+    lengths = np.array([10] * 40 + [100] * 10 + [256] * 3, dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    runs = [list(run) for run in _sub_batches(order, lengths, 32)]
+    assert [i for run in runs for i in run] == list(order)  # every text once, in order
+    for run in runs:
+        width = int(lengths[run].max())
+        assert len(run) <= 32
+        assert len(run) == 1 or len(run) * width * width <= LOCAL_ATTENTION_BUDGET
+    assert [len(r) for r in runs] == [32, 8, 6, 4, 1, 1, 1]  # 65,536 / 100^2 = 6 rows
