@@ -130,12 +130,13 @@ async def test_sdk_retry_keys_at_2026_07_28(connect: Connect, write_queue: FakeW
         await client.call_tool("confirm", {"id": 1})
         await client.call_tool("confirm", {"id": 1})
         await client.call_tool("confirm", {"id": 2})
-        # An explicit key of ours in _meta names the operation, whatever the arguments.
+        # An explicit key of ours in _meta names the operation with its arguments.
         meta = {"io.ownsona/idempotencyKey": "op-7"}
+        await client.call_tool("confirm", {"id": 1}, meta=meta)  # type: ignore[arg-type]
         await client.call_tool("confirm", {"id": 1}, meta=meta)  # type: ignore[arg-type]
         await client.call_tool("confirm", {"id": 3}, meta=meta)  # type: ignore[arg-type]
     keys = [call[3] for call in write_queue.calls]
     assert keys[0] == keys[1] and keys[0].startswith("window:")
     assert keys[2] != keys[0]
     assert keys[3] == keys[4] and not keys[3].startswith("window:")
-    assert len({keys[0], keys[2], keys[3]}) == 3
+    assert len({keys[0], keys[2], keys[3], keys[5]}) == 4

@@ -38,9 +38,9 @@ if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
     )
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
@@ -110,7 +110,22 @@ def _fill(driver: Any, username: str, password: str) -> None:
     driver.find_element(By.ID, "password").send_keys(password)
     button = driver.find_element(By.CSS_SELECTOR, "button[type=submit]")
     button.click()
-    WebDriverWait(driver, 10).until(staleness_of(button))
+    WebDriverWait(driver, 10).until(_gone(button))
+
+
+def _gone(element: Any) -> Any:
+    """Like ``staleness_of``, but a navigation caught mid-check also counts as gone:
+    ChromeDriver then answers "Node with given id does not belong to the document", a
+    plain WebDriverException rather than StaleElementReferenceException."""
+
+    def check(_driver: Any) -> bool:
+        try:
+            element.is_enabled()
+        except WebDriverException:  # StaleElementReferenceException is one too
+            return True
+        return False
+
+    return check
 
 
 async def test_sign_in_and_allow_in_chromium(
