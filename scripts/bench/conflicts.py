@@ -45,6 +45,7 @@ from typing import Any
 from storage.embedded import stop_embedded
 
 from .core import Server
+from .corpus import MONTHS
 from .ingest_long import RssSampler, call, drained
 
 _FIRST = [
@@ -234,20 +235,6 @@ _CARS = [
     "Renault Clio", "Fiat Panda", "BMW i3", "Nissan Leaf", "Peugeot 208", "Audi A4",
 ]  # fmt: skip
 _COLOURS = ["red", "blue", "green", "black", "white", "silver", "grey", "yellow"]
-_MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
 _FAVOURITES = {
     "colour": ["green", "blue", "purple", "orange", "teal", "yellow", "red", "navy"],
     "food": ["sushi", "lasagna", "ramen", "tacos", "paella", "dumplings", "pho", "curry"],
@@ -301,7 +288,7 @@ class Pair:
 
 
 def _date(rng: random.Random) -> str:
-    month, day = rng.choice(_MONTHS), rng.randint(1, 28)
+    month, day = rng.choice(MONTHS), rng.randint(1, 28)
     return rng.choice([f"{month} {day}", f"{day} {month}", f"the {_ordinal(day)} of {month}"])
 
 
@@ -461,7 +448,7 @@ def _user_facts(rng: random.Random, n: int, people: list[str]) -> list[Fact]:
         ("travel", lambda: f"Trip note: in {rng.choice(places)} I loved the {rng.choice(['markets', 'museums', 'coffee', 'harbour', 'old town', 'street food', 'bookshops', 'night trains'])} and want to go back with {rng.choice(people)}."),
         ("travel", lambda: f"I want to see {rng.choice(places)} during {rng.choice(_FAVOURITES['season'])} and try {rng.choice(_HOBBIES)} there."),
         ("food", lambda: f"{rng.choice(people)} took me to a {rng.choice(['Georgian', 'Ethiopian', 'Peruvian', 'Sichuan', 'Lebanese', 'Basque', 'Oaxacan', 'Keralan'])} place near {rng.choice(['the harbour', 'the station', 'the old market', 'the river'])} and the {rng.choice(['lamb', 'dumplings', 'ceviche', 'flatbread', 'stew', 'mole', 'dosa'])} was superb."),
-        ("health", lambda: f"My {rng.choice(['physio', 'dentist', 'optician', 'dermatologist'])} suggested {rng.choice(['more stretching', 'a softer toothbrush', 'blue-light glasses', 'a new sunscreen', 'less coffee', 'earlier nights'])} after the {rng.choice(_MONTHS)} visit."),
+        ("health", lambda: f"My {rng.choice(['physio', 'dentist', 'optician', 'dermatologist'])} suggested {rng.choice(['more stretching', 'a softer toothbrush', 'blue-light glasses', 'a new sunscreen', 'less coffee', 'earlier nights'])} after the {rng.choice(MONTHS)} visit."),
         ("work", lambda: f"Project {rng.choice(['Falcon', 'Juniper', 'Atlas', 'Harbor', 'Nimbus', 'Quill', 'Tundra', 'Saffron', 'Orbit'])} needs a {rng.choice(['budget', 'design review', 'launch plan', 'migration', 'security audit', 'hiring plan'])} from {rng.choice(people)} before the {rng.choice(['offsite', 'board meeting', 'release', 'audit', 'holidays'])}."),
         ("hobbies", lambda: f"Book club picked {rng.choice(_FAVOURITES['book'])}; {rng.choice(people)} hosts and I bring {rng.choice(['olives', 'a cake', 'wine', 'cheese', 'flatbread', 'lemonade'])}."),
         ("preferences", lambda: f"I prefer {rng.choice(['aisle seats', 'window seats', 'morning meetings', 'oat milk', 'dark mode', 'paper notebooks', 'early flights', 'quiet carriages', 'handwritten cards'])} {rng.choice(['when travelling', 'at work', 'most days', 'if possible', 'in winter', 'with clients'])}."),
