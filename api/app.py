@@ -16,6 +16,13 @@ from typing import Any
 import falcon
 import falcon.asgi
 
+from api.console.guard import PREFIX as CONSOLE_PREFIX
+from api.console.guard import ConsoleGuard
+from api.console.jobs import Jobs
+from api.console.render import Renderer
+from api.console.routes import add_routes as add_console_routes
+from api.console.services import ConsoleServices
+from api.console.tools import ConsoleTools
 from api.health import Health, Ready
 from api.logs import RequestLog
 from api.mcp.dispatch import McpDispatcher
@@ -62,15 +69,30 @@ def create_app(
     # Nothing is measured unless metrics are on (METRICS_ENABLED).
     metrics = Metrics() if settings.metrics_enabled else None
     deps = runtime.deps
+    services = OAuthServices(
+        deps.pool,
+        runtime.keystore,
+        settings,
+        oauth_options or OAuthOptions(),
+        fetcher=runtime.metadata_fetcher,
+    )
+    renderer = Renderer(settings.public_url)
     middleware: list[Any] = [
         # First: the collaborators are open before any other startup hook runs.
         *([_Lifespan(lifespan)] if lifespan is not None else []),
         *([MetricsWiring(metrics, deps.embedder)] if metrics is not None else []),
         # First of the request hooks: every answer, refusals included, gets its id and log line.
         RequestLog(metrics.request_answered if metrics is not None else None),
-        _BodyCap(settings.max_body_bytes),
+        _BodyCap(settings.max_body_bytes, settings.console_upload_max_bytes),
         McpCors(origins, MCP_PATH),
         OAuthCors(),
+        ConsoleGuard(
+            services.sessions,
+            renderer,
+            public_url=settings.public_url,
+            secure_cookies=settings.secure_cookies,
+            max_upload_bytes=settings.console_upload_max_bytes,
+        ),
     ]
     app = falcon.asgi.App(middleware=middleware)
     # "/mcp/" is a common client-side slip; serve it rather than 404.
@@ -102,13 +124,6 @@ def create_app(
     app.add_route(f"/.well-known/oauth-protected-resource{MCP_PATH}", metadata)
     app.add_route("/oauth/jwks", Jwks(runtime.keystore))
     app.add_route("/.well-known/oauth-authorization-server", AuthorizationServerMetadata(settings))
-    services = OAuthServices(
-        deps.pool,
-        runtime.keystore,
-        settings,
-        oauth_options or OAuthOptions(),
-        fetcher=runtime.metadata_fetcher,
-    )
     app.add_route("/oauth/register", Registration(services))
     app.add_route("/oauth/authorize", Authorize(services))
     app.add_route("/oauth/token", Token(services))
@@ -117,6 +132,19 @@ def create_app(
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(deps.pool, deps.embedder, runtime.settings.redis_url))
     app.add_route("/metrics", MetricsResource(settings, metrics, deps.pool, runtime.write_queue))
+    add_console_routes(
+        app,
+        ConsoleServices(
+            settings=settings,
+            runtime=runtime,
+            pool=deps.pool,
+            renderer=renderer,
+            tools=ConsoleTools(dispatcher),
+            sessions=services.sessions,
+            login_guard=services.guard,
+            jobs=Jobs(),
+        ),
+    )
     return app
 
 
@@ -137,15 +165,18 @@ class _BodyCap:
     """Refuse a declared body over the cap before any responder reads it.
 
     /mcp enforces the cap itself, while reading (it must answer in JSON-RPC
-    and also cover bodies without Content-Length).
+    and also cover bodies without Content-Length). The console takes uploads
+    (an export, a chat export) up to its own cap, enforced again while reading.
     """
 
-    def __init__(self, max_body_bytes: int) -> None:
+    def __init__(self, max_body_bytes: int, max_upload_bytes: int) -> None:
         self._max = max_body_bytes
+        self._max_upload = max_upload_bytes
 
     async def process_request(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         if req.path.rstrip("/") == MCP_PATH:
             return
+        cap = self._max_upload if req.path.startswith(CONSOLE_PREFIX + "/") else self._max
         length = req.content_length
-        if length is not None and length > self._max:
-            raise falcon.HTTPContentTooLarge(description=f"The body exceeds {self._max} bytes.")
+        if length is not None and length > cap:
+            raise falcon.HTTPContentTooLarge(description=f"The body exceeds {cap} bytes.")

@@ -36,6 +36,14 @@ def cookie_names(secure: bool) -> CookieNames:
     return CookieNames(f"{prefix}ownsona_session", f"{prefix}ownsona_csrf")
 
 
+@dataclass(frozen=True)
+class SignedIn:
+    """Who a browser session belongs to."""
+
+    user_id: int
+    username: str
+
+
 class Sessions:
     def __init__(self, pool: AsyncConnectionPool, ttl_s: int = SESSION_TTL_S) -> None:
         self._pool = pool
@@ -61,6 +69,14 @@ class Sessions:
             return None
         async with self._pool.connection() as conn:
             return await oauth.session_user(conn, digest(session_id))
+
+    async def account(self, session_id: str | None) -> SignedIn | None:
+        """The signed-in account of a cookie value (id and name), or None."""
+        if not presentable(session_id):
+            return None
+        async with self._pool.connection() as conn:
+            found = await oauth.session_account(conn, digest(session_id))
+        return None if found is None else SignedIn(found[0], found[1])
 
     async def end(self, session_id: str) -> None:
         if presentable(session_id):

@@ -10,21 +10,15 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
 from urllib.parse import SplitResult, parse_qs, urlsplit
 
-_Number = TypeVar("_Number", int, float)
+from config.env import Env as _Env
+from config.env import SettingsError
 
-
-class SettingsError(ValueError):
-    """A configuration variable has a bad value; the message names it."""
-
-    def __init__(self, variable: str, problem: str) -> None:
-        super().__init__(f"{variable}: {problem}")
-        self.variable = variable
+__all__ = ["Settings", "SettingsError"]
 
 
 @dataclass(frozen=True)
@@ -117,6 +111,14 @@ class Settings:
     #: variable); None: certifi's bundle, as httpx uses.
     ssl_cert_file: str | None = None
 
+    # -- the owner's console (api.console) and the audit log of tool calls (memory.audit) --
+    #: Largest upload the console takes (an export to import, a chat export), in bytes.
+    console_upload_max_bytes: int = 64 * 1024 * 1024
+    #: Days an audit record is kept; a daily prune removes older ones.
+    audit_retention_days: int = 90
+    #: Record the query text of read tools in the audit log (the owner's own debugging).
+    audit_record_queries: bool = False
+
     @property
     def resource_url(self) -> str:
         """The protected resource: ``<OWNSONA_PUBLIC_URL>/mcp`` (SUPPLEMENT §8)."""
@@ -208,6 +210,11 @@ class Settings:
             shutdown_timeout_s=env.integer("SHUTDOWN_TIMEOUT", 20, minimum=1, maximum=3600),
             cimd_allow_loopback=env.boolean("CIMD_ALLOW_LOOPBACK", False),
             ssl_cert_file=env.text("SSL_CERT_FILE"),
+            console_upload_max_bytes=env.integer(
+                "CONSOLE_UPLOAD_MAX_BYTES", 64 * 1024 * 1024, minimum=1024, maximum=1 << 32
+            ),
+            audit_retention_days=env.integer("AUDIT_RETENTION_DAYS", 90, minimum=1, maximum=36500),
+            audit_record_queries=env.boolean("AUDIT_RECORD_QUERIES", False),
         )
         if settings.default_recall_limit > settings.max_recall_limit:
             raise SettingsError("DEFAULT_RECALL_LIMIT", "must not exceed MAX_RECALL_LIMIT")
@@ -384,118 +391,3 @@ def _check_model_dir(name: str, path: Path) -> None:
             raise SettingsError(
                 name, f"{path} has no {needed} (it needs model.onnx and tokenizer.json)"
             )
-
-
-class _Env:
-    """Typed reads of environment variables; every failure names its variable."""
-
-    _TRUE = frozenset({"1", "true", "yes", "on"})
-    _FALSE = frozenset({"0", "false", "no", "off"})
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._environ = environ
-
-    def text(self, name: str) -> str | None:
-        value = self._environ.get(name)
-        if value is None:
-            return None
-        value = value.strip()
-        return value or None
-
-    def integer(self, name: str, default: int, *, minimum: int, maximum: int) -> int:
-        value = self.optional_integer(name, minimum=minimum, maximum=maximum)
-        return default if value is None else value
-
-    def optional_integer(self, name: str, *, minimum: int, maximum: int) -> int | None:
-        return self._bounded(name, int, "a whole number", minimum, maximum)
-
-    def number(self, name: str, default: float, *, minimum: float, maximum: float) -> float:
-        value = self._bounded(name, float, "a number", minimum, maximum)
-        return default if value is None else value
-
-    def _bounded(
-        self,
-        name: str,
-        parse: Callable[[str], _Number],
-        what: str,
-        minimum: _Number,
-        maximum: _Number,
-    ) -> _Number | None:
-        """``name`` parsed and within ``minimum..maximum``, or None when unset."""
-        raw = self.text(name)
-        if raw is None:
-            return None
-        try:
-            value = parse(raw)
-        except ValueError:
-            raise SettingsError(name, f"must be {what}, got {raw!r}") from None
-        if not minimum <= value <= maximum:
-            raise SettingsError(name, f"must be between {minimum} and {maximum}, got {value}")
-        return value
-
-    def boolean(self, name: str, default: bool) -> bool:
-        raw = self.text(name)
-        if raw is None:
-            return default
-        if raw.lower() in self._TRUE:
-            return True
-        if raw.lower() in self._FALSE:
-            return False
-        raise SettingsError(name, f"must be true or false, got {raw!r}")
-
-    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
-        raw = self.text(name)
-        if raw is None:
-            return default
-        if raw.lower() not in choices:
-            raise SettingsError(name, f"must be one of {', '.join(choices)}, got {raw!r}")
-        return raw.lower()
-
-    def origins(self, name: str) -> tuple[str, ...]:
-        """A comma-separated list of ``scheme://host[:port]`` origins."""
-        found = []
-        for item in self._items(name):
-            parts = urlsplit(item)
-            if (
-                parts.scheme not in ("http", "https")
-                or not parts.netloc
-                or parts.path not in ("", "/")
-            ):
-                raise SettingsError(
-                    name, f"must list origins such as https://app.example, got {item!r}"
-                )
-            if parts.query or parts.fragment:
-                raise SettingsError(name, f"an origin has no query or fragment, got {item!r}")
-            found.append(f"{parts.scheme}://{parts.netloc}")
-        return tuple(found)
-
-    def _items(self, name: str) -> list[str]:
-        """The non-empty items of a comma-separated variable; none when it is unset."""
-        raw = self.text(name)
-        if raw is None:
-            return []
-        return [item for item in (part.strip() for part in raw.split(",")) if item]
-
-    def proxies(self, name: str) -> tuple[str, ...]:
-        """Comma-separated proxy addresses or networks (``10.0.0.0/8``), or ``*`` for any."""
-        found = []
-        for item in self._items(name):
-            if item != "*":
-                try:
-                    ipaddress.ip_network(item, strict=False)
-                except ValueError:
-                    raise SettingsError(
-                        name, f"must list proxy addresses or networks (or *), got {item!r}"
-                    ) from None
-            found.append(item)
-        return tuple(found)
-
-    def url(self, name: str, default: str) -> str:
-        raw = self.text(name) or default
-        parts = urlsplit(raw)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise SettingsError(name, f"must be an http:// or https:// URL, got {raw!r}")
-        if parts.query or parts.fragment:
-            raise SettingsError(name, "must not carry a query or fragment")
-        # Clients compare the issuer byte for byte (RFC 8414 §3.3): one canonical form.
-        return raw.rstrip("/")

@@ -334,6 +334,19 @@ async def session_user(conn: AsyncConnection, session_hash: str) -> int | None:
     return int(row[0]) if row else None
 
 
+async def session_account(conn: AsyncConnection, session_hash: str) -> tuple[int, str] | None:
+    """``(user id, username)`` of an unexpired session whose account is enabled, else None."""
+    cur = await conn.execute(
+        """
+        SELECT s.user_id, u.username FROM oauth_sessions s JOIN users u ON u.id = s.user_id
+        WHERE s.session_hash = %s AND s.expires_at > now() AND NOT u.disabled
+        """,
+        (session_hash,),
+    )
+    row = await cur.fetchone()
+    return (int(row[0]), str(row[1])) if row else None
+
+
 async def delete_session(conn: AsyncConnection, session_hash: str) -> None:
     await conn.execute("DELETE FROM oauth_sessions WHERE session_hash = %s", (session_hash,))
 

@@ -103,6 +103,12 @@ class CallContext:
     #: initialised stdio connection: the negotiated one). A request's own
     #: ``_meta`` version takes precedence (``versions.request_rules``).
     protocol_version: str | None = None
+    #: The entry point the call came in by: ``mcp`` (HTTP), ``stdio``, ``console``, ``cli``.
+    entry: str = "mcp"
+    #: The OAuth client (or ``ownsona-cli`` / ``ownsona-console``) the call speaks for.
+    client_id: str | None = None
+    #: The access token's ``jti`` (HTTP): tells one CLI token from another.
+    token_jti: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,28 +206,50 @@ class McpDispatcher:
         if not isinstance(args, dict):
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: arguments must be an object.")
         explicit_key = ctx.idempotency_header or _meta_idempotency_key(params)
+        payload = await self.call_tool(spec, args, ctx, explicit_key, request_id=message.id)
+        return tool_result(payload, tool=name, user_id=ctx.user_id)
+
+    def tool(self, name: str) -> ToolSpec | None:
+        """The registered tool of that name, or None."""
+        return self._tools.get(name)
+
+    async def call_tool(
+        self,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        ctx: CallContext,
+        explicit_key: str | None = None,
+        *,
+        request_id: jsonrpc.RequestId | None = None,
+    ) -> dict[str, Any]:
+        """Run one tool call as ``ctx`` and return its payload (``ok`` true or false).
+
+        Every entry point's tool calls come through here (MCP over HTTP and
+        stdio, the console), so each gets the same validation, the same queue,
+        the same idempotency and the same log line and metrics.
+        """
         started = time.perf_counter()
-        payload = await self._run(spec, args, message, ctx, explicit_key)
-        result = tool_result(payload, tool=name, user_id=ctx.user_id)
+        payload = await self._run(spec, args, request_id, ctx, explicit_key)
         seconds = time.perf_counter() - started
-        error_code = _error_code(result) if result["isError"] else None
+        ok = payload.get("ok") is True
+        error_code = None if ok else _payload_error_code(payload)
         logger.info(
             "tool %s user=%s ok=%s %.1fms",
-            name,
+            spec.name,
             ctx.user_id,
-            not result["isError"],
+            ok,
             seconds * 1000,
-            extra={"tool": name, "user_id": ctx.user_id, "error_code": error_code},
+            extra={"tool": spec.name, "user_id": ctx.user_id, "error_code": error_code},
         )
         if self._observer is not None:
-            self._observer.tool_called(name, seconds, error_code)
-        return result
+            self._observer.tool_called(spec.name, seconds, error_code)
+        return payload
 
     async def _run(
         self,
         spec: ToolSpec,
         args: dict[str, Any],
-        message: Message,
+        request_id: jsonrpc.RequestId | None,
         ctx: CallContext,
         explicit_key: str | None,
     ) -> dict[str, Any]:
@@ -244,7 +272,7 @@ class McpDispatcher:
                     # The parsed command: arguments that mean the same write are equal.
                     command.to_json(),
                     session_id=ctx.session_id,
-                    request_id=message.id,
+                    request_id=request_id,
                     header=explicit_key,
                     window_s=self._deps.settings.idempotency_window_s,
                 )
@@ -264,8 +292,8 @@ class McpDispatcher:
             return tool_failure_payload(ex, tool=spec.name, user_id=ctx.user_id)
 
 
-def _error_code(result: dict[str, Any]) -> str:
-    error = result["structuredContent"].get("error")
+def _payload_error_code(payload: dict[str, Any]) -> str:
+    error = payload.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, str) else "UNKNOWN"
 

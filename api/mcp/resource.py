@@ -230,6 +230,8 @@ class McpResource:
             session_id=session_id,
             idempotency_header=_field(req, "Idempotency-Key"),
             protocol_version=version,
+            client_id=guarded.client_id,
+            token_jti=guarded.jti,
         )
         if isinstance(parsed, list):
             return await self._batch(parsed, ctx, rules)

@@ -125,7 +125,9 @@ class StdioServer:
         self._slots = asyncio.Semaphore(max_in_flight)
         # One process is one session: a retried request (same id, same arguments) within it
         # is recognised by the write's idempotency key, as over HTTP with Mcp-Session-Id.
-        self._ctx = CallContext(user_id=user_id, session_id=f"stdio-{secrets.token_hex(16)}")
+        self._ctx = CallContext(
+            user_id=user_id, session_id=f"stdio-{secrets.token_hex(16)}", entry="stdio"
+        )
         self._version: str | None = None
         self._in_flight: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()

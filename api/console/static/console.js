@@ -1,0 +1,29 @@
+// OwnSona console: small progressive enhancements. Every page works without this file.
+"use strict";
+document.addEventListener("DOMContentLoaded", () => {
+  // "Select all" checkboxes: <input type="checkbox" data-select-all="NAME"> toggles every
+  // checkbox named NAME in the same form.
+  for (const master of document.querySelectorAll("input[data-select-all]")) {
+    master.addEventListener("change", () => {
+      const form = master.form || document;
+      for (const box of form.querySelectorAll(`input[type=checkbox][name="${master.dataset.selectAll}"]`)) {
+        box.checked = master.checked;
+      }
+    });
+  }
+  // Buttons that destroy something ask first: <button data-confirm="Forget 3 memories?">.
+  for (const button of document.querySelectorAll("button[data-confirm]")) {
+    button.addEventListener("click", (event) => {
+      if (!window.confirm(button.dataset.confirm)) event.preventDefault();
+    });
+  }
+  // A range input shows its value in the <output for=ID> beside it.
+  for (const output of document.querySelectorAll("output[for]")) {
+    const input = document.getElementById(output.htmlFor.value || output.getAttribute("for"));
+    if (input) input.addEventListener("input", () => { output.value = input.value; });
+  }
+  // Forms that submit on change (filters): <select data-autosubmit>.
+  for (const field of document.querySelectorAll("[data-autosubmit]")) {
+    field.addEventListener("change", () => field.form && field.form.requestSubmit());
+  }
+});
