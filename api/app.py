@@ -45,6 +45,7 @@ from api.wellknown import AuthorizationServerMetadata, Jwks, ProtectedResourceMe
 from auth.mcp_sessions import SessionBook
 from auth.oauth_errors import OAuthError
 from config.settings import Settings
+from memory.audit import AuditLog
 from memory.service import USE_CASES, UseCase
 
 MCP_PATH = "/mcp"
@@ -98,12 +99,15 @@ def create_app(
     # "/mcp/" is a common client-side slip; serve it rather than 404.
     app.req_options.strip_url_path_trailing_slash = True
 
+    if runtime.audit is None:
+        runtime.audit = AuditLog(deps.pool, settings)
     dispatcher = McpDispatcher(
         tool_specs(settings),
         USE_CASES if use_cases is None else use_cases,
         deps=deps,
         write_queue=runtime.write_queue,
         observer=metrics,
+        audit=runtime.audit,
     )
     app.add_route(
         MCP_PATH,

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from auth.bearer import BearerValidator
     from auth.keys import KeyStore
     from auth.metadata_fetch import MetadataFetcher
+    from memory.audit import AuditLog
     from memory.commands import Command
 
 
@@ -52,3 +53,5 @@ class Runtime:
     bearer: BearerValidator
     #: Fetches client ID metadata documents; None: such client ids are refused.
     metadata_fetcher: MetadataFetcher | None = None
+    #: Where every tool call is recorded; None: ``create_app`` makes one over the pool.
+    audit: AuditLog | None = None

@@ -89,7 +89,11 @@ async def serve_stdio(settings: Settings, username: str | None, out: BinaryIO) -
         user_id = await _active_account(process, username or login_username(settings))
         runtime = process.runtime
         dispatcher = McpDispatcher(
-            tool_specs(settings), USE_CASES, deps=runtime.deps, write_queue=runtime.write_queue
+            tool_specs(settings),
+            USE_CASES,
+            deps=runtime.deps,
+            write_queue=runtime.write_queue,
+            audit=runtime.audit,
         )
         server = StdioServer(
             dispatcher,

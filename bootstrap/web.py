@@ -30,6 +30,7 @@ from auth.bearer import BearerValidator
 from auth.keys import KeyStore
 from auth.metadata_fetch import MetadataFetcher
 from config.settings import Settings
+from memory.audit import AuditLog
 from memory.deps import Deps
 from memory.relations import sweep_forever
 from storage.migrate import migrate
@@ -93,6 +94,7 @@ class WebProcess:
             keystore=keystore,
             bearer=BearerValidator(keystore, settings),
             metadata_fetcher=metadata_fetcher(settings),
+            audit=AuditLog(pool, settings),
         )
         #: What opening did that an operator should hear about (e.g. a generated password).
         self.notices: list[str] = []
@@ -113,6 +115,9 @@ class WebProcess:
             await migrate(dsn, dimensions=dimensions)
             await open_pool(deps.pool)
             hooks.append(deps.pool.close)
+            audit = self.runtime.audit
+            if audit is not None:
+                hooks.append(audit.close)  # writes what is buffered before the pool closes
             account = await ensure_login_user(deps.pool, self.settings)
             if account is not None and account.generated_password:
                 self.notices.append(

@@ -31,6 +31,7 @@ from api.mcp.versions import (
 )
 from api.runtime import WriteQueue
 from auth.scopes import required_scope
+from memory.audit import AuditLog
 from memory.commands import parse_command
 from memory.deps import Deps
 from memory.errors import INVALID_INPUT, MemoryServiceError
@@ -132,8 +133,10 @@ class McpDispatcher:
         deps: Deps,
         write_queue: WriteQueue,
         observer: ToolObserver | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self._tools = tools
+        self._audit = audit
         self._observer = observer
         self._listing = [spec.listing() for spec in tools.values()]
         self._use_cases = use_cases
@@ -226,7 +229,7 @@ class McpDispatcher:
 
         Every entry point's tool calls come through here (MCP over HTTP and
         stdio, the console), so each gets the same validation, the same queue,
-        the same idempotency and the same log line and metrics.
+        the same idempotency, the same log line and metrics, and the same audit record.
         """
         started = time.perf_counter()
         payload = await self._run(spec, args, request_id, ctx, explicit_key)
@@ -243,6 +246,18 @@ class McpDispatcher:
         )
         if self._observer is not None:
             self._observer.tool_called(spec.name, seconds, error_code)
+        if self._audit is not None:
+            self._audit.record(
+                user_id=ctx.user_id,
+                entry=ctx.entry,
+                client_id=ctx.client_id,
+                token_jti=ctx.token_jti,
+                tool=spec.name,
+                read_only=bool(spec.annotations.get("readOnlyHint", False)),
+                arguments=args,
+                payload=payload,
+                duration_s=seconds,
+            )
         return payload
 
     async def _run(

@@ -13,13 +13,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 import falcon.testing
+import psycopg
 import pytest
 
 from api.app import create_app
 from api.runtime import Runtime
-from auth.accounts import change_password
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
+from auth.passwords import hash_password
 from auth.tokens import issue_access_token
 from config.settings import Settings
 from memory.commands import Command
@@ -173,12 +174,20 @@ def operation_key(html: str) -> str:
     return match.group(1)
 
 
-@pytest.fixture
-async def owner(clean_db: str, pool: Any) -> int:
-    """The account ``alice`` with a known password."""
-    user_id = make_user(clean_db, "alice")
-    await change_password(pool, "alice", PASSWORD)
+def make_account(dsn: str, username: str, password: str = PASSWORD) -> int:
+    """An account with a known password (set directly: a password change would end tokens)."""
+    user_id = make_user(dsn, username)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE users SET password_hash = %s WHERE id = %s", (hash_password(password), user_id)
+        )
     return user_id
+
+
+@pytest.fixture
+def owner(clean_db: str) -> int:
+    """The account ``alice`` with a known password."""
+    return make_account(clean_db, "alice")
 
 
 @pytest.fixture

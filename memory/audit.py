@@ -1,0 +1,159 @@
+"""The audit log of tool calls: every entry point records here (issue 15).
+
+A record says when, which entry point (``mcp``, ``stdio``, ``console``,
+``cli``) and app (client id, token), which tool, which memory ids it read
+or changed, and the outcome. Never memory text; a read's query text only
+when ``AUDIT_RECORD_QUERIES`` is on (the owner's own debugging).
+
+Records are buffered and written in batches by one background task (a COPY
+every :data:`FLUSH_EVERY_S`, or sooner at :data:`FLUSH_AT`), so a tool call
+pays for appending to a list, not for a database round trip. What is
+buffered when the process is killed outright is lost; :meth:`AuditLog.close`
+writes it on an orderly stop. :meth:`flush` writes at once (a page that shows
+the log calls it first, so the owner sees their own latest calls). Once a day
+the task deletes records older than ``AUDIT_RETENTION_DAYS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from config.settings import Settings
+from memory.rules.audit_ids import touched
+from storage import audit as store
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+logger = logging.getLogger("ownsona.memory.audit")
+
+FLUSH_EVERY_S = 0.5
+FLUSH_AT = 200
+PRUNE_EVERY_S = 24 * 3600
+#: Characters of a query kept when queries are recorded.
+MAX_QUERY_CHARS = 500
+#: Records kept in memory while the database cannot take them; older ones are dropped.
+MAX_BUFFERED = 50_000
+
+
+class AuditLog:
+    def __init__(self, pool: AsyncConnectionPool, settings: Settings) -> None:
+        self._pool = pool
+        self._retention = timedelta(days=settings.audit_retention_days)
+        self._record_queries = settings.audit_record_queries
+        self._buffer: list[store.NewAuditEvent] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._next_prune = 0.0
+        self._closed = False
+
+    def record(
+        self,
+        *,
+        user_id: int,
+        entry: str,
+        client_id: str | None,
+        token_jti: str | None,
+        tool: str,
+        read_only: bool,
+        arguments: dict[str, Any],
+        payload: dict[str, Any],
+        duration_s: float,
+    ) -> None:
+        """Buffer one call's record; never raises, never waits."""
+        try:
+            read_ids, changed_ids = touched(arguments, payload, read_only=read_only)
+            error = payload.get("error") if payload.get("ok") is not True else None
+            code = error.get("code") if isinstance(error, dict) else None
+            query = None
+            if self._record_queries and read_only and isinstance(arguments.get("query"), str):
+                query = arguments["query"][:MAX_QUERY_CHARS]
+            self._append(
+                store.NewAuditEvent(
+                    user_id=user_id,
+                    at=datetime.now(UTC),
+                    entry=entry,
+                    client_id=client_id,
+                    token_jti=token_jti,
+                    tool=tool,
+                    ok=payload.get("ok") is True,
+                    error_code=code if isinstance(code, str) else None,
+                    read_ids=read_ids,
+                    changed_ids=changed_ids,
+                    query=query,
+                    duration_ms=duration_s * 1000,
+                )
+            )
+        except Exception as ex:  # the call's answer matters more than its record
+            logger.error("audit record of %s failed", tool, exc_info=ex)
+
+    def _append(self, event: store.NewAuditEvent) -> None:
+        if len(self._buffer) >= MAX_BUFFERED:
+            del self._buffer[: len(self._buffer) // 10]
+            logger.error("audit buffer full: the oldest unwritten records were dropped")
+        self._buffer.append(event)
+        if self._task is None and not self._closed:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        if len(self._buffer) in (1, FLUSH_AT):
+            self._wake.set()
+
+    async def flush(self) -> None:
+        """Write what is buffered now (pages showing the log call this first)."""
+        async with self._lock:
+            batch, self._buffer = self._buffer, []
+            if not batch:
+                return
+            try:
+                async with self._pool.connection() as conn, conn.transaction():
+                    await store.insert_events(conn, batch)
+            except Exception:
+                # Kept for the next flush: a database outage does not lose the records.
+                self._buffer[:0] = batch
+                raise
+
+    async def prune(self, now: datetime | None = None) -> int:
+        """Delete the records older than the retention; how many went."""
+        cutoff = (now or datetime.now(UTC)) - self._retention
+        async with self._pool.connection() as conn:
+            removed = await store.prune(conn, cutoff)
+        if removed:
+            logger.info("audit log: %d records older than %s pruned", removed, cutoff.date())
+        return removed
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        try:
+            await self.flush()
+        except Exception as ex:
+            logger.error(
+                "audit log: %d records not written at shutdown", len(self._buffer), exc_info=ex
+            )
+
+    async def _run(self) -> None:
+        while True:
+            # Idle: sleep until a record arrives; then gather a batch for up to FLUSH_EVERY_S.
+            await self._wake.wait()
+            self._wake.clear()
+            if len(self._buffer) < FLUSH_AT:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), FLUSH_EVERY_S)
+                self._wake.clear()
+            try:
+                await self.flush()
+                if time.monotonic() >= self._next_prune:
+                    self._next_prune = time.monotonic() + PRUNE_EVERY_S
+                    await self.prune()
+            except Exception as ex:
+                logger.warning("audit log write failed (%s); retrying", type(ex).__name__)
+                self._wake.set()  # retried after the next gathering wait

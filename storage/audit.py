@@ -1,0 +1,175 @@
+"""Audit-log SQL: write a batch of tool-call records, read them back, prune old ones.
+
+Every function takes a connection so the caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg import AsyncConnection
+from psycopg.rows import class_row
+
+
+@dataclass(frozen=True)
+class NewAuditEvent:
+    user_id: int
+    at: datetime
+    entry: str
+    client_id: str | None
+    token_jti: str | None
+    tool: str
+    ok: bool
+    error_code: str | None
+    read_ids: list[int]
+    changed_ids: list[int]
+    query: str | None
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class AuditEventRow:
+    id: int
+    at: datetime
+    entry: str
+    client_id: str | None
+    token_jti: str | None
+    tool: str
+    ok: bool
+    error_code: str | None
+    read_ids: list[int]
+    changed_ids: list[int]
+    query: str | None
+    duration_ms: float
+
+
+_COLUMNS = (
+    "user_id, at, entry, client_id, token_jti, tool, ok, error_code, read_ids, changed_ids,"
+    " query, duration_ms"
+)
+_ROW_COLUMNS = (
+    "id, at, entry, client_id, token_jti, tool, ok, error_code, read_ids, changed_ids, query,"
+    " duration_ms"
+)
+
+
+async def insert_events(conn: AsyncConnection, events: Sequence[NewAuditEvent]) -> None:
+    """Store a batch in one COPY (one round trip, whatever its size)."""
+    if not events:
+        return
+    async with (
+        conn.cursor() as cur,
+        cur.copy(f"COPY audit_events ({_COLUMNS}) FROM STDIN") as copy,
+    ):
+        for e in events:
+            await copy.write_row(
+                (
+                    e.user_id,
+                    e.at,
+                    e.entry,
+                    e.client_id,
+                    e.token_jti,
+                    e.tool,
+                    e.ok,
+                    e.error_code,
+                    e.read_ids,
+                    e.changed_ids,
+                    e.query,
+                    e.duration_ms,
+                )
+            )
+
+
+async def list_events(
+    conn: AsyncConnection,
+    user_id: int,
+    *,
+    client_id: str | None = None,
+    tool: str | None = None,
+    memory_id: int | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> list[AuditEventRow]:
+    """One user's events, newest first; ``before_id`` pages on (keyset)."""
+    async with conn.cursor(row_factory=class_row(AuditEventRow)) as cur:
+        await cur.execute(
+            f"""
+            SELECT {_ROW_COLUMNS} FROM audit_events
+            WHERE user_id = %(user_id)s
+              AND (%(client_id)s::text IS NULL OR client_id = %(client_id)s)
+              AND (%(tool)s::text IS NULL OR tool = %(tool)s)
+              AND (%(memory_id)s::bigint IS NULL
+                   OR changed_ids @> ARRAY[%(memory_id)s::bigint]
+                   OR read_ids @> ARRAY[%(memory_id)s::bigint])
+              AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s)
+            ORDER BY at DESC, id DESC
+            LIMIT %(limit)s
+            """,
+            {
+                "user_id": user_id,
+                "client_id": client_id,
+                "tool": tool,
+                "memory_id": memory_id,
+                "before_id": before_id,
+                "limit": limit,
+            },
+        )
+        return await cur.fetchall()
+
+
+async def first_writer(conn: AsyncConnection, user_id: int, memory_id: int) -> AuditEventRow | None:
+    """The earliest successful call that changed ``memory_id`` (the one that stored it)."""
+    async with conn.cursor(row_factory=class_row(AuditEventRow)) as cur:
+        await cur.execute(
+            f"""
+            SELECT {_ROW_COLUMNS} FROM audit_events
+            WHERE user_id = %s AND ok AND changed_ids @> ARRAY[%s::bigint]
+            ORDER BY at, id LIMIT 1
+            """,
+            (user_id, memory_id),
+        )
+        return await cur.fetchone()
+
+
+@dataclass(frozen=True)
+class AppActivity:
+    client_id: str | None
+    token_jti: str | None
+    first_at: datetime
+    last_at: datetime
+    calls: int
+    #: Distinct memories its successful calls changed.
+    memories_written: int
+
+
+async def app_activity(conn: AsyncConnection, user_id: int) -> list[AppActivity]:
+    """Per app (client id, and token for CLI tokens): first and last call, memories changed."""
+    async with conn.cursor(row_factory=class_row(AppActivity)) as cur:
+        await cur.execute(
+            """
+            SELECT e.client_id, e.token_jti, min(e.at) AS first_at, max(e.at) AS last_at,
+                count(*)::int AS calls,
+                (SELECT count(DISTINCT m)::int FROM audit_events w, unnest(w.changed_ids) m
+                 WHERE w.user_id = %(user_id)s AND w.ok
+                   AND w.client_id IS NOT DISTINCT FROM e.client_id
+                   AND (e.client_id <> 'ownsona-cli'
+                        OR w.token_jti IS NOT DISTINCT FROM e.token_jti)) AS memories_written
+            FROM (
+                SELECT client_id,
+                    CASE WHEN client_id = 'ownsona-cli' THEN token_jti END AS token_jti, at
+                FROM audit_events WHERE user_id = %(user_id)s
+            ) e
+            GROUP BY e.client_id, e.token_jti
+            ORDER BY max(e.at) DESC
+            """,
+            {"user_id": user_id},
+        )
+        return await cur.fetchall()
+
+
+async def prune(conn: AsyncConnection, older_than: datetime) -> int:
+    """Delete the records older than ``older_than``; how many went."""
+    cur = await conn.execute("DELETE FROM audit_events WHERE at < %s", (older_than,))
+    return cur.rowcount
