@@ -157,3 +157,40 @@ class AuditLog:
             except Exception as ex:
                 logger.warning("audit log write failed (%s); retrying", type(ex).__name__)
                 self._wake.set()  # retried after the next gathering wait
+
+
+async def events(
+    pool: AsyncConnectionPool,
+    user_id: int,
+    *,
+    client_id: str | None = None,
+    tool: str | None = None,
+    memory_id: int | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> list[store.AuditEventRow]:
+    """One user's audit records, newest first (``before_id``: the next page)."""
+    async with pool.connection() as conn:
+        return await store.list_events(
+            conn,
+            user_id,
+            client_id=client_id,
+            tool=tool,
+            memory_id=memory_id,
+            before_id=before_id,
+            limit=limit,
+        )
+
+
+async def first_writer(
+    pool: AsyncConnectionPool, user_id: int, memory_id: int
+) -> store.AuditEventRow | None:
+    """The call that stored ``memory_id`` (its app and entry point), if still on record."""
+    async with pool.connection() as conn:
+        return await store.first_writer(conn, user_id, memory_id)
+
+
+async def app_activity(pool: AsyncConnectionPool, user_id: int) -> list[store.AppActivity]:
+    """Per app: first and last call, calls, distinct memories written."""
+    async with pool.connection() as conn:
+        return await store.app_activity(conn, user_id)

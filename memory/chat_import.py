@@ -1,0 +1,1 @@
+"""Placeholder (issue 15): built on its own branch."""
