@@ -171,9 +171,7 @@ async def test_bulk_forget_takes_the_memories_out_of_recall(
     assert tomb["structuredContent"]["memory"]["forget_reason"] == "no longer true"
 
 
-async def test_a_double_submitted_bulk_form_is_done_once(
-    browser: Browser, owner_mcp: Mcp
-) -> None:
+async def test_a_double_submitted_bulk_form_is_done_once(browser: Browser, owner_mcp: Mcp) -> None:
     sister, peanuts, *_ = await _seed(owner_mcp)
     page = await browser.get("/console/memories")
     form = [
