@@ -198,7 +198,7 @@ async def list_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any)
     args = Args(raw)
     limit = args.integer("limit", default=20, minimum=1, cap=deps.settings.max_recall_limit)
     offset = args.integer("offset", default=0, minimum=0)
-    f = _filters(args, with_tags=False)
+    f = _filters(args, with_tags=True)
     async with deps.pool.connection() as conn:
         rows = await store.list_memories(conn, user_id, f, limit=limit or 20, offset=offset or 0)
     return {
