@@ -196,7 +196,12 @@ class MemoryList:
             status = 400
         else:
             tool = "recall" if f.searching else "list_memories"
-            payload = await self._s.tools.call(console.user_id, tool, f.arguments())
+            # list_memories takes no tags in the contract (count_memories does); its use
+            # case filters by them, and the console may pass them (read tools only).
+            extra = frozenset() if f.searching else frozenset({"tags"})
+            payload = await self._s.tools.call(
+                console.user_id, tool, f.arguments(), extra_arguments=extra
+            )
             problem = failure(payload)
             if problem is not None:
                 error = error or problem.message

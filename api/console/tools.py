@@ -30,7 +30,13 @@ class ConsoleTools:
         self._dispatcher = dispatcher
 
     async def call(
-        self, user_id: int, tool: str, arguments: dict[str, Any], *, key: str | None = None
+        self,
+        user_id: int,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        key: str | None = None,
+        extra_arguments: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """The tool's payload (``ok`` true or false) for ``user_id``.
 
@@ -41,7 +47,9 @@ class ConsoleTools:
         if spec is None:
             raise LookupError(f"no tool {tool!r}")
         ctx = CallContext(user_id=user_id, entry="console", client_id=CONSOLE_CLIENT_ID)
-        return await self._dispatcher.call_tool(spec, arguments, ctx, key)
+        return await self._dispatcher.call_tool(
+            spec, arguments, ctx, key, extra_arguments=extra_arguments
+        )
 
 
 def failure(payload: dict[str, Any]) -> ToolFailure | None:

@@ -224,15 +224,21 @@ class McpDispatcher:
         explicit_key: str | None = None,
         *,
         request_id: jsonrpc.RequestId | None = None,
+        extra_arguments: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """Run one tool call as ``ctx`` and return its payload (``ok`` true or false).
 
         Every entry point's tool calls come through here (MCP over HTTP and
         stdio, the console), so each gets the same validation, the same queue,
         the same idempotency, the same log line and metrics, and the same audit record.
+        ``extra_arguments`` lets an internal caller (the console) pass arguments its
+        use case takes that the tool's published schema does not (list_memories'
+        ``tags``, which the contract gives count_memories only); read tools only.
         """
         started = time.perf_counter()
-        payload = await self._run(spec, args, request_id, ctx, explicit_key)
+        if extra_arguments and not spec.annotations.get("readOnlyHint", False):
+            raise ValueError("extra arguments are for read tools only")
+        payload = await self._run(spec, args, request_id, ctx, explicit_key, extra_arguments)
         seconds = time.perf_counter() - started
         ok = payload.get("ok") is True
         error_code = None if ok else _payload_error_code(payload)
@@ -267,6 +273,7 @@ class McpDispatcher:
         request_id: jsonrpc.RequestId | None,
         ctx: CallContext,
         explicit_key: str | None,
+        extra_arguments: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         try:
             # A lone surrogate (JSON's "\ud800") is not text: PostgreSQL, the
@@ -276,7 +283,7 @@ class McpDispatcher:
             # additionalProperties: false, enforced here for every tool, before a
             # queued one costs a round trip through the queue. Nested items are
             # checked by the command's item parser, so a bad item fails alone.
-            reject_unknown(args, spec.argument_names)
+            reject_unknown(args, spec.argument_names | extra_arguments)
             if spec.queued:
                 # Parsed here, in the API process: a bad call is refused before it
                 # is queued, and the worker receives the command, not raw JSON.

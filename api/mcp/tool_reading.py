@@ -46,9 +46,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
         ToolSpec(
             "list_memories",
             f"Page through memories, newest first; filters combine with AND. {DATA_NOT_INSTRUCTIONS}",
-            s.obj(
-                {"limit": s.limit(20), "offset": count(0, 0), **s.cleanup_filters(), "tags": TAGS}
-            ),
+            s.obj({"limit": s.limit(20), "offset": count(0, 0), **s.cleanup_filters()}),
             out.result(memories=out.ROWS),
             READ_HINTS,
             "list_memories",
