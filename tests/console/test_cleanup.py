@@ -48,8 +48,11 @@ def assistant_of(
     return Mcp(conductor, token)
 
 
-def group_form(html: str, action: str, memory_id: int | None = None) -> list[tuple[str, str]]:
-    """The fields of the first form on the page for ``action`` (on ``memory_id``)."""
+def group_form(
+    html: str, action: str, memory_id: int | None = None, *, token: bool = False
+) -> list[tuple[str, str]]:
+    """The fields of the first form on the page for ``action`` (on ``memory_id``);
+    with ``token`` its CSRF field too (as a browser sends it), else the test adds it."""
     for form in re.findall(r"<form[^>]*method=\"post\"[^>]*>(.*?)</form>", html, re.S):
         fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form)
         values = dict(fields)
@@ -57,7 +60,7 @@ def group_form(html: str, action: str, memory_id: int | None = None) -> list[tup
             continue
         if memory_id is not None and values.get("id") != str(memory_id):
             continue
-        return [(k, v) for k, v in fields if k != "csrf_token"]
+        return [(k, v) for k, v in fields if token or k != "csrf_token"]
     raise AssertionError(f"no {action} form for {memory_id}")
 
 
@@ -80,7 +83,9 @@ async def test_keep_this_one_forgets_the_others_for_it(browser: Browser, owner_m
     kept = await remember(owner_mcp, SISTER)
     other = await remember(owner_mcp, SISTER_AGAIN)
     page = await browser.get(DUPLICATES)
-    result = await browser.post("/console/cleanup", group_form(page.text, "keep", kept))
+    # The page's own form, token and all, as the browser submits it.
+    form = group_form(page.text, "keep", kept, token=True)
+    result = await browser.post("/console/cleanup", form, csrf=False)
     assert result.status_code == 303
     assert "notice=cleanup-kept" in result.headers["location"]
 
