@@ -1,9 +1,106 @@
-"""Console page module (to be built): see api/console/routes.py."""
+"""``/console/stats``: the store in figures and charts.
+
+The counts, top tags and sources are the ``memory_stats`` tool's; memories
+added per week and recall calls per day come from :mod:`memory.insights`,
+memories written per app from the audit log (:func:`memory.audit.app_activity`).
+Every chart is drawn on the server (:mod:`api.console.charts`) and its figures
+are in a table beside it.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from datetime import date
+from typing import Any
+
+import falcon.asgi
+
+from api.console import charts
 from api.console.services import ConsoleServices
+from api.console.tools import CONSOLE_CLIENT_ID, failure
+from memory import audit, insights
+
+WEEKS = 12
+DAYS = 30
+#: Names for the console's own callers; an OAuth client shows as its client id.
+APP_NAMES = {CONSOLE_CLIENT_ID: "This console", "ownsona-cli": "Command line (CLI tokens)"}
+
+
+def _app_name(client_id: str | None) -> str:
+    if client_id is None:
+        return "No app (local)"
+    return APP_NAMES.get(client_id, client_id)
+
+
+def _short(day: date) -> str:
+    return f"{day:%b} {day.day}"
+
+
+class StatsPage:
+    def __init__(self, services: ConsoleServices) -> None:
+        self._s = services
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        user_id = req.context.console.user_id
+        stats = await self._s.tools.call(user_id, "memory_stats", {})
+        problem = failure(stats)
+        if problem is not None:
+            self._s.renderer.error(req, resp, 503, "Stats are not available", problem.message)
+            return
+        if self._s.runtime.audit is not None:
+            await self._s.runtime.audit.flush()
+        pool = self._s.pool
+        weeks = await insights.memories_added_per_week(pool, user_id, weeks=WEEKS)
+        days = await insights.recall_calls_per_day(pool, user_id, days=DAYS)
+        written: dict[str, int] = defaultdict(int)
+        for app in await audit.app_activity(pool, user_id):
+            if app.memories_written:
+                written[_app_name(app.client_id)] += app.memories_written
+        self._s.renderer.page(
+            req, resp, "stats.html", title="Stats", **_context(stats, weeks, days, written)
+        )
+
+
+def _context(
+    stats: dict[str, Any],
+    weeks: list[insights.Period],
+    days: list[insights.Period],
+    written: dict[str, int],
+) -> dict[str, Any]:
+    week_bars = [
+        charts.Bar(f"Week of {w.start.isoformat()}", w.count, _short(w.start)) for w in weeks
+    ]
+    day_bars = [charts.Bar(d.start.isoformat(), d.count, _short(d.start)) for d in days]
+    tag_bars = [charts.Bar(t["tag"], int(t["count"])) for t in stats.get("top_tags", [])]
+    app_bars = [
+        charts.Bar(name, count)
+        for name, count in sorted(written.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    state = [
+        charts.Part("Active", int(stats.get("active", 0)), "part-active"),
+        charts.Part("Forgotten", int(stats.get("soft_deleted", 0)), "part-forgotten"),
+        charts.Part("Expired", int(stats.get("expired", 0)), "part-expired"),
+    ]
+    return {
+        "stats": stats,
+        "recall_today": days[-1].count if days else 0,
+        "recall_total": sum(d.count for d in days),
+        "state": state,
+        "state_chart": charts.stacked_bar("chart-state", "Active and forgotten memories", state),
+        "weeks": week_bars,
+        "weeks_chart": charts.column_chart(
+            "chart-weeks", f"Memories added per week, last {WEEKS} weeks", week_bars
+        ),
+        "days": day_bars,
+        "days_chart": charts.column_chart(
+            "chart-days", f"Recall calls per day, last {DAYS} days", day_bars, label_every=5
+        ),
+        "tags": tag_bars,
+        "tags_chart": charts.bar_chart("chart-tags", "Top tags of active memories", tag_bars),
+        "apps": app_bars,
+        "apps_chart": charts.bar_chart("chart-apps", "Memories written by each app", app_bars),
+    }
 
 
 def routes(services: ConsoleServices) -> list[tuple[str, object]]:
-    return []
+    return [("/console/stats", StatsPage(services))]
