@@ -107,9 +107,9 @@ def layout(center: str, edges: Sequence[Edge], *, max_nodes: int = MAX_NODES) ->
         members = sorted(rings[ring], key=lambda k: (angle.get(parent.get(k, ""), 0.0), k))
         radius = max(radius + RING, len(members) * SPACING / (2 * math.pi))
         for i, k in enumerate(members):
-            a = -math.pi / 2 + 2 * math.pi * i / len(members)
-            angle[k] = a
-            place[k] = (round(radius * math.cos(a), 1), round(radius * math.sin(a), 1))
+            theta = -math.pi / 2 + 2 * math.pi * i / len(members)
+            angle[k] = theta
+            place[k] = (round(radius * math.cos(theta), 1), round(radius * math.sin(theta), 1))
     index = {k: i for i, k in enumerate(kept)}
     nodes = tuple(Node(names[k], place[k][0], place[k][1], hop[k]) for k in kept)
     drawn = tuple(
