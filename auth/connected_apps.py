@@ -20,6 +20,17 @@ from auth.grants import end_grant
 from storage import tokens
 from storage.tokens import CLI_CLIENT_ID, CliTokenRow, GrantRow
 
+__all__ = [
+    "CLI_CLIENT_ID",
+    "ConnectedApps",
+    "ConnectedGrant",
+    "client_names",
+    "connected_apps",
+    "disconnect_cli_token",
+    "disconnect_grant",
+    "published_from",
+]
+
 #: The reason recorded on a grant the owner disconnected in the console.
 _DISCONNECTED = "disconnected by the owner in the console"
 

@@ -21,7 +21,6 @@ from api.console.render import NOTICES
 from api.console.services import ConsoleServices
 from auth import connected_apps
 from memory import audit
-from storage.tokens import CLI_CLIENT_ID
 
 NOTICES.update(
     {
@@ -30,10 +29,7 @@ NOTICES.update(
     }
 )
 
-_GONE = (
-    "There is no such connected app on your account. "
-    "It may have been disconnected already."
-)
+_GONE = "There is no such connected app on your account. It may have been disconnected already."
 
 
 @dataclass(frozen=True)
@@ -63,10 +59,10 @@ class AppsPage:
             (a.client_id, a.token_jti): Usage(a.last_at, a.calls, a.memories_written)
             for a in await audit.app_activity(self._s.pool, console.user_id)
         }
-        grants = [
-            (g, usage.get((g.grant.client_id, None), Usage())) for g in apps.grants
+        grants = [(g, usage.get((g.grant.client_id, None), Usage())) for g in apps.grants]
+        tokens = [
+            (t, usage.get((connected_apps.CLI_CLIENT_ID, t.jti), Usage())) for t in apps.cli_tokens
         ]
-        tokens = [(t, usage.get((CLI_CLIENT_ID, t.jti), Usage())) for t in apps.cli_tokens]
         self._s.renderer.page(
             req, resp, "apps.html", title="Apps", grants=grants, tokens=tokens, latest=latest
         )

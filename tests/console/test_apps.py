@@ -27,7 +27,9 @@ async def connect(conductor: falcon.testing.ASGIConductor, browser: Browser) -> 
     assert page.status_code == 200 and "Allow" in page.text, page.text[:2000]
     assert 'href="/console/apps">Apps page</a>' in page.text  # where to disconnect it later
     form = parse_form(page.text)
-    answer = await browser.post(form["action"], [*form["fields"], ("decision", "allow")], csrf=False)
+    answer = await browser.post(
+        form["action"], [*form["fields"], ("decision", "allow")], csrf=False
+    )
     assert answer.status_code in (302, 303), answer.text[:2000]
     code = query_of(answer.headers["location"])["code"]
     issued = await token(conductor, client.token_form(code, resource=RESOURCE))
@@ -162,5 +164,3 @@ async def test_disconnect_without_the_csrf_token_is_refused(
     assert refused.status_code == 403
     assert (await Mcp(conductor, app["access_token"]).request("tools/list")).status_code == 200
     assert await refresh(conductor, app) == 200
-
-
