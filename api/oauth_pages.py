@@ -178,8 +178,8 @@ def consent_page(
         f'<ul class="scopes">{items}</ul>'
         '<p class="muted">If you allow, you will be sent back to '
         f"<code>{escape(redirect_host)}</code>. "
-        "Only allow applications you are connecting yourself right now; you can revoke access "
-        "later by removing the connection.</p>"
+        "Only allow applications you are connecting yourself right now; you can disconnect it "
+        f'later on your console\'s <a href="{escape(_apps_url(action))}">Apps page</a>.</p>'
         f'<form method="post" action="{escape(action)}">'
         f"{_hidden(fields, csrf)}"
         '<input type="hidden" name="action" value="consent">'
@@ -189,6 +189,11 @@ def consent_page(
         "</div></form>"
     )
     return _page(f"Allow {client_name}", body)
+
+
+def _apps_url(action: str) -> str:
+    """The console's apps page, under the same path prefix as the form's action."""
+    return action.removesuffix("/oauth/authorize") + "/console/apps"
 
 
 def error_page(title: str, message: str) -> str:

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,10 @@ PRUNE_EVERY_S = 24 * 3600
 MAX_QUERY_CHARS = 500
 #: Records kept in memory while the database cannot take them; older ones are dropped.
 MAX_BUFFERED = 50_000
+#: A record as read back (the console's activity page shows these).
+AuditEventRow = store.AuditEventRow
+#: The ``client_id`` of the records an ``ownsona`` command (export, import, ...) writes.
+COMMAND_CLIENT_ID = "ownsona-cli-command"
 
 
 class AuditLog:
@@ -194,3 +199,43 @@ async def app_activity(pool: AsyncConnectionPool, user_id: int) -> list[store.Ap
     """Per app: first and last call, calls, distinct memories written."""
     async with pool.connection() as conn:
         return await store.app_activity(conn, user_id)
+
+
+async def choices(pool: AsyncConnectionPool, user_id: int) -> store.Choices:
+    """The apps (client ids) and tools one user's log can be filtered by."""
+    async with pool.connection() as conn:
+        return await store.choices(conn, user_id)
+
+
+async def record_command(
+    pool: AsyncConnectionPool,
+    settings: Settings,
+    command: str,
+    usernames: Sequence[str] | None,
+    *,
+    read_only: bool,
+    duration_s: float,
+) -> int:
+    """Record one run of an ``ownsona`` command: one record per account it served.
+
+    ``usernames`` None means every account. The records say ``entry`` cli, the
+    app :data:`COMMAND_CLIENT_ID` and the command as the tool; they name no
+    memory (a run covers them all). How many were written.
+    """
+    async with pool.connection() as conn:
+        ids = await store.user_ids(conn, usernames)
+    log = AuditLog(pool, settings)
+    for user_id in ids:
+        log.record(
+            user_id=user_id,
+            entry="cli",
+            client_id=COMMAND_CLIENT_ID,
+            token_jti=None,
+            tool=command,
+            read_only=read_only,
+            arguments={},
+            payload={"ok": True},
+            duration_s=duration_s,
+        )
+    await log.close()
+    return len(ids)

@@ -2,7 +2,9 @@
 
 The rules live in :mod:`memory.backup`; this module opens the database (and,
 for import, the embedder), draws the progress bar on stderr and prints what
-happened. Memory text is never printed or logged.
+happened. Memory text is never printed or logged. A finished run leaves one
+audit record per account it exported or imported (``entry`` cli; the
+owner's console shows it under Activity).
 """
 
 from __future__ import annotations
@@ -69,10 +71,21 @@ def add_parsers(sub: Any) -> None:
 
 async def _export(settings: Settings, username: str | None, out: TextIO, bar: _Bar) -> Any:
     from bootstrap.admin import admin_pool
+    from memory.audit import record_command
     from memory.backup import export_store
 
     async with admin_pool(settings, name="cli-backup", max_size=3) as pool:
-        return await export_store(pool, out.write, username=username, progress=bar)
+        started = time.monotonic()
+        summary = await export_store(pool, out.write, username=username, progress=bar)
+        await record_command(
+            pool,
+            settings,
+            "ownsona export",
+            [username] if username else None,
+            read_only=True,
+            duration_s=time.monotonic() - started,
+        )
+        return summary
 
 
 async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> Any:
@@ -80,7 +93,8 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
     from bootstrap.admin import admin_pool, migrate_database
     from bootstrap.database import resolve_database
     from bootstrap.providers import make_embedder
-    from memory.backup import DEFAULT_IMPORT_BATCH, import_store
+    from memory.audit import record_command
+    from memory.backup import DEFAULT_IMPORT_BATCH, import_store, read_header
 
     dsn = await resolve_database(settings)
     embedder = await asyncio.to_thread(make_embedder, settings)
@@ -88,7 +102,8 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
         # An empty database gets its schema, sized for this embedder.
         await migrate_database(settings, dsn, embedder)
         async with admin_pool(settings, name="cli-backup", max_size=3, dsn=dsn) as pool:
-            return await import_store(
+            started = time.monotonic()
+            summary = await import_store(
                 pool,
                 embedder,
                 args.file,
@@ -97,6 +112,16 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
                 username_rule=normalize_username,
                 progress=bar,
             )
+            names = [args.user] if args.user else [u.username for u in read_header(args.file).users]
+            await record_command(
+                pool,
+                settings,
+                "ownsona import",
+                [normalize_username(n) for n in names],
+                read_only=False,
+                duration_s=time.monotonic() - started,
+            )
+            return summary
     finally:
         await embedder.aclose()
 

@@ -90,6 +90,7 @@ async def run(
     from bootstrap.database import open_deps, resolve_database
     from bootstrap.providers import make_embedder
     from memory import reembedding
+    from memory.audit import record_command
 
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
         raise ReembedError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}")
@@ -107,7 +108,18 @@ async def run(
             if dry_run:
                 plan = await reembedding.survey(deps)
                 return Summary(0, 0, 0.0, plan.stale, plan.mode, plan.target.describe())
-            return await _run(settings, dsn, deps, batch_size, in_flight, progress)
+            summary = await _run(settings, dsn, deps, batch_size, in_flight, progress)
+            if summary.done:
+                # One audit record per account (the run does not sort rows by account).
+                await record_command(
+                    deps.pool,
+                    settings,
+                    "ownsona reembed",
+                    None,
+                    read_only=False,
+                    duration_s=summary.seconds,
+                )
+            return summary
         finally:
             await deps.pool.close()
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from typing import Any
 
 from config.settings import Settings
@@ -26,9 +27,10 @@ def add_parsers(sub: Any) -> None:
 
 
 async def _rebuild(settings: Settings, username: str | None) -> Any:
-    from auth.accounts import find_account
+    from auth.accounts import find_account, normalize_username
     from auth.errors import AccountError
     from bootstrap.admin import admin_pool, check_schema, extraction_deps
+    from memory.audit import record_command
     from memory.relations import rebuild_relations
 
     async with admin_pool(settings, name="cli-relations", max_size=4) as pool:
@@ -42,8 +44,18 @@ async def _rebuild(settings: Settings, username: str | None) -> Any:
                     if ex.problem != "unknown_user":
                         raise  # a malformed name: `account error: ...`, exit status 2
                     raise SystemExit(f"No account named {username!r}.") from None
+        started = time.monotonic()
         async with extraction_deps(settings, pool) as deps:
-            return await rebuild_relations(deps, user_id, progress=_progress)
+            summary = await rebuild_relations(deps, user_id, progress=_progress)
+        await record_command(
+            pool,
+            settings,
+            "ownsona relations rebuild",
+            [normalize_username(username)] if username is not None else None,
+            read_only=False,
+            duration_s=time.monotonic() - started,
+        )
+        return summary
 
 
 def _progress(summary: Any) -> None:

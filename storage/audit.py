@@ -92,7 +92,11 @@ async def list_events(
     before_id: int | None = None,
     limit: int = 50,
 ) -> list[AuditEventRow]:
-    """One user's events, newest first; ``before_id`` pages on (keyset)."""
+    """One user's events, newest first; ``before_id`` pages on (keyset).
+
+    The next page starts after the event ``before_id`` in (at, id) order, the
+    order of the index; an id that is not this user's gives an empty page.
+    """
     async with conn.cursor(row_factory=class_row(AuditEventRow)) as cur:
         await cur.execute(
             f"""
@@ -103,7 +107,9 @@ async def list_events(
               AND (%(memory_id)s::bigint IS NULL
                    OR changed_ids @> ARRAY[%(memory_id)s::bigint]
                    OR read_ids @> ARRAY[%(memory_id)s::bigint])
-              AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s)
+              AND (%(before_id)s::bigint IS NULL OR (at, id) < (
+                  SELECT b.at, b.id FROM audit_events b
+                  WHERE b.id = %(before_id)s AND b.user_id = %(user_id)s))
             ORDER BY at DESC, id DESC
             LIMIT %(limit)s
             """,
@@ -173,3 +179,36 @@ async def prune(conn: AsyncConnection, older_than: datetime) -> int:
     """Delete the records older than ``older_than``; how many went."""
     cur = await conn.execute("DELETE FROM audit_events WHERE at < %s", (older_than,))
     return cur.rowcount
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What one user's log can be filtered by."""
+
+    client_ids: list[str]
+    tools: list[str]
+
+
+async def choices(conn: AsyncConnection, user_id: int) -> Choices:
+    """The distinct apps (client ids) and tools in one user's log, sorted."""
+    cur = await conn.execute(
+        """
+        SELECT array(SELECT DISTINCT client_id FROM audit_events
+                     WHERE user_id = %(u)s AND client_id IS NOT NULL ORDER BY 1),
+            array(SELECT DISTINCT tool FROM audit_events WHERE user_id = %(u)s ORDER BY 1)
+        """,
+        {"u": user_id},
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return Choices(client_ids=list(row[0]), tools=list(row[1]))
+
+
+async def user_ids(conn: AsyncConnection, usernames: Sequence[str] | None) -> list[int]:
+    """The ids of these accounts (None: every account), in id order; unknown names are left out."""
+    cur = await conn.execute(
+        "SELECT id FROM users WHERE %(names)s::text[] IS NULL OR username = ANY(%(names)s)"
+        " ORDER BY id",
+        {"names": list(usernames) if usernames is not None else None},
+    )
+    return [int(r[0]) for r in await cur.fetchall()]

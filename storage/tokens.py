@@ -214,3 +214,25 @@ async def grant_owner(conn: AsyncConnection, grant_id: int) -> int | None:
     )
     row = await cur.fetchone()
     return int(row[0]) if row else None
+
+
+# -- the console's apps page (issue 15) ------------------------------------------------
+
+
+async def cli_token_owner(conn: AsyncConnection, token_id: int) -> int | None:
+    """The user of an unrevoked CLI token, else None."""
+    cur = await conn.execute(
+        "SELECT user_id FROM cli_tokens WHERE id = %s AND revoked_at IS NULL", (token_id,)
+    )
+    row = await cur.fetchone()
+    return int(row[0]) if row else None
+
+
+async def client_names(conn: AsyncConnection, client_ids: list[str]) -> dict[str, str]:
+    """The registered or published names of these OAuth clients (those that have one)."""
+    cur = await conn.execute(
+        "SELECT client_id, client_name FROM oauth_clients"
+        " WHERE client_id = ANY(%s) AND client_name IS NOT NULL",
+        (client_ids,),
+    )
+    return {str(r[0]): str(r[1]) for r in await cur.fetchall()}
