@@ -181,9 +181,7 @@ def is_trivial(text: str) -> bool:
 def _from_zip(data: bytes, max_bytes: int) -> bytes:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            names = [
-                n for n in archive.namelist() if n.rsplit("/", 1)[-1] == CONVERSATIONS_FILE
-            ]
+            names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == CONVERSATIONS_FILE]
             if not names:
                 raise ChatExportError(f"The zip file holds no {CONVERSATIONS_FILE}.")
             name = min(names, key=len)
@@ -279,7 +277,9 @@ def _chatgpt_text(message: dict[str, Any]) -> str:
 
 def _hidden(message: dict[str, Any]) -> bool:
     metadata = message.get("metadata")
-    return isinstance(metadata, dict) and metadata.get("is_visually_hidden_from_conversation") is True
+    return (
+        isinstance(metadata, dict) and metadata.get("is_visually_hidden_from_conversation") is True
+    )
 
 
 def _claude_conversation(raw: dict[str, Any], index: int) -> Conversation:

@@ -57,7 +57,9 @@ def test_a_claude_export_gives_the_human_messages_never_the_assistants() -> None
     assert [m.id for m in marathon.messages] == ["m-1", "m-3"]
     assert marathon.messages[0].at == datetime(2024, 9, 1, 7, 15, 1, tzinfo=UTC)
     # Text in the content blocks counts when the top-level text is empty.
-    assert [m.text for m in gifts.messages] == ["My brother Tom collects vinyl records of 70s jazz."]
+    assert [m.text for m in gifts.messages] == [
+        "My brother Tom collects vinyl records of 70s jazz."
+    ]
     summary = export.summary
     assert (summary.conversations, summary.messages, summary.user_messages) == (2, 5, 3)
     assert summary.first_at == datetime(2024, 9, 1, 7, 15, 0, 123456, tzinfo=UTC)
@@ -77,7 +79,9 @@ def test_a_cycle_in_the_chatgpt_mapping_ends_the_walk() -> None:
         "a": {"parent": "b", "children": ["b"], "message": _user("a", "I keep bees in my garden.")},
         "b": {"parent": "a", "children": ["a"], "message": _user("b", "My hives face south-east.")},
     }
-    export = parse_export(json.dumps([{"id": "c", "mapping": mapping, "current_node": "a"}]).encode())
+    export = parse_export(
+        json.dumps([{"id": "c", "mapping": mapping, "current_node": "a"}]).encode()
+    )
     assert [m.id for m in export.conversations[0].messages] == ["b", "a"]
 
 
