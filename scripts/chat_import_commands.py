@@ -69,6 +69,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     try:
         report = asyncio.run(_import(settings, args.user, export, mode, extractor))
+    except _UnknownAccount as ex:
+        print(f"import-chat: no account named {ex.args[0]!r}; nothing was stored.", file=sys.stderr)
+        return 2
     except ChatImportError as ex:
         print(f"\nimport-chat: {ex.public_message}", file=sys.stderr)
         return 1
@@ -95,7 +98,7 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
             except AccountError as ex:
                 if ex.problem != "unknown_user":
                     raise
-                raise SystemExit(f"No account named {username!r}.") from None
+                raise _UnknownAccount(username) from None
         embedder = await asyncio.to_thread(make_embedder, settings)
         audit = AuditLog(pool, settings)
         try:
@@ -114,6 +117,10 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
         finally:
             await audit.close()
             await embedder.aclose()
+
+
+class _UnknownAccount(Exception):
+    pass
 
 
 def _progress(done: int, total: int, report: Any) -> None:

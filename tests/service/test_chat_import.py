@@ -223,3 +223,69 @@ async def test_an_unreachable_llm_is_reported_and_nothing_is_stored(
     assert (report.failed_conversations, report.stored) == (2, 0)
     assert "import again to retry" in report.describe()
     assert stored(clean_db, alice) == []
+
+
+# --- ownsona import-chat ------------------------------------------------------------------
+
+
+def ownsona(*args: str) -> int:
+    from scripts.cli import main
+
+    return main(list(args))
+
+
+@pytest.fixture
+def command_env(monkeypatch: pytest.MonkeyPatch, clean_db: str) -> pytest.MonkeyPatch:
+    monkeypatch.setenv("DATABASE_URL", clean_db)
+    for name in ("LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_the_command_without_an_extractor_says_so_and_stores_nothing(
+    command_env: pytest.MonkeyPatch, alice: int, clean_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = ownsona("import-chat", str(FIXTURES / "chatgpt_conversations.json"), "--user", "alice")
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert "found a ChatGPT export: 2 conversations, 10 messages (5 of them yours)" in out
+    assert "2024-03-05 to 2024-06-11" in out
+    assert "LLM_BASE_URL and LLM_MODEL" in err and "--messages" in err
+    assert stored(clean_db, alice) == []
+
+    claude = str(FIXTURES / "claude_conversations.json")
+    status = ownsona("import-chat", claude, "--user", "alice", "--messages")
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "2 memories stored" in out
+    assert {r[1] for r in stored(clean_db, alice)} == {"claude-import"}
+
+
+def test_the_command_extracts_facts_once_and_records_its_writes(
+    command_env: pytest.MonkeyPatch,
+    alice: int,
+    clean_db: str,
+    llm: FactServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    command_env.setenv("LLM_BASE_URL", llm.url)
+    command_env.setenv("LLM_MODEL", "test-model")
+    export = str(FIXTURES / "chatgpt_conversations.json")
+    assert ownsona("import-chat", export, "--user", "alice") == 0
+    out, err = capsys.readouterr()
+    assert "3 memories stored, 0 skipped" in out
+    assert "2/2 conversations" in err  # progress on stderr
+    assert sorted(r[0] for r in stored(clean_db, alice)) == sorted(
+        FACTS["Moving to Lisbon"] + FACTS["Sourdough help"]
+    )
+    assert ownsona("import-chat", export, "--user", "alice") == 0
+    assert "0 memories stored, 3 skipped as already imported" in capsys.readouterr().out
+    with psycopg.connect(clean_db) as conn:
+        events = conn.execute(
+            "SELECT entry, client_id, tool, ok, cardinality(changed_ids) FROM audit_events"
+        ).fetchall()
+    assert events == [("cli", "ownsona-cli", "remember_batch", True, 2)] + [
+        ("cli", "ownsona-cli", "remember_batch", True, 1)
+    ]
+    assert ownsona("import-chat", export, "--user", "nobody") == 2
+    assert "no account named 'nobody'" in capsys.readouterr().err
