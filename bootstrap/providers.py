@@ -11,8 +11,15 @@ import httpx
 from config.settings import Settings, SettingsError
 from memory.providers.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from memory.providers.extractors import Extractor, LLMExtractor, RulesExtractor
+from memory.providers.fact_extractor import LLMFactExtractor
 
-__all__ = ["embedding_client", "extraction_client", "make_embedder", "make_extractor"]
+__all__ = [
+    "embedding_client",
+    "extraction_client",
+    "make_embedder",
+    "make_extractor",
+    "make_fact_extractor",
+]
 
 
 def embedding_client(settings: Settings) -> httpx.AsyncClient | None:
@@ -109,6 +116,22 @@ def make_extractor(
             client=client if client is not None else httpx.AsyncClient,
         )
     raise SettingsError("RELATION_EXTRACTOR", f"unknown extractor {settings.relation_extractor!r}")
+
+
+def make_fact_extractor(settings: Settings) -> LLMFactExtractor | None:
+    """The chat import's fact extractor: configured when LLM_BASE_URL and LLM_MODEL are set.
+
+    It uses the relation extractor's LLM settings whatever ``RELATION_EXTRACTOR``
+    says; each extraction opens its own HTTP client and closes it.
+    """
+    if not (settings.llm_base_url and settings.llm_model):
+        return None
+    return LLMFactExtractor(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=settings.llm_api_key,
+        client=httpx.AsyncClient,
+    )
 
 
 def _endpoint(

@@ -38,7 +38,7 @@ from tasks.actors import extraction_hook
 from tasks.queue import DramatiqWriteQueue
 
 from .database import DatabaseAddress, open_pool, process_pool
-from .providers import embedding_client, make_embedder
+from .providers import embedding_client, make_embedder, make_fact_extractor
 from .worker import ActorDeps, build_broker, require_broker
 
 _log = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ class WebProcess:
                 pool=pool,
                 embedder=self._embedder,
                 on_text_stored=extraction_hook(self._broker.actors),
+                fact_extractor=make_fact_extractor(settings),
             ),
             write_queue=self._queue,
             keystore=keystore,

@@ -1,1 +1,314 @@
-"""Placeholder (issue 15): built on its own branch."""
+"""Importing conversations from other assistants (ChatGPT, Claude) as memories.
+
+Two modes, over what :mod:`memory.rules.chat_exports` read from the export:
+
+- ``extract``: a fact extractor (an LLM: ``LLM_BASE_URL``, ``LLM_MODEL``)
+  reads each conversation's user messages, with the conversation's date so
+  relative dates resolve, and the durable facts it lists are stored
+  (``capture_mode`` ``inferred``).
+- ``messages``: no extractor needed; the user's own messages are stored as
+  they are, tagged ``imported``, trivial ones skipped, each cut to
+  ``MAX_TEXT_CHARS`` (``capture_mode`` ``explicit``: the owner chose to store
+  their own words).
+
+Either way each memory says where it came from (``source_provider``
+``chatgpt-import`` or ``claude-import``, ``session_id`` the conversation id),
+and every write goes through ``remember_batch`` (the caller's ``store``: the
+console's tool call, or :func:`direct_store` for the command), with an
+idempotency key derived from the user, the format, the conversation and its
+items. Importing a file again stores nothing twice: what an earlier import
+stored with the same provenance and text (forgotten rows included) is skipped
+before the write, and in ``extract`` mode a conversation that already gave
+memories is not sent to the LLM again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from memory.rules.chat_exports import CHATGPT, CLAUDE, ChatExport, Conversation, is_trivial
+from memory.rules.text import normalize_text
+from memory.rules.timestamps import format_timestamp
+from storage import chat_import as store
+
+from .deps import Deps
+from .errors import MemoryServiceError
+
+if TYPE_CHECKING:
+    from datetime import date
+
+    from psycopg_pool import AsyncConnectionPool
+
+    from .audit import AuditLog
+
+logger = logging.getLogger("ownsona.memory.chat_import")
+
+EXTRACT = "extract"
+MESSAGES = "messages"
+MODES = (EXTRACT, MESSAGES)
+#: ``source_provider`` of an imported memory, per export format.
+PROVIDERS = {CHATGPT: "chatgpt-import", CLAUDE: "claude-import"}
+IMPORTED_TAG = "imported"
+#: Characters of user messages sent to the extractor in one request.
+EXTRACT_CHUNK_CHARS = 12_000
+#: The client id a command's writes are recorded under in the audit log.
+CLI_CLIENT_ID = "ownsona-cli"
+
+NO_EXTRACTOR = (
+    "Extracting facts needs an extractor: set LLM_BASE_URL and LLM_MODEL (any "
+    "OpenAI-compatible chat-completions endpoint; LLM_API_KEY if it needs one). "
+    "Without one, the messages mode stores your own messages as memories tagged 'imported'."
+)
+
+#: ``(items, idempotency_key)`` -> the ``remember_batch`` payload.
+StoreBatch = Callable[[list[dict[str, Any]], str], Awaitable[dict[str, Any]]]
+#: ``(conversations done, conversations in all, report)``.
+Progress = Callable[[int, int, "ImportReport"], None]
+
+
+class FactExtractionError(Exception):
+    """The extractor failed on one conversation; its message holds no text and no key."""
+
+
+class ChatImportError(Exception):
+    """The import cannot go on; ``public_message`` says why (no memory text)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.public_message = message
+
+
+class FactExtractor(Protocol):
+    name: str
+
+    async def extract(self, *, title: str, day: date | None, messages: list[str]) -> list[str]:
+        """The user's durable facts; raises :class:`FactExtractionError`."""
+        ...
+
+
+@dataclass
+class ImportReport:
+    conversations: int = 0
+    #: The user's own messages seen.
+    messages: int = 0
+    stored: int = 0
+    #: Already imported (or already stored with the same text): not stored again.
+    skipped: int = 0
+    #: Items the store refused (e.g. shaped like a secret).
+    refused: int = 0
+    #: Conversations the extractor failed on (importing again retries them).
+    failed_conversations: int = 0
+
+    def describe(self) -> str:
+        """One line for a person: counts only, never text."""
+        line = (
+            f"{self.conversations} conversations, {self.messages} of your messages: "
+            f"{self.stored} memories stored, {self.skipped} skipped as already imported"
+        )
+        if self.refused:
+            line += f", {self.refused} refused (secrets or invalid)"
+        if self.failed_conversations:
+            line += (
+                f"; the extractor failed on {self.failed_conversations} conversations "
+                "(import again to retry them)"
+            )
+        return line + "."
+
+
+def require_mode(mode: str, extractor: FactExtractor | None) -> None:
+    """Refuse an import that would silently store nothing: ``extract`` without an extractor."""
+    if mode not in MODES:
+        raise ChatImportError(f"Unknown import mode {mode!r}: use {EXTRACT} or {MESSAGES}.")
+    if mode == EXTRACT and extractor is None:
+        raise ChatImportError(NO_EXTRACTOR)
+
+
+async def already_imported(
+    pool: AsyncConnectionPool, user_id: int, source_provider: str, session_ids: Sequence[str]
+) -> dict[str, set[str]]:
+    """Per conversation id: the normalized texts an earlier import stored."""
+    async with pool.connection() as conn:
+        return await store.imported_texts(conn, user_id, source_provider, session_ids)
+
+
+async def import_chats(
+    pool: AsyncConnectionPool,
+    user_id: int,
+    export: ChatExport,
+    *,
+    mode: str,
+    store_batch: StoreBatch,
+    extractor: FactExtractor | None = None,
+    max_text_chars: int = 16_000,
+    max_batch: int = 200,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Store ``export``'s conversations for ``user_id``; the counts of what happened."""
+    require_mode(mode, extractor)
+    provider = PROVIDERS[export.format]
+    report = ImportReport()
+    total = len(export.conversations)
+    for done, conversation in enumerate(export.conversations):
+        report.conversations += 1
+        report.messages += len(conversation.messages)
+        existing = (await already_imported(pool, user_id, provider, [conversation.id])).get(
+            conversation.id, set()
+        )
+        if mode == MESSAGES:
+            items = _message_items(conversation, provider, existing, max_text_chars, report)
+        elif existing:
+            report.skipped += len(existing)  # extracted before: not sent to the LLM again
+            items = []
+        else:
+            assert extractor is not None
+            items = await _fact_items(conversation, provider, extractor, max_text_chars, report)
+        for start in range(0, len(items), max_batch):
+            chunk = items[start : start + max_batch]
+            key = _key(user_id, export.format, conversation.id, [i.pop("_id") for i in chunk])
+            _count(await store_batch(chunk, key), report)
+        if progress is not None:
+            progress(done + 1, total, report)
+    return report
+
+
+def _message_items(
+    conversation: Conversation,
+    provider: str,
+    existing: set[str],
+    max_chars: int,
+    report: ImportReport,
+) -> list[dict[str, Any]]:
+    items = []
+    for message in conversation.messages:
+        if is_trivial(message.text):
+            continue
+        text = message.text[:max_chars]
+        if normalize_text(text) in existing:
+            report.skipped += 1
+            continue
+        item = _item(text, provider, conversation.id, "explicit", message.at)
+        item["_id"] = "m:" + message.id
+        items.append(item)
+    return items
+
+
+async def _fact_items(
+    conversation: Conversation,
+    provider: str,
+    extractor: FactExtractor,
+    max_chars: int,
+    report: ImportReport,
+) -> list[dict[str, Any]]:
+    texts = [m.text for m in conversation.messages if not is_trivial(m.text)]
+    if not texts:
+        return []
+    day = conversation.started_at.date() if conversation.started_at else None
+    facts: list[str] = []
+    try:
+        for chunk in _chunks(texts, EXTRACT_CHUNK_CHARS):
+            for fact in await extractor.extract(title=conversation.title, day=day, messages=chunk):
+                if fact not in facts:
+                    facts.append(fact)
+    except FactExtractionError as ex:
+        logger.warning("chat import: fact extraction failed for one conversation: %s", ex)
+        report.failed_conversations += 1
+        return []
+    when = conversation.ended_at or conversation.started_at
+    items = []
+    for index, fact in enumerate(facts):
+        item = _item(fact[:max_chars], provider, conversation.id, "inferred", when)
+        digest = hashlib.sha256(fact.encode("utf-8")).hexdigest()[:16]
+        item["_id"] = f"f:{index}:{digest}"
+        items.append(item)
+    return items
+
+
+def _item(
+    text: str, provider: str, session_id: str, capture_mode: str, at: datetime | None
+) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "text": text,
+        "tags": [IMPORTED_TAG],
+        "source_provider": provider,
+        "capture_mode": capture_mode,
+        "session_id": session_id,
+        # A fact of the same meaning already stored is not stored again.
+        "dedup_policy": "skip_if_near",
+    }
+    if at is not None and at <= datetime.now(UTC):
+        item["last_confirmed_at"] = format_timestamp(at)
+    return item
+
+
+def _chunks(texts: list[str], budget: int) -> list[list[str]]:
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for text in texts:
+        text = text[:budget]
+        if chunks[-1] and size + len(text) > budget:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(text)
+        size += len(text)
+    return chunks
+
+
+def _key(user_id: int, export_format: str, conversation_id: str, item_ids: list[str]) -> str:
+    """The idempotency key of one batch: the same items of the same conversation, the same key."""
+    material = "\x1f".join([str(user_id), export_format, conversation_id, *item_ids])
+    return "chat-import-" + hashlib.sha256(material.encode("utf-8")).hexdigest()[:48]
+
+
+def _count(payload: dict[str, Any], report: ImportReport) -> None:
+    if payload.get("ok") is not True:
+        error = payload.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        logger.warning("chat import: remember_batch failed (%s)", code)
+        raise ChatImportError(
+            f"Storing failed ({code}): {message or 'no reason given'} "
+            f"{report.stored} memories were stored before it; importing again skips them."
+        )
+    for result in payload.get("results", []):
+        if result.get("ok") is not True:
+            report.refused += 1
+        elif result.get("message") == "Already remembered":
+            report.skipped += 1
+        else:
+            report.stored += 1
+
+
+def direct_store(deps: Deps, user_id: int, audit: AuditLog | None) -> StoreBatch:
+    """``remember_batch`` run right here (a command), recorded in the audit log as ``cli``."""
+    from .service import USE_CASES
+
+    run = USE_CASES["remember_batch"]
+
+    async def store_batch(items: list[dict[str, Any]], key: str) -> dict[str, Any]:
+        arguments = {"items": items}
+        started = time.monotonic()
+        try:
+            payload = await run(deps, user_id, arguments, idempotency_key=key)
+        except MemoryServiceError as ex:
+            payload = ex.to_payload()
+        if audit is not None:
+            audit.record(
+                user_id=user_id,
+                entry="cli",
+                client_id=CLI_CLIENT_ID,
+                token_jti=None,
+                tool="remember_batch",
+                read_only=False,
+                arguments=arguments,
+                payload=payload,
+                duration_s=time.monotonic() - started,
+            )
+        return payload
+
+    return store_batch

@@ -11,6 +11,7 @@ from config.settings import Settings
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
+    from memory.chat_import import FactExtractor
     from memory.providers.embedders import Embedder
     from memory.providers.extractors import Extractor
 
@@ -34,3 +35,6 @@ class Deps:
     #: (``bootstrap``) passes ``make_extractor(settings)`` wherever extraction runs:
     #: the workers, the in-process worker and ``ownsona relations rebuild``.
     extractor: Extractor | None = None
+    #: The chat import's fact extractor (an LLM: LLM_BASE_URL and LLM_MODEL); None:
+    #: not configured, and a chat import can only store the user's own messages.
+    fact_extractor: FactExtractor | None = None

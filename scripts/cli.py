@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     from scripts import backup_commands
 
     backup_commands.add_parsers(sub)  # export, import
+    from scripts import chat_import_commands
+
+    chat_import_commands.add_parser(sub)  # import-chat
     from scripts import relations_commands
 
     relations_commands.add_parsers(sub)  # relations rebuild
@@ -234,6 +237,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scripts import backup_commands
 
             return backup_commands.run(args.command, settings, args)
+        elif args.command == "import-chat":
+            from scripts import chat_import_commands
+
+            return chat_import_commands.run(settings, args)
         elif args.command == "relations":
             from scripts import relations_commands
 
