@@ -58,13 +58,14 @@ def create_app(
     lifespan: Lifespan | None = None,
     use_cases: Mapping[str, UseCase] | None = None,
     oauth_options: OAuthOptions | None = None,
+    console_jobs: Jobs | None = None,
 ) -> falcon.asgi.App:
     """Routes, middleware and error handling around ``runtime``'s collaborators.
 
     ``lifespan`` opens them on startup and closes them on shutdown; without
     it the caller owns them and they are never closed here. ``use_cases``
     replaces the inline tools' use cases and ``oauth_options`` the sign-in
-    throttle and session lifetime (tests).
+    throttle and session lifetime, ``console_jobs`` the console's background jobs (tests).
     """
     origins = OriginPolicy(settings)
     # Nothing is measured unless metrics are on (METRICS_ENABLED).
@@ -146,7 +147,7 @@ def create_app(
             tools=ConsoleTools(dispatcher),
             sessions=services.sessions,
             login_guard=services.guard,
-            jobs=Jobs(),
+            jobs=Jobs() if console_jobs is None else console_jobs,
         ),
     )
     return app

@@ -93,6 +93,10 @@ class Jobs:
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
 
+    async def wait_all(self) -> None:
+        """Until every running job has finished (tests)."""
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
     async def close(self) -> None:
         tasks = list(self._tasks.values())
         for task in tasks:

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from api.app import create_app
+from api.console.jobs import Jobs
 from api.runtime import Runtime
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
@@ -68,19 +69,30 @@ async def console_runtime(
 
 
 @pytest.fixture
+def console_jobs() -> Jobs:
+    """The console's background jobs: ``await console_jobs.wait_all()`` lets them finish."""
+    return Jobs()
+
+
+@pytest.fixture
 async def conductor(
-    console_settings: Settings, console_runtime: Runtime
+    console_settings: Settings, console_runtime: Runtime, console_jobs: Jobs
 ) -> AsyncIterator[falcon.testing.ASGIConductor]:
-    app = create_app(console_settings, runtime=console_runtime)
+    app = create_app(console_settings, runtime=console_runtime, console_jobs=console_jobs)
     async with falcon.testing.ASGIConductor(app) as c:
         yield c
+    await console_jobs.close()
+    if console_runtime.audit is not None:
+        await console_runtime.audit.close()  # its background writer ends with the test
 
 
 class Browser:
     """A browser's view of the console: its cookies, and forms posted with their token."""
 
-    def __init__(self, conductor: falcon.testing.ASGIConductor) -> None:
+    def __init__(self, conductor: falcon.testing.ASGIConductor, jobs: Jobs | None = None) -> None:
         self.conductor = conductor
+        #: The app's background jobs, for tests that wait for one.
+        self.jobs = jobs
         self.cookies: dict[str, str] = {}
 
     def _remember(self, result: falcon.testing.Result) -> None:
@@ -191,8 +203,10 @@ def owner(clean_db: str) -> int:
 
 
 @pytest.fixture
-async def browser(conductor: falcon.testing.ASGIConductor, owner: int) -> Browser:
-    b = Browser(conductor)
+async def browser(
+    conductor: falcon.testing.ASGIConductor, owner: int, console_jobs: Jobs
+) -> Browser:
+    b = Browser(conductor, console_jobs)
     await b.sign_in("alice")
     return b
 

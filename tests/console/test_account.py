@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -11,6 +10,7 @@ import falcon.testing
 import psycopg
 import pytest
 
+from api.console.jobs import Jobs
 from api.runtime import Runtime
 from auth.cli_tokens import mint_cli_token
 from auth.tokens import issue_access_token
@@ -57,15 +57,15 @@ def _change(current: str, new: str = NEW_PASSWORD, repeat: str | None = None) ->
     }
 
 
-async def _finish_jobs() -> None:
-    """Wait for the console's background jobs (asyncio tasks of this loop) to end."""
-    jobs = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Jobs._run"]
-    await asyncio.gather(*jobs)
+async def _finish_jobs(browser: Browser) -> None:
+    """Wait for the console's background jobs to end."""
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
 
 
 async def _job(browser: Browser, location: str) -> dict[str, Any]:
     assert location.startswith("/console/jobs/"), location
-    await _finish_jobs()
+    await _finish_jobs(browser)
     result = await browser.get(location, Accept="application/json")
     assert result.status_code == 200
     return result.json  # type: ignore[no-any-return]
@@ -205,9 +205,11 @@ async def exported(browser: Browser, owner_mcp: Mcp) -> bytes:
     return result.content
 
 
-async def _bob(conductor: falcon.testing.ASGIConductor, clean_db: str) -> Browser:
+async def _bob(
+    conductor: falcon.testing.ASGIConductor, clean_db: str, jobs: Jobs | None = None
+) -> Browser:
     make_account(clean_db, "bob")
-    bob = Browser(conductor)
+    bob = Browser(conductor, jobs)
     await bob.sign_in("bob")
     return bob
 
@@ -218,8 +220,9 @@ async def test_import_restores_an_export_into_this_account_as_a_job(
     conductor: falcon.testing.ASGIConductor,
     console_runtime: Runtime,
     clean_db: str,
+    console_jobs: Jobs,
 ) -> None:
-    bob = await _bob(conductor, clean_db)
+    bob = await _bob(conductor, clean_db, console_jobs)
     bob_mcp = _mcp_for(conductor, console_runtime, _user_id(clean_db, "bob"))
     page = await bob.get("/console/account")
     assert 'enctype="multipart/form-data"' in page.text
@@ -263,9 +266,9 @@ def _user_id(dsn: str, username: str) -> int:
 
 
 async def test_a_double_submitted_import_form_is_one_job(
-    exported: bytes, conductor: falcon.testing.ASGIConductor, clean_db: str
+    exported: bytes, conductor: falcon.testing.ASGIConductor, clean_db: str, console_jobs: Jobs
 ) -> None:
-    bob = await _bob(conductor, clean_db)
+    bob = await _bob(conductor, clean_db, console_jobs)
     key = operation_key((await bob.get("/console/account")).text)
     sent = [
         await bob.post_multipart(
@@ -284,8 +287,9 @@ async def test_a_bad_file_is_refused_clearly_and_changes_nothing(
     conductor: falcon.testing.ASGIConductor,
     console_runtime: Runtime,
     clean_db: str,
+    console_jobs: Jobs,
 ) -> None:
-    bob = await _bob(conductor, clean_db)
+    bob = await _bob(conductor, clean_db, console_jobs)
     bob_mcp = _mcp_for(conductor, console_runtime, _user_id(clean_db, "bob"))
     truncated = b"\n".join(exported.splitlines()[:-1]) + b"\n"
     everyone: list[str] = []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 from collections.abc import Iterator
@@ -68,8 +67,8 @@ async def confirm(browser: Browser, page: str, mode: str) -> str:
 
 async def finished(browser: Browser, job_page: str) -> str:
     """The job page once the import's background task has ended."""
-    jobs = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Jobs._run"]
-    await asyncio.gather(*jobs)
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
     result = await browser.get(job_page)
     assert result.status_code == 200
     return result.text
