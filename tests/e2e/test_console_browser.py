@@ -210,7 +210,8 @@ def _walk(server: Any, assistant: Assistant, driver: Any, tmp_path: Path) -> Non
     pages.check("import-chat")
     driver.find_element(By.ID, "file").send_keys(str(EXPORT))
     _submit(driver, driver.find_element(By.CSS_SELECTOR, "main form button[type=submit]"))
-    assert "chatgpt" in driver.page_source.lower() and "2 conversations" in driver.page_source
+    found = driver.find_element(By.CSS_SELECTOR, "dl.fields").text
+    assert "ChatGPT export" in found and "Conversations\n2" in found, found
     pages.check("import-chat-found")
     confirm = driver.find_element(By.XPATH, "//form[.//input[@name='step' and @value='confirm']]")
     _submit(driver, confirm.find_element(By.CSS_SELECTOR, "button[type=submit]"))
