@@ -14,13 +14,17 @@ neither.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import httpx
 
 from memory import graph
+from memory.providers.chat_completions import (
+    ChatCompletionError,
+    ChatCompletions,
+    ClientFactory,
+    unfenced,
+)
 
 __all__ = [
     "LLM_MAX_RELATIONS",
@@ -38,9 +42,6 @@ LLM_TIMEOUT_S = 60.0
 LLM_MAX_RELATIONS = 50
 #: Longest memory text sent to the LLM, in characters (MAX_TEXT_CHARS' default).
 _LLM_MAX_INPUT = 16_000
-
-#: Opens a fresh ``httpx.AsyncClient``; the composition root passes ``httpx.AsyncClient``.
-ClientFactory = Callable[[], httpx.AsyncClient]
 
 SYSTEM_PROMPT = """\
 You extract a personal knowledge graph from one stored memory about a user.
@@ -124,78 +125,26 @@ class LLMExtractor:
         call ends. Both come from the composition root (``bootstrap.providers``).
         """
         self.model = model
-        self._url = f"{base_url.rstrip('/')}/chat/completions"
-        self._api_key = api_key
-        self._timeout = httpx.Timeout(timeout_s)
-        self._client = client
-        #: False after the server refused ``response_format``: ask in the prompt only.
-        self._json_mode = True
+        self._llm = ChatCompletions(
+            base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, client=client
+        )
 
     def __repr__(self) -> str:  # never show the key
-        return f"LLMExtractor(url={self._url!r}, model={self.model!r})"
+        return f"LLMExtractor(url={self._llm.url!r}, model={self.model!r})"
 
     async def extract(self, text: str) -> list[graph.Relation]:
-        if isinstance(self._client, httpx.AsyncClient):
-            return await self._extract(self._client, text)
-        async with self._client() as client:
-            return await self._extract(client, text)
-
-    async def _extract(self, client: httpx.AsyncClient, text: str) -> list[graph.Relation]:
-        response = await self._post(client, text)
-        if response.status_code == 400 and self._json_mode and "response_format" in response.text:
-            # Some servers (LM Studio, older vLLM) refuse json_object mode; the prompt still asks.
-            self._json_mode = False
-            response = await self._post(client, text)
-        if not 200 <= response.status_code < 300:
-            raise ExtractionError(
-                f"the LLM endpoint answered HTTP {response.status_code}",
-                status=response.status_code,
-            )
-        return parse_answer(_content(response))
-
-    async def _post(self, client: httpx.AsyncClient, text: str) -> httpx.Response:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": f"Memory:\n<<<\n{text[:_LLM_MAX_INPUT]}\n>>>"},
-            ],
-        }
-        if self._json_mode:
-            body["response_format"] = {"type": "json_object"}
-        headers = {"Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
         try:
-            return await client.post(self._url, json=body, headers=headers, timeout=self._timeout)
-        except httpx.TimeoutException as ex:
-            raise ExtractionError("the LLM endpoint timed out") from ex
-        except httpx.HTTPError as ex:
-            raise ExtractionError(
-                f"the LLM endpoint could not be reached ({type(ex).__name__})"
-            ) from ex
-
-
-def _content(response: httpx.Response) -> str:
-    """``choices[0].message.content`` of a chat-completions answer."""
-    try:
-        data = response.json()
-        content = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError) as ex:
-        raise ExtractionError("the LLM answer is not a chat completion") from ex
-    if not isinstance(content, str):
-        raise ExtractionError("the LLM answer has no text content")
-    return content
-
-
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S | re.I)
+            content = await self._llm.ask(
+                SYSTEM_PROMPT, f"Memory:\n<<<\n{text[:_LLM_MAX_INPUT]}\n>>>"
+            )
+        except ChatCompletionError as ex:
+            raise ExtractionError(str(ex), status=ex.status) from ex
+        return parse_answer(content)
 
 
 def parse_answer(content: str) -> list[graph.Relation]:
     """Validate the model's JSON and return the usable relations, normalised."""
-    fenced = _FENCE.match(content)
-    raw = fenced.group(1) if fenced else content.strip()
+    raw = unfenced(content)
     try:
         data = json.loads(raw)
     except ValueError as ex:

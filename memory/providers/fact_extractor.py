@@ -12,14 +12,18 @@ holds no conversation text and no key.
 from __future__ import annotations
 
 import json
-import re
 from datetime import date
-from typing import Any
 
 import httpx
 
 from memory.chat_import import FactExtractionError
-from memory.providers.extractors import LLM_TIMEOUT_S, ClientFactory
+from memory.providers.chat_completions import (
+    ChatCompletionError,
+    ChatCompletions,
+    ClientFactory,
+    unfenced,
+)
+from memory.providers.extractors import LLM_TIMEOUT_S
 
 __all__ = ["MAX_FACTS", "LLMFactExtractor", "parse_facts"]
 
@@ -66,53 +70,19 @@ class LLMFactExtractor:
     ) -> None:
         """``client``: a shared ``httpx.AsyncClient`` (never closed here), or a factory."""
         self.model = model
-        self._url = f"{base_url.rstrip('/')}/chat/completions"
-        self._api_key = api_key
-        self._timeout = httpx.Timeout(timeout_s)
-        self._client = client
-        self._json_mode = True
+        self._llm = ChatCompletions(
+            base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, client=client
+        )
 
     def __repr__(self) -> str:  # never show the key
-        return f"LLMFactExtractor(url={self._url!r}, model={self.model!r})"
+        return f"LLMFactExtractor(url={self._llm.url!r}, model={self.model!r})"
 
     async def extract(self, *, title: str, day: date | None, messages: list[str]) -> list[str]:
-        prompt = _prompt(title, day, messages)
-        if isinstance(self._client, httpx.AsyncClient):
-            return await self._extract(self._client, prompt)
-        async with self._client() as client:
-            return await self._extract(client, prompt)
-
-    async def _extract(self, client: httpx.AsyncClient, prompt: str) -> list[str]:
-        response = await self._post(client, prompt)
-        if response.status_code == 400 and self._json_mode and "response_format" in response.text:
-            self._json_mode = False  # the server refuses json_object mode; the prompt still asks
-            response = await self._post(client, prompt)
-        if not 200 <= response.status_code < 300:
-            raise FactExtractionError(f"the LLM endpoint answered HTTP {response.status_code}")
-        return parse_facts(_content(response))
-
-    async def _post(self, client: httpx.AsyncClient, prompt: str) -> httpx.Response:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": prompt},
-            ],
-        }
-        if self._json_mode:
-            body["response_format"] = {"type": "json_object"}
-        headers = {"Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
         try:
-            return await client.post(self._url, json=body, headers=headers, timeout=self._timeout)
-        except httpx.TimeoutException as ex:
-            raise FactExtractionError("the LLM endpoint timed out") from ex
-        except httpx.HTTPError as ex:
-            raise FactExtractionError(
-                f"the LLM endpoint could not be reached ({type(ex).__name__})"
-            ) from ex
+            content = await self._llm.ask(SYSTEM_PROMPT, _prompt(title, day, messages))
+        except ChatCompletionError as ex:
+            raise FactExtractionError(str(ex)) from ex
+        return parse_facts(content)
 
 
 def _prompt(title: str, day: date | None, messages: list[str]) -> str:
@@ -124,23 +94,9 @@ def _prompt(title: str, day: date | None, messages: list[str]) -> str:
     )
 
 
-def _content(response: httpx.Response) -> str:
-    try:
-        content = response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError) as ex:
-        raise FactExtractionError("the LLM answer is not a chat completion") from ex
-    if not isinstance(content, str):
-        raise FactExtractionError("the LLM answer has no text content")
-    return content
-
-
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S | re.I)
-
-
 def parse_facts(content: str) -> list[str]:
     """The usable facts of the model's JSON: non-empty strings, each once, at most MAX_FACTS."""
-    fenced = _FENCE.match(content)
-    raw = fenced.group(1) if fenced else content.strip()
+    raw = unfenced(content)
     try:
         data = json.loads(raw)
     except ValueError as ex:

@@ -24,27 +24,15 @@ from auth.keys import KeyStore
 from auth.passwords import hash_password
 from auth.tokens import issue_access_token
 from config.settings import Settings
-from memory.commands import Command
 from memory.deps import Deps
-from memory.service import USE_CASES
 from tests.api.conftest import Mcp
+from tests.api.test_service_roundtrip import InlineWriteQueue
 from tests.conftest import make_user
 
 PUBLIC_URL = "http://127.0.0.1:8000"
 PASSWORD = "correct horse battery"
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 _OPERATION = re.compile(r'name="operation" value="([^"]+)"')
-
-
-class InlineWriteQueue:
-    """Runs queued use cases right here, with the idempotency key, like a worker."""
-
-    def __init__(self, deps: Deps) -> None:
-        self._deps = deps
-
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
-        run = USE_CASES[command.TOOL]
-        return await run(self._deps, user_id, command.to_json(), idempotency_key=idempotency_key)
 
 
 @pytest.fixture
