@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import falcon.testing
 
+from api.app import create_app
+from api.runtime import Runtime
+from auth.bearer import BearerValidator
+from auth.keys import KeyStore
+from config.settings import Settings
+from memory.deps import Deps
+from tests.api.test_service_roundtrip import InlineWriteQueue
 from tests.console.conftest import Browser
 
 
@@ -91,3 +99,32 @@ async def test_static_files_are_served_and_nothing_else(browser: Browser) -> Non
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     for name in ("..%2Fguard.py", ".hidden.css", "nothing.css", "guard.py"):
         assert (await browser.get(f"/console/static/{name}")).status_code == 404, name
+
+
+async def test_under_https_the_cookies_are_secure_and_host_only(
+    pool: Any, embedder: Any, clean_db: str, owner: int
+) -> None:
+    settings = Settings(public_url="https://memory.example")
+    store = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
+    await store.load()
+    deps = Deps(settings=settings, pool=pool, embedder=embedder)
+    runtime = Runtime(
+        settings, deps, InlineWriteQueue(deps), store, BearerValidator(store, settings)
+    )
+    app = create_app(settings, runtime=runtime)
+    async with falcon.testing.ASGIConductor(app) as conductor:
+        browser = Browser(conductor)
+        page = await browser.get("/console/sign-in")
+        csrf_cookie = page.cookies["__Host-ownsona_csrf"]
+        signed = await browser.post(
+            "/console/sign-in",
+            {"username": "alice", "password": "correct horse battery"},
+            Origin="https://memory.example",
+        )
+        assert signed.status_code == 303
+        session_cookie = signed.cookies["__Host-ownsona_session"]
+    for cookie in (csrf_cookie, session_cookie):
+        assert cookie.secure and cookie.http_only and cookie.path == "/"
+        assert cookie.domain is None and cookie.same_site == "Lax"
+    assert runtime.audit is not None
+    await runtime.audit.close()

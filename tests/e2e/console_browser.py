@@ -80,6 +80,16 @@ def no_horizontal_scroll(driver: Any) -> bool:
     )
 
 
+def foreign_requests(driver: Any) -> list[str]:
+    """Resources the page loaded from anywhere but its own origin (there must be none)."""
+    return list(
+        driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)"
+            ".filter(u => new URL(u).origin !== location.origin)"
+        )
+    )
+
+
 def screenshots(driver: Any, tmp_path: Path, name: str) -> None:
     """``console-<name>-desktop.png`` and ``-phone.png``; copied to docs/screenshots when
     ``OWNSONA_UPDATE_SCREENSHOTS=1``. Full page height, so a whole page is seen."""

@@ -27,6 +27,7 @@ from .console_browser import (
     Assistant,
     accessibility_violations,
     chrome_options,
+    foreign_requests,
     no_horizontal_scroll,
     screenshots,
 )
@@ -113,6 +114,7 @@ class PageChecks:
 
     def check(self, name: str) -> None:
         driver = self.driver
+        assert not foreign_requests(driver), f"{name} loaded another site's resources"
         self.seen[name] = accessibility_violations(driver)
         driver.set_window_size(*PHONE)
         assert no_horizontal_scroll(driver), f"{name} scrolls sideways at phone width"
