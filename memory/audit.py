@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import psycopg
+
 from config.settings import Settings
 from memory.rules.audit_ids import touched
 from storage import audit as store
@@ -117,10 +119,14 @@ class AuditLog:
             try:
                 async with self._pool.connection() as conn, conn.transaction():
                     await store.insert_events(conn, batch)
-            except Exception:
+            except psycopg.OperationalError:
                 # Kept for the next flush: a database outage does not lose the records.
                 self._buffer[:0] = batch
                 raise
+            except psycopg.Error as ex:
+                # A batch the database refuses (an account deleted meanwhile) would be
+                # refused forever: dropped, not retried.
+                logger.error("audit log: %d records refused and dropped", len(batch), exc_info=ex)
 
     async def prune(self, now: datetime | None = None) -> int:
         """Delete the records older than the retention; how many went."""
