@@ -16,8 +16,7 @@ from typing import Any
 import falcon
 import falcon.asgi
 
-from api.console.guard import PREFIX as CONSOLE_PREFIX
-from api.console.guard import ConsoleGuard
+from api.console.guard import UPLOAD_PATHS, ConsoleGuard
 from api.console.jobs import Jobs
 from api.console.render import Renderer
 from api.console.routes import add_routes as add_console_routes
@@ -170,8 +169,8 @@ class _BodyCap:
     """Refuse a declared body over the cap before any responder reads it.
 
     /mcp enforces the cap itself, while reading (it must answer in JSON-RPC
-    and also cover bodies without Content-Length). The console takes uploads
-    (an export, a chat export) up to its own cap, enforced again while reading.
+    and also cover bodies without Content-Length). The console's two upload routes
+    take bodies up to their own cap, which its guard enforces again while reading.
     """
 
     def __init__(self, max_body_bytes: int, max_upload_bytes: int) -> None:
@@ -181,7 +180,7 @@ class _BodyCap:
     async def process_request(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         if req.path.rstrip("/") == MCP_PATH:
             return
-        cap = self._max_upload if req.path.startswith(CONSOLE_PREFIX + "/") else self._max
+        cap = self._max_upload if req.path in UPLOAD_PATHS else self._max
         length = req.content_length
         if length is not None and length > cap:
             raise falcon.HTTPContentTooLarge(description=f"The body exceeds {cap} bytes.")

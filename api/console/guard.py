@@ -18,6 +18,7 @@ The form body is read here (bounded), so resources find it parsed in
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from email.parser import BytesParser
@@ -41,6 +42,11 @@ SIGN_IN_PATH = PREFIX + "/sign-in"
 STATIC_PREFIX = PREFIX + "/static/"
 CSRF_HEADER = "X-CSRF-Token"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The only console routes that take uploads (an export, a chat export), signed in only;
+#: every other console form is small.
+UPLOAD_PATHS = frozenset({PREFIX + "/account/import", PREFIX + "/account/import-chat"})
+#: Largest body of any other console form (a bulk form of 200 ids is a few KB).
+FORM_MAX_BYTES = 256 * 1024
 _FORM = "application/x-www-form-urlencoded"
 _MULTIPART = "multipart/form-data"
 
@@ -126,13 +132,13 @@ class ConsoleGuard:
         session_id = _first_cookie(req, self._cookies.session)
         console = ConsoleRequest(account=None, csrf_token=token, session_id=session_id)
         req.context.console = console
-        if req.method not in _SAFE_METHODS:
-            await self._check_state_change(req, resp, console)
-            if resp.complete:
-                return
+        # Who is asking comes first: a signed-out request's body is never read.
         console.account = await self._sessions.account(session_id)
         if console.account is None and req.path != SIGN_IN_PATH:
             self._signed_out(req, resp)
+            return
+        if req.method not in _SAFE_METHODS:
+            await self._check_state_change(req, resp, console)
 
     async def process_response(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, resource: Any, ok: bool
@@ -198,16 +204,18 @@ class ConsoleGuard:
         resp.complete = True
 
     async def _read_form(self, req: falcon.asgi.Request, console: ConsoleRequest) -> None:
+        cap = self._max_upload if req.path in UPLOAD_PATHS else FORM_MAX_BYTES
         length = req.content_length
-        if length is not None and length > self._max_upload:
-            raise _BadForm(413, f"The upload is larger than {self._max_upload} bytes.")
-        body = await _read_capped(req, self._max_upload)
+        if length is not None and length > cap:
+            raise _BadForm(413, f"The form is larger than {cap} bytes.")
+        body = await _read_capped(req, cap)
         media = (req.content_type or "").split(";")[0].strip().lower()
         if media == _FORM:
             for name, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
                 console.form.setdefault(name, []).append(value)
         elif media == _MULTIPART:
-            _parse_multipart(req.content_type or "", body, console)
+            # Parsing a large upload takes seconds: off the event loop, which serves everyone.
+            await asyncio.to_thread(_parse_multipart, req.content_type or "", body, console)
         elif body:
             raise _BadForm(415, "Send the form from its page.")
 
@@ -225,7 +233,7 @@ async def _read_capped(req: falcon.asgi.Request, cap: int) -> bytes:
     async for chunk in req.stream:
         size += len(chunk)
         if size > cap:
-            raise _BadForm(413, f"The upload is larger than {cap} bytes.")
+            raise _BadForm(413, f"The form is larger than {cap} bytes.")
         chunks.append(chunk)
     return b"".join(chunks)
 

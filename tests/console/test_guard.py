@@ -128,3 +128,29 @@ async def test_under_https_the_cookies_are_secure_and_host_only(
         assert cookie.domain is None and cookie.same_site == "Lax"
     assert runtime.audit is not None
     await runtime.audit.close()
+
+
+async def test_a_signed_out_post_is_refused_before_its_body_is_read(
+    conductor: falcon.testing.ASGIConductor, owner: int
+) -> None:
+    huge = b"x" * (2 * 1024 * 1024)
+    result = await conductor.simulate_post(
+        "/console/account/import",
+        body=huge,
+        headers={"Content-Type": "multipart/form-data; boundary=XX"},
+    )
+    assert result.status_code == 401
+    # The sign-in form itself takes only a small form, whatever the console's upload cap.
+    signin = await conductor.simulate_post(
+        "/console/sign-in",
+        body=huge,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert signin.status_code == 413
+
+
+async def test_only_the_upload_routes_take_large_bodies(browser: Browser) -> None:
+    big = [("ids", "1")] * 60_000  # ~400 KB: over the form cap, far under the upload cap
+    result = await browser.post("/console/memories", [*big, ("action", "forget")])
+    assert result.status_code == 413
+    assert "larger than" in result.text
