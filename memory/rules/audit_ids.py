@@ -4,7 +4,9 @@ Pure: the audit log (``memory.audit``) records ids only, never text. A
 memory id is an integer under one of :data:`ID_KEYS`, anywhere in the
 arguments or the payload (a match, a listing's item, a batch's result, a
 group of a scan). What a write's arguments name it changed; what its
-payload names it stored or changed; what a read's payload names it read.
+payload names it stored or changed, except what it only looked at (near
+duplicates, earlier corrections) or skipped; a dry run changed nothing; what
+a read's payload names it read.
 Lists are capped at :data:`MAX_IDS` per record.
 """
 
@@ -18,6 +20,9 @@ ID_KEYS = frozenset(
     {"id", "ids", "memory_id", "memory_ids", "supersedes", "replaced_by_id", "source_memory_id"}
 )
 MAX_IDS = 1000
+#: Payload keys that name memories a write looked at but did not change: a remember's
+#: near-duplicates and earlier corrections, and what a call skipped.
+NOT_CHANGED_KEYS = frozenset({"near_duplicates", "previously_corrected", "skipped"})
 _MAX_DEPTH = 8
 
 
@@ -38,6 +43,8 @@ def _walk(value: Any, depth: int) -> Iterator[int]:
         for key, item in value.items():
             if key in ID_KEYS:
                 yield from _ints(item)
+            elif key in NOT_CHANGED_KEYS:
+                continue
             elif isinstance(item, dict | list):
                 yield from _walk(item, depth + 1)
     elif isinstance(value, list):
@@ -62,6 +69,6 @@ def touched(
     """``(read ids, changed ids)`` of one call."""
     if read_only:
         return memory_ids(payload), []
-    if payload.get("ok") is not True:
-        return [], []
+    if payload.get("ok") is not True or arguments.get("dry_run") is True:
+        return [], []  # a refused call or a dry run changed nothing
     return [], memory_ids([arguments, payload])
