@@ -239,8 +239,12 @@ class MemoryList:
         ids, bad = _ids(console)
         action = console.value("action")
         key = console.value("operation") or None
-        if bad or not ids:
+        most = self._s.settings.max_batch_size
+        if bad or not ids or len(ids) > most:
             message = "Select at least one memory." if not bad else "The selection was not valid."
+            if len(ids) > most:
+                # The batch tools' own limit, checked before any call is made.
+                message = f"Select at most {most} memories at once."
             await self._show(req, resp, f, error=message, status=400)
             return
         if action == "forget":
@@ -338,15 +342,14 @@ class MemoryList:
 
 def _ids(console: ConsoleRequest) -> tuple[list[int], bool]:
     """The selected ids (distinct, in order) and whether any value was not an id."""
-    ids: list[int] = []
+    ids: dict[int, None] = {}
     bad = False
     for raw in console.values("ids"):
         if raw.isascii() and raw.isdigit() and 0 < len(raw) < 19:
-            if int(raw) not in ids:
-                ids.append(int(raw))
+            ids.setdefault(int(raw), None)
         else:
             bad = True
-    return ids, bad
+    return list(ids), bad
 
 
 def routes(services: ConsoleServices) -> list[tuple[str, object]]:

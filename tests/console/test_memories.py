@@ -6,6 +6,7 @@ import re
 from urllib.parse import parse_qs, urlsplit
 
 import falcon.testing
+import psycopg
 import pytest
 
 from api.runtime import Runtime
@@ -287,3 +288,20 @@ async def test_another_users_ids_in_a_bulk_form_change_nothing_of_theirs(
     assert got["structuredContent"]["memory"]["deleted_at"] is None
     assert got["structuredContent"]["memory"]["tags"] == ["home"]
     assert bob_id not in _shown_ids((await browser.get("/console/memories")).text)
+
+
+async def test_a_bulk_selection_over_the_batch_limit_is_refused_before_any_call(
+    browser: Browser, console_settings: Settings, console_runtime: Runtime, clean_db: str
+) -> None:
+    too_many = [("ids", str(i)) for i in range(1, console_settings.max_batch_size + 2)]
+    form = [*too_many, ("action", "add-tags"), ("bulk_tags", "x")]
+    result = await browser.post("/console/memories", form)
+    assert result.status_code == 400
+    assert f"at most {console_settings.max_batch_size}" in result.text
+    assert console_runtime.audit is not None
+    await console_runtime.audit.flush()
+    with psycopg.connect(clean_db) as conn:
+        calls = conn.execute(
+            "SELECT count(*) FROM audit_events WHERE tool IN ('get_memory', 'update_memory_batch')"
+        ).fetchone()
+    assert calls == (0,)
