@@ -244,6 +244,15 @@ def test_release_migrated_the_platform_database(platform: Platform) -> None:
     assert len(re.findall(_WEB_STARTED, platform.log())) == 2 * WEB_CONCURRENCY
 
 
+def test_a_console_search_never_reaches_the_platform_log(platform: Platform) -> None:
+    # uvicorn's own access log would print the path with its query: a console search's
+    # text (?q=...) is the owner's, and the request log keeps the path only.
+    with httpx.Client(base_url=platform.web_urls[0], timeout=30) as http:
+        answer = http.get("/console/memories?q=my-secret-search-words")
+    assert answer.status_code == 303  # signed out: to the sign-in page
+    assert "my-secret-search-words" not in platform.log()
+
+
 async def test_a_write_through_one_web_process_is_read_through_the_other(
     platform: Platform,
 ) -> None:
