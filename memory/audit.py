@@ -111,22 +111,43 @@ class AuditLog:
             self._wake.set()
 
     async def flush(self) -> None:
-        """Write what is buffered now (pages showing the log call this first)."""
+        """Write what is buffered now; raises when the database cannot be reached."""
         async with self._lock:
             batch, self._buffer = self._buffer, []
             if not batch:
                 return
             try:
-                async with self._pool.connection() as conn, conn.transaction():
-                    await store.insert_events(conn, batch)
-            except psycopg.OperationalError:
-                # Kept for the next flush: a database outage does not lose the records.
+                await self._insert(batch)
+            except (psycopg.OperationalError, asyncio.CancelledError):
+                # Kept for the next flush: an outage, or a stop cancelling the write (its
+                # transaction rolled back), does not lose the records.
                 self._buffer[:0] = batch
                 raise
-            except psycopg.Error as ex:
-                # A batch the database refuses (an account deleted meanwhile) would be
-                # refused forever: dropped, not retried.
-                logger.error("audit log: %d records refused and dropped", len(batch), exc_info=ex)
+            except psycopg.Error:
+                # One record the database refuses for good (its account deleted meanwhile)
+                # must not sink the others: one by one, dropping only what is refused.
+                for i, event in enumerate(batch):
+                    try:
+                        await self._insert([event])
+                    except psycopg.OperationalError:
+                        self._buffer[:0] = batch[i:]
+                        raise
+                    except psycopg.Error as ex:
+                        logger.error(
+                            "audit log: a record of %s refused and dropped", event.tool, exc_info=ex
+                        )
+
+    async def catch_up(self) -> None:
+        """:meth:`flush` for a page about to show the log: a failure is logged, not raised
+        (the page shows what is already written)."""
+        try:
+            await self.flush()
+        except Exception as ex:
+            logger.warning("audit log not caught up (%s)", type(ex).__name__)
+
+    async def _insert(self, events: list[store.NewAuditEvent]) -> None:
+        async with self._pool.connection() as conn, conn.transaction():
+            await store.insert_events(conn, events)
 
     async def prune(self, now: datetime | None = None) -> int:
         """Delete the records older than the retention; how many went."""

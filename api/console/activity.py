@@ -86,7 +86,7 @@ class ActivityPage:
             before=before,
         )
         if self._s.runtime.audit is not None:
-            await self._s.runtime.audit.flush()  # the owner's own latest calls show
+            await self._s.runtime.audit.catch_up()  # the owner's own latest calls show
         pool = self._s.pool
         user_id = console.user_id
         choices = await audit.choices(pool, user_id)

@@ -53,7 +53,7 @@ class AppsPage:
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         console: ConsoleRequest = req.context.console
         if self._s.runtime.audit is not None:
-            await self._s.runtime.audit.flush()
+            await self._s.runtime.audit.catch_up()
         apps = await connected_apps.connected_apps(self._s.pool, console.user_id)
         usage: dict[tuple[str | None, str | None], Usage] = {
             (a.client_id, a.token_jti): Usage(a.last_at, a.calls, a.memories_written)

@@ -97,7 +97,7 @@ class MemoryPage:
         console: ConsoleRequest = req.context.console
         user_id, memory_id = console.user_id, int(memory["id"])
         if self._s.runtime.audit is not None:
-            await self._s.runtime.audit.flush()
+            await self._s.runtime.audit.catch_up()
         writer = await audit.first_writer(self._s.pool, user_id, memory_id)
         own, connected = await self._relations(user_id, memory)
         replaced = await self._replaced(user_id, memory_id)

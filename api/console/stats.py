@@ -48,7 +48,7 @@ class StatsPage:
             self._s.renderer.error(req, resp, 503, "Stats are not available", problem.message)
             return
         if self._s.runtime.audit is not None:
-            await self._s.runtime.audit.flush()
+            await self._s.runtime.audit.catch_up()
         pool = self._s.pool
         weeks = await insights.memories_added_per_week(pool, user_id, weeks=WEEKS)
         days = await insights.recall_calls_per_day(pool, user_id, days=DAYS)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 
 from api.runtime import Runtime
+from config.settings import Settings
+from memory.audit import AuditLog
 from tests.api.conftest import Mcp
+from tests.conftest import make_user
 
 SECRET_TEXT = "My locker combination is hidden behind the blue painting."
 
@@ -40,3 +45,30 @@ async def test_a_tool_call_is_recorded_with_ids_and_never_text(
     assert all(r[8] is None for r in rows)  # query text is off by default
     for row in rows:
         assert "locker" not in row[9] and "painting" not in row[9]
+
+
+async def test_a_record_the_database_refuses_is_dropped_alone(
+    pool: Any, clean_db: str, owner: int
+) -> None:
+    log = AuditLog(pool, Settings())
+    gone = make_user(clean_db, "gone")
+    for user in (owner, gone, owner):
+        log.record(
+            user_id=user,
+            entry="mcp",
+            client_id="c",
+            token_jti=None,
+            tool="count_memories",
+            read_only=True,
+            arguments={},
+            payload={"ok": True, "count": 0},
+            duration_s=0.001,
+        )
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("DELETE FROM users WHERE id = %s", (gone,))  # deleted meanwhile
+    await log.flush()
+    await log.flush()  # nothing left to retry
+    with psycopg.connect(clean_db) as conn:
+        users = [r[0] for r in conn.execute("SELECT user_id FROM audit_events ORDER BY id")]
+    assert users == [owner, owner]
+    await log.close()
