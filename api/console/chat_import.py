@@ -18,6 +18,7 @@ and offers only to store the user's own messages, tagged ``imported``.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from dataclasses import asdict, dataclass
@@ -97,7 +98,7 @@ class ImportChat:
         if console.value("step") == "confirm":
             await self._confirm(req, resp, console)
         else:
-            self._read_upload(req, resp, console)
+            await self._read_upload(req, resp, console)
 
     def _upload_form(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, *, error: str = ""
@@ -113,7 +114,7 @@ class ImportChat:
             has_extractor=self._extractor is not None,
         )
 
-    def _read_upload(
+    async def _read_upload(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, console: ConsoleRequest
     ) -> None:
         upload = console.files.get("file")
@@ -121,7 +122,8 @@ class ImportChat:
             self._upload_form(req, resp, error="Choose your export file to upload.")
             return
         try:
-            export = parse_export(upload.data)
+            # Parsing a large export takes seconds: off the event loop, which serves everyone.
+            export = await asyncio.to_thread(parse_export, upload.data)
         except ChatExportError as ex:
             self._upload_form(req, resp, error=str(ex))
             return
