@@ -57,8 +57,6 @@ PROVIDERS = {CHATGPT: "chatgpt-import", CLAUDE: "claude-import"}
 IMPORTED_TAG = "imported"
 #: Characters of user messages sent to the extractor in one request.
 EXTRACT_CHUNK_CHARS = 12_000
-#: The client id a command's writes are recorded under in the audit log.
-CLI_CLIENT_ID = "ownsona-cli"
 
 NO_EXTRACTOR = (
     "Extracting facts needs an extractor: set LLM_BASE_URL and LLM_MODEL (any "
@@ -284,8 +282,11 @@ def _count(payload: dict[str, Any], report: ImportReport) -> None:
             report.stored += 1
 
 
-def direct_store(deps: Deps, user_id: int, audit: AuditLog | None) -> StoreBatch:
-    """``remember_batch`` run right here (a command), recorded in the audit log as ``cli``."""
+def direct_store(
+    deps: Deps, user_id: int, audit: AuditLog | None, *, client_id: str | None = None
+) -> StoreBatch:
+    """``remember_batch`` run right here (a command), recorded in the audit log as entry
+    ``cli`` under ``client_id`` (the commands' own, ``memory.audit.COMMAND_CLIENT_ID``)."""
     from .service import USE_CASES
 
     run = USE_CASES["remember_batch"]
@@ -301,7 +302,7 @@ def direct_store(deps: Deps, user_id: int, audit: AuditLog | None) -> StoreBatch
             audit.record(
                 user_id=user_id,
                 entry="cli",
-                client_id=CLI_CLIENT_ID,
+                client_id=client_id,
                 token_jti=None,
                 tool="remember_batch",
                 read_only=False,

@@ -86,7 +86,7 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
     from auth.errors import AccountError
     from bootstrap.admin import admin_pool, check_schema
     from bootstrap.providers import make_embedder
-    from memory.audit import AuditLog
+    from memory.audit import COMMAND_CLIENT_ID, AuditLog
     from memory.chat_import import direct_store, import_chats
     from memory.deps import Deps
 
@@ -108,7 +108,7 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
                 user_id,
                 export,
                 mode=mode,
-                store_batch=direct_store(deps, user_id, audit),
+                store_batch=direct_store(deps, user_id, audit, client_id=COMMAND_CLIENT_ID),
                 extractor=extractor,
                 max_text_chars=settings.max_text_chars,
                 max_batch=settings.max_batch_size,

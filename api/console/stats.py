@@ -16,20 +16,20 @@ from typing import Any
 import falcon.asgi
 
 from api.console import charts
+from api.console.activity import OWN_APPS
 from api.console.services import ConsoleServices
-from api.console.tools import CONSOLE_CLIENT_ID, failure
+from api.console.tools import failure
 from memory import audit, insights
 
 WEEKS = 12
 DAYS = 30
-#: Names for the console's own callers; an OAuth client shows as its client id.
-APP_NAMES = {CONSOLE_CLIENT_ID: "This console", "ownsona-cli": "Command line (CLI tokens)"}
 
 
 def _app_name(client_id: str | None) -> str:
+    """Our own callers by name (the activity page's table); an OAuth client by its id."""
     if client_id is None:
         return "No app (local)"
-    return APP_NAMES.get(client_id, client_id)
+    return OWN_APPS.get(client_id, client_id)
 
 
 def _short(day: date) -> str:

@@ -284,8 +284,8 @@ def test_the_command_extracts_facts_once_and_records_its_writes(
         events = conn.execute(
             "SELECT entry, client_id, tool, ok, cardinality(changed_ids) FROM audit_events"
         ).fetchall()
-    assert events == [("cli", "ownsona-cli", "remember_batch", True, 2)] + [
-        ("cli", "ownsona-cli", "remember_batch", True, 1)
+    assert events == [("cli", "ownsona-cli-command", "remember_batch", True, 2)] + [
+        ("cli", "ownsona-cli-command", "remember_batch", True, 1)
     ]
     assert ownsona("import-chat", export, "--user", "nobody") == 2
     assert "no account named 'nobody'" in capsys.readouterr().err
