@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import falcon.asgi
 
+from api.console.forms import positive_id
 from api.console.guard import ConsoleRequest
 from api.console.services import ConsoleServices
 from api.console.tools import CONSOLE_CLIENT_ID
@@ -61,10 +62,8 @@ def _positive(raw: str | None) -> int | None | str:
     """A positive integer parameter; None when absent; the string "bad" when malformed."""
     if raw is None or raw.strip() == "":
         return None
-    text = raw.strip()
-    if not text.isdigit() or int(text) < 1 or len(text) > 18:
-        return "bad"
-    return int(text)
+    value = positive_id(raw)
+    return "bad" if value is None else value
 
 
 class ActivityPage:

@@ -26,6 +26,7 @@ from typing import Any
 
 import falcon.asgi
 
+from api.console.forms import positive_id
 from api.console.guard import ConsoleRequest, new_operation_key
 from api.console.render import NOTICES
 from api.console.services import ConsoleServices
@@ -269,11 +270,10 @@ def _ids(raw: list[str], *, strict: bool = True) -> list[int]:
     """The group's ids, in order, each once; at least two (a group) when ``strict``."""
     ids: list[int] = []
     for value in raw:
-        try:
-            mid = int(value)
-        except ValueError:
+        mid = positive_id(value)
+        if mid is None:
             if strict:
-                raise _Refused(400, "The form named no such memory.", page=False) from None
+                raise _Refused(400, "The form named no such memory.", page=False)
             continue
         if mid not in ids:
             ids.append(mid)
@@ -283,11 +283,8 @@ def _ids(raw: list[str], *, strict: bool = True) -> list[int]:
 
 
 def _chosen(console: ConsoleRequest, ids: list[int]) -> int:
-    try:
-        chosen = int(console.value("id"))
-    except ValueError:
-        raise _Refused(400, "Choose one memory of the group.", page=False) from None
-    if chosen not in ids:
+    chosen = positive_id(console.value("id"))
+    if chosen is None or chosen not in ids:
         raise _Refused(400, "Choose one memory of the group.", page=False)
     return chosen
 

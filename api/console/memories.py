@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode
 import falcon
 import falcon.asgi
 
+from api.console.forms import positive_id
 from api.console.guard import ConsoleRequest, new_operation_key
 from api.console.render import NOTICES
 from api.console.services import ConsoleServices
@@ -345,10 +346,11 @@ def _ids(console: ConsoleRequest) -> tuple[list[int], bool]:
     ids: dict[int, None] = {}
     bad = False
     for raw in console.values("ids"):
-        if raw.isascii() and raw.isdigit() and 0 < len(raw) < 19:
-            ids.setdefault(int(raw), None)
-        else:
+        value = positive_id(raw)
+        if value is None:
             bad = True
+        else:
+            ids.setdefault(value, None)
     return list(ids), bad
 
 
