@@ -36,14 +36,13 @@ from typing import IO, Any
 import falcon
 import falcon.asgi
 
-from api.console.guard import ConsoleRequest, new_operation_key
+from api.console.guard import ConsoleRequest, new_operation_key, set_session_cookie
 from api.console.jobs import Job
 from api.console.render import NOTICES
 from api.console.services import ConsoleServices
 from api.console.tools import CONSOLE_CLIENT_ID
 from auth.account_security import change_own_password, end_all_sessions
 from auth.accounts import normalize_username
-from auth.sessions import cookie_names
 from memory.backup import ImportSummary, check_file, export_store, import_store
 from memory.errors import MemoryServiceError
 from storage.errors import StorageError
@@ -133,7 +132,12 @@ class ChangePassword:
         logger.info("console password change of user %s", console.user_id)
         # Every session ended with the old password; this browser gets a new one.
         session = await self._s.sessions.start(console.user_id)
-        _set_session_cookie(self._s, resp, session, self._s.sessions.ttl_s)
+        set_session_cookie(
+            resp,
+            secure=self._s.settings.secure_cookies,
+            value=session,
+            max_age=self._s.sessions.ttl_s,
+        )
         self._s.renderer.redirect(resp, "/console/account", notice="account-password-changed")
 
 
@@ -147,7 +151,7 @@ class SignOutEverywhere:
         console: ConsoleRequest = req.context.console
         ended = await end_all_sessions(self._s.pool, console.user_id)
         logger.info("console sign-out everywhere of user %s (%d sessions)", console.user_id, ended)
-        _set_session_cookie(self._s, resp, "", 0)
+        set_session_cookie(resp, secure=self._s.settings.secure_cookies, value="", max_age=0)
         self._s.renderer.redirect(resp, "/console/sign-in", notice="account-signed-out-everywhere")
 
 
@@ -386,21 +390,6 @@ def audit(
         arguments={},
         payload=payload,
         duration_s=time.monotonic() - started,
-    )
-
-
-def _set_session_cookie(
-    services: ConsoleServices, resp: falcon.asgi.Response, value: str, max_age: int
-) -> None:
-    # The sign-in page's cookie; Secure kept on expiry, or a browser ignores it for __Host-.
-    resp.set_cookie(
-        cookie_names(services.settings.secure_cookies).session,
-        value,
-        max_age=max_age,
-        path="/",
-        secure=services.settings.secure_cookies,
-        http_only=True,
-        same_site="Lax",
     )
 
 

@@ -257,6 +257,24 @@ def _parse_multipart(content_type: str, body: bytes, console: ConsoleRequest) ->
             console.form.setdefault(name, []).append(payload.decode("utf-8", "replace"))
 
 
+def set_session_cookie(
+    resp: falcon.asgi.Response, *, secure: bool, value: str, max_age: int
+) -> None:
+    """The sign-in session's cookie (the OAuth pages' own); ``max_age=0`` ends it.
+
+    Secure is kept when expiring it too, or a browser ignores the change for a __Host- name.
+    """
+    resp.set_cookie(
+        cookie_names(secure).session,
+        value,
+        max_age=max_age,
+        path="/",
+        secure=secure,
+        http_only=True,
+        same_site="Lax",
+    )
+
+
 def _is_console(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
 

@@ -11,9 +11,8 @@ import logging
 import falcon
 import falcon.asgi
 
-from api.console.guard import ConsoleRequest, safe_next
+from api.console.guard import ConsoleRequest, safe_next, set_session_cookie
 from api.console.services import ConsoleServices
-from auth.sessions import cookie_names
 
 logger = logging.getLogger("ownsona.api.console")
 
@@ -21,7 +20,6 @@ logger = logging.getLogger("ownsona.api.console")
 class SignIn:
     def __init__(self, services: ConsoleServices) -> None:
         self._s = services
-        self._cookies = cookie_names(services.settings.secure_cookies)
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         console: ConsoleRequest = req.context.console
@@ -52,14 +50,11 @@ class SignIn:
             self._form(req, resp, target, username, "Wrong username or password.", 401)
             return
         session = await self._s.sessions.start(outcome.user_id, replacing=console.session_id)
-        resp.set_cookie(
-            self._cookies.session,
-            session,
-            max_age=self._s.sessions.ttl_s,
-            path="/",
+        set_session_cookie(
+            resp,
             secure=self._s.settings.secure_cookies,
-            http_only=True,
-            same_site="Lax",
+            value=session,
+            max_age=self._s.sessions.ttl_s,
         )
         logger.info("console sign-in of user %s", outcome.user_id)
         self._s.renderer.redirect(resp, target)
@@ -90,22 +85,12 @@ class SignOut:
 
     def __init__(self, services: ConsoleServices) -> None:
         self._s = services
-        self._cookies = cookie_names(services.settings.secure_cookies)
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         console: ConsoleRequest = req.context.console
         if console.session_id:
             await self._s.sessions.end(console.session_id)
-        # Expired at once; Secure kept, or a browser ignores it for a __Host- cookie.
-        resp.set_cookie(
-            self._cookies.session,
-            "",
-            max_age=0,
-            path="/",
-            secure=self._s.settings.secure_cookies,
-            http_only=True,
-            same_site="Lax",
-        )
+        set_session_cookie(resp, secure=self._s.settings.secure_cookies, value="", max_age=0)
         self._s.renderer.redirect(resp, "/console/sign-in", notice="signed-out")
 
 
