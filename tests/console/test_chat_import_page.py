@@ -153,3 +153,18 @@ async def test_a_post_without_the_csrf_token_is_refused(browser: Browser) -> Non
     await browser.get(PAGE)
     result = await browser.post(PAGE, {"step": "upload"}, csrf=False)
     assert result.status_code == 403
+
+
+async def test_a_confirm_without_the_csrf_token_stores_nothing(
+    browser: Browser, owner_mcp: Mcp
+) -> None:
+    page = await upload(browser, "claude_conversations.json")
+    match = _UPLOAD.search(page)
+    assert match
+    fields = {"step": "confirm", "upload": match.group(1), "mode": "messages"}
+    refused = await browser.post(PAGE, fields, csrf=False)
+    assert refused.status_code == 403
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
+    count = await owner_mcp.call_tool("count_memories", {})
+    assert count["structuredContent"]["count"] == 0

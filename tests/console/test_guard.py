@@ -154,3 +154,14 @@ async def test_only_the_upload_routes_take_large_bodies(browser: Browser) -> Non
     result = await browser.post("/console/memories", [*big, ("action", "forget")])
     assert result.status_code == 413
     assert "larger than" in result.text
+
+
+async def test_sign_in_without_the_csrf_token_is_refused(
+    conductor: falcon.testing.ASGIConductor, owner: int
+) -> None:
+    browser = Browser(conductor)
+    await browser.get("/console/sign-in")
+    fields = {"username": "alice", "password": "correct horse battery"}
+    result = await browser.post("/console/sign-in", fields, csrf=False)
+    assert result.status_code == 403
+    assert (await browser.get("/console/memories")).status_code == 303  # not signed in

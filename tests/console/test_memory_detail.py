@@ -186,7 +186,7 @@ async def test_memory_text_never_reaches_the_audit_log(
 ) -> None:
     memory_id = await _remember(owner_mcp, SECRET_TEXT, tags=["home"])
     page = await browser.get(f"/console/memories/{memory_id}")
-    await browser.post(
+    edited = await browser.post(
         f"/console/memories/{memory_id}/edit",
         {
             "text": SECRET_TEXT + " Or the piano bench.",
@@ -195,6 +195,9 @@ async def test_memory_text_never_reaches_the_audit_log(
             "operation": operation_key(page.text),
         },
     )
+    assert edited.status_code == 303, edited.text
+    stored = await owner_mcp.call_tool("get_memory", {"id": memory_id})
+    assert stored["structuredContent"]["memory"]["text"].endswith("Or the piano bench.")
     await browser.get("/console/memories?q=where+is+my+passport")
     await browser.get("/console/memories")
     assert console_runtime.audit is not None
