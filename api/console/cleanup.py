@@ -234,11 +234,24 @@ class CleanupPage:
         why = "duplicate of" if kind == "duplicates" else "conflicted with"
         reason = f"Clean-up: {why} #{chosen}, which the owner kept."
         others = [i for i in ids if i != chosen]
-        for dry_run in (True, False):
-            key = None if dry_run else console.value("operation") or None
-            for mid in others:
-                arguments = {"id": mid, "reason": reason, "replaced_by_id": chosen}
-                await self._call(console, "forget", {**arguments, "dry_run": dry_run}, key)
+        key = console.value("operation") or None
+        # A dry run of every forget first: a refusal (a locked member) changes nothing.
+        for mid in others:
+            arguments = {"id": mid, "reason": reason, "replaced_by_id": chosen, "dry_run": True}
+            await self._call(console, "forget", arguments, None)
+        done: list[int] = []
+        for mid in others:
+            arguments = {"id": mid, "reason": reason, "replaced_by_id": chosen}
+            try:
+                await self._call(console, "forget", arguments, key)
+            except _Refused as ex:
+                if not done:
+                    raise
+                # Changed since the dry run: say what did happen, not "nothing was changed".
+                forgotten = ", ".join(f"#{i}" for i in done)
+                detail = ex.message.removeprefix("Nothing was changed: ")
+                raise _Refused(ex.status, f"Forgot {forgotten}, then stopped: {detail}") from ex
+            done.append(mid)
         return "cleanup-kept"
 
     async def _correct(self, console: ConsoleRequest, ids: list[int]) -> str:
