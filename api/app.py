@@ -100,7 +100,8 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
 
     if runtime.audit is None:
-        runtime.audit = AuditLog(deps.pool, settings)
+        # No process owns this app's lifetime (tests): no background writer to outlive it.
+        runtime.audit = AuditLog(deps.pool, settings, background=False)
     dispatcher = McpDispatcher(
         tool_specs(settings),
         USE_CASES if use_cases is None else use_cases,

@@ -53,5 +53,6 @@ class Runtime:
     bearer: BearerValidator
     #: Fetches client ID metadata documents; None: such client ids are refused.
     metadata_fetcher: MetadataFetcher | None = None
-    #: Where every tool call is recorded; None: ``create_app`` makes one over the pool.
+    #: Where every tool call is recorded; None: ``create_app`` makes one over the pool,
+    #: written only when flushed (nothing owns a background writer for it).
     audit: AuditLog | None = None

@@ -49,8 +49,15 @@ COMMAND_CLIENT_ID = "ownsona-cli-command"
 
 
 class AuditLog:
-    def __init__(self, pool: AsyncConnectionPool, settings: Settings) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool, settings: Settings, *, background: bool = True
+    ) -> None:
+        """``background=False``: no writer task; records are written by :meth:`flush` and
+        :meth:`close` only (an app nobody opens or closes: ``create_app`` without a
+        process around it, in tests, where a writer left running past its test would
+        hold a transaction on the audit table while the next test empties the tables)."""
         self._pool = pool
+        self._background = background
         self._retention = timedelta(days=settings.audit_retention_days)
         self._record_queries = settings.audit_record_queries
         self._buffer: list[store.NewAuditEvent] = []
@@ -105,7 +112,7 @@ class AuditLog:
             del self._buffer[: len(self._buffer) // 10]
             logger.error("audit buffer full: the oldest unwritten records were dropped")
         self._buffer.append(event)
-        if self._task is None and not self._closed:
+        if self._background and self._task is None and not self._closed:
             self._task = asyncio.get_running_loop().create_task(self._run())
         if len(self._buffer) in (1, FLUSH_AT):
             self._wake.set()
