@@ -114,12 +114,18 @@ async def test_event_loop_keeps_serving_while_a_write_is_in_flight(queue, alice)
             lags.append(time.perf_counter() - start - 0.005)
 
     task = asyncio.create_task(ticker())
+    started = time.perf_counter()
     try:
         await queue.submit(_command("remember_batch", {"items": items}), alice, "batch-lag")
     finally:
         task.cancel()
+    took = time.perf_counter() - started
+    # Were the write run on the loop, one tick would wait for all of it. A busy
+    # machine (CI shares two cores) can starve any tick for a few hundred ms, so
+    # the bound is relative to the write's own time, never under a quarter second.
     assert len(lags) > 5
-    assert max(lags) < 0.25, f"event loop was blocked for {max(lags):.3f}s"
+    bound = max(0.25, took / 2)
+    assert max(lags) < bound, f"event loop was blocked for {max(lags):.3f}s of {took:.3f}s"
 
 
 async def test_unreachable_redis_reports_nothing_stored(clean_db, settings, embedder, alice):
