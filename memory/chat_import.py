@@ -18,8 +18,10 @@ console's tool call, or :func:`direct_store` for the command), with an
 idempotency key derived from the user, the format, the conversation and its
 items. Importing a file again stores nothing twice: what an earlier import
 stored with the same provenance and text (forgotten rows included) is skipped
-before the write, and in ``extract`` mode a conversation that already gave
-memories is not sent to the LLM again.
+before the write, and in ``extract`` mode a conversation whose facts were all
+stored is not sent to the LLM again. Only a conversation whose every batch was
+stored counts as done (``chat_import_extracted``): one that failed midway is
+extracted again and its facts already stored are skipped.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -127,14 +129,6 @@ def require_mode(mode: str, extractor: FactExtractor | None) -> None:
         raise ChatImportError(NO_EXTRACTOR)
 
 
-async def already_imported(
-    pool: AsyncConnectionPool, user_id: int, source_provider: str, session_ids: Sequence[str]
-) -> dict[str, set[str]]:
-    """Per conversation id: the normalized texts an earlier import stored."""
-    async with pool.connection() as conn:
-        return await store.imported_texts(conn, user_id, source_provider, session_ids)
-
-
 async def import_chats(
     pool: AsyncConnectionPool,
     user_id: int,
@@ -155,21 +149,32 @@ async def import_chats(
     for done, conversation in enumerate(export.conversations):
         report.conversations += 1
         report.messages += len(conversation.messages)
-        existing = (await already_imported(pool, user_id, provider, [conversation.id])).get(
-            conversation.id, set()
-        )
+        async with pool.connection() as conn:
+            existing = (await store.imported_texts(conn, user_id, provider, [conversation.id])).get(
+                conversation.id, set()
+            )
+            extracted = mode == EXTRACT and bool(
+                await store.extracted_conversations(conn, user_id, provider, [conversation.id])
+            )
+        finished = False
         if mode == MESSAGES:
             items = _message_items(conversation, provider, existing, max_text_chars, report)
-        elif existing:
+        elif extracted:
             report.skipped += len(existing)  # extracted before: not sent to the LLM again
             items = []
         else:
             assert extractor is not None
-            items = await _fact_items(conversation, provider, extractor, max_text_chars, report)
+            found = await _fact_items(conversation, provider, extractor, max_text_chars, report)
+            finished = found is not None
+            items = _unstored(found or [], existing, report)
         for start in range(0, len(items), max_batch):
             chunk = items[start : start + max_batch]
             key = _key(user_id, export.format, conversation.id, [i.pop("_id") for i in chunk])
             _count(await store_batch(chunk, key), report)
+        if finished:
+            # Only now: a batch that failed above raised, and the next import extracts again.
+            async with pool.connection() as conn:
+                await store.mark_extracted(conn, user_id, provider, conversation.id)
         if progress is not None:
             progress(done + 1, total, report)
     return report
@@ -196,13 +201,23 @@ def _message_items(
     return items
 
 
+def _unstored(
+    items: list[dict[str, Any]], existing: set[str], report: ImportReport
+) -> list[dict[str, Any]]:
+    """The facts an earlier, unfinished import of the conversation did not store."""
+    kept = [i for i in items if normalize_text(i["text"]) not in existing]
+    report.skipped += len(items) - len(kept)
+    return kept
+
+
 async def _fact_items(
     conversation: Conversation,
     provider: str,
     extractor: FactExtractor,
     max_chars: int,
     report: ImportReport,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any]] | None:
+    """The conversation's facts as batch items; None when the extractor failed on it."""
     texts = [m.text for m in conversation.messages if not is_trivial(m.text)]
     if not texts:
         return []
@@ -216,7 +231,7 @@ async def _fact_items(
     except FactExtractionError as ex:
         logger.warning("chat import: fact extraction failed for one conversation: %s", ex)
         report.failed_conversations += 1
-        return []
+        return None
     when = conversation.ended_at or conversation.started_at
     items = []
     for index, fact in enumerate(facts):

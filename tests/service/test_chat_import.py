@@ -197,6 +197,47 @@ async def test_importing_again_stores_nothing_twice(
     assert len(stored(clean_db, alice)) == 4
 
 
+async def test_a_conversation_stored_in_part_is_extracted_again_and_completed(
+    deps: Deps, alice: int, clean_db: str, llm: FactServer
+) -> None:
+    store = direct_store(deps, alice, None)
+    calls = 0
+
+    async def fails_on_the_second_batch(items: list[dict[str, Any]], key: str) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # what the write queue answers when the database went away midway
+            return {"ok": False, "error": {"code": "DATABASE_ERROR", "message": "Down."}}
+        return await store(items, key)
+
+    extractor = fact_extractor(llm)
+    with pytest.raises(ChatImportError, match="1 memories were stored before it"):
+        await import_chats(
+            deps.pool,
+            alice,
+            CHATGPT,
+            mode="extract",
+            store_batch=fails_on_the_second_batch,
+            extractor=extractor,
+            max_batch=1,
+        )
+    assert [r[0] for r in stored(clean_db, alice)] == FACTS["Moving to Lisbon"][:1]
+
+    again = await import_chats(
+        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor
+    )
+    assert (again.stored, again.skipped) == (2, 1)
+    assert sorted(r[0] for r in stored(clean_db, alice)) == sorted(
+        FACTS["Moving to Lisbon"] + FACTS["Sourdough help"]
+    )
+    asked = len(llm.requests)
+    third = await import_chats(
+        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor
+    )
+    assert (third.stored, third.skipped) == (0, 3)
+    assert len(llm.requests) == asked  # both finished now: neither is sent again
+
+
 async def test_extract_mode_without_an_extractor_refuses_and_stores_nothing(
     deps: Deps, alice: int, clean_db: str
 ) -> None:
