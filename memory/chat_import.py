@@ -41,6 +41,7 @@ from storage import chat_import as store
 
 from .deps import Deps
 from .errors import MemoryServiceError
+from .writers import Writer, writing_as
 
 if TYPE_CHECKING:
     from datetime import date
@@ -310,7 +311,9 @@ def direct_store(
         arguments = {"items": items}
         started = time.monotonic()
         try:
-            payload = await run(deps, user_id, arguments, idempotency_key=key)
+            # The rows it stores name the command as their writer (memory.writers).
+            with writing_as(Writer(client_id) if client_id else None):
+                payload = await run(deps, user_id, arguments, idempotency_key=key)
         except MemoryServiceError as ex:
             payload = ex.to_payload()
         if audit is not None:

@@ -28,6 +28,7 @@ from .commands.remember import Remember, RememberBatch, RememberItem
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, failed_item
 from .relations import text_stored
+from .writers import current_writer
 from .writes import prior_receipt, run_write
 
 #: Cosine at or above which an active row counts as a near duplicate.
@@ -330,7 +331,16 @@ async def _apply(
             await store.soft_delete(
                 conn, user_id, [old], reason="expired; remembered again", replaced_by_id=None
             )
-    ids = await store.insert_memories(conn, user_id, rows)
+    # Who wrote a row is set here, by the insert that creates it, and nowhere else: a
+    # merge into an existing row ("Already remembered") or a later edit keeps its writer.
+    writer = current_writer()
+    ids = await store.insert_memories(
+        conn,
+        user_id,
+        rows,
+        written_by_client=writer.client_id if writer else None,
+        written_by_token=writer.token_jti if writer else None,
+    )
     for i, (new_id, _created) in zip(to_insert, ids, strict=True):
         plans[i].new_id = new_id
     for i in sorted(plans):

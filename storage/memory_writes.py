@@ -154,23 +154,36 @@ _NEW_FIELDS = tuple(f.name for f in fields(NewMemory))
 #: floats cost ~0.25 ms to format and parse each (a batch of 200: ~50 ms),
 #: binary ~1/50th of that.
 _PLACEHOLDER = {"embedding": "%b", "last_confirmed_at": "coalesce(%s, now())"}
+_INSERTED = ("user_id", *_NEW_FIELDS)
+#: Who wrote the row: not a field of the memory any tool shows, so not in ``NewMemory``.
+_WRITER_FIELDS = ("written_by_client", "written_by_token")
 _NEW_ROW = sql.SQL("({})").format(
-    sql.SQL(", ").join(sql.SQL(_PLACEHOLDER.get(n, "%s")) for n in ("user_id", *_NEW_FIELDS))
+    sql.SQL(", ").join(sql.SQL(_PLACEHOLDER.get(n, "%s")) for n in (*_INSERTED, *_WRITER_FIELDS))
 )
 
 
 async def insert_memories(
-    conn: AsyncConnection, user_id: int, items: Sequence[NewMemory]
+    conn: AsyncConnection,
+    user_id: int,
+    items: Sequence[NewMemory],
+    *,
+    written_by_client: str | None = None,
+    written_by_token: str | None = None,
 ) -> list[tuple[int, datetime]]:
-    """Insert rows in order; return (id, created_at) of each, in the same order."""
+    """Insert rows in order; return (id, created_at) of each, in the same order.
+
+    ``written_by_*``: the app the write speaks for, recorded on every row (migration
+    0014); only this insert sets it, so no later write changes who wrote a row.
+    """
     if not items:
         return []
     params: list[Any] = []
     for item in items:
         params.append(user_id)
         params.extend(getattr(item, n) for n in _NEW_FIELDS)
+        params.extend((written_by_client, written_by_token))
     query = sql.SQL("INSERT INTO memories ({}) VALUES {} RETURNING id, created_at").format(
-        sql.SQL(", ").join(sql.Identifier(n) for n in ("user_id", *_NEW_FIELDS)),
+        sql.SQL(", ").join(sql.Identifier(n) for n in (*_INSERTED, *_WRITER_FIELDS)),
         sql.SQL(", ").join([_NEW_ROW] * len(items)),
     )
     cur = await conn.execute(query, params)

@@ -228,6 +228,15 @@ async def cli_token_owner(conn: AsyncConnection, token_id: int) -> int | None:
     return int(row[0]) if row else None
 
 
+async def cli_token_label(conn: AsyncConnection, user_id: int, jti: str) -> str | None:
+    """The label of the user's CLI token with this jti, live or not; None: none or unlabelled."""
+    cur = await conn.execute(
+        "SELECT label FROM cli_tokens WHERE user_id = %s AND jti = %s", (user_id, jti)
+    )
+    row = await cur.fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
 async def client_names(conn: AsyncConnection, client_ids: list[str]) -> dict[str, str]:
     """The registered or published names of these OAuth clients (those that have one)."""
     cur = await conn.execute(

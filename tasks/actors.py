@@ -27,6 +27,8 @@ from memory.reembedding import reembed_batch as _reembed_batch
 from memory.relations import extract_relations as _extract_relations
 from memory.request_ids import accept_request_id, request_id_var
 from memory.service import USE_CASES
+from memory.writers import from_options as writers_from_options
+from memory.writers import writer_var
 
 #: The queue every tool write goes through.
 WRITE_QUEUE = "ownsona-writes"
@@ -270,6 +272,9 @@ class WorkerResources(AsyncIO):
         self._running.request_id = request_id_var.set(
             accept_request_id(message.options.get("request_id"))
         )
+        # The app a write speaks for travels the same way (memory.writers); a message
+        # without it sets None, so nothing of an earlier message's leaks into this one.
+        self._running.writer = writer_var.set(writers_from_options(message.options))
         self._running.started = time.perf_counter()
 
     def after_process_message(
@@ -285,6 +290,9 @@ class WorkerResources(AsyncIO):
         )
         if token is not None:
             request_id_var.reset(token)
+        writer_token, self._running.writer = getattr(self._running, "writer", None), None
+        if writer_token is not None:
+            writer_var.reset(writer_token)
 
     after_skip_message = after_process_message
 

@@ -18,6 +18,7 @@ import redis
 import redis.asyncio as aredis
 from dramatiq.results import ResultFailure
 
+from memory import writers
 from memory.commands import Command
 from memory.errors import DATABASE_ERROR, INTERNAL_ERROR, MemoryServiceError
 from memory.request_ids import current_request_id
@@ -80,6 +81,9 @@ class DramatiqWriteQueue:
         idempotency_key = with_submission(idempotency_key)
         request_id = current_request_id()
         options: dict[str, Any] = {"request_id": request_id} if request_id else {}
+        # The app the write speaks for rides the same way (memory.writers): the worker's
+        # insert records it; a message without it (an older web process's) still runs.
+        options.update(writers.to_options(writers.current_writer()))
         message = self._actor.message_with_options(
             args=(command.TOOL, user_id, command.to_json(), idempotency_key), **options
         )

@@ -2,11 +2,12 @@
 
 Reads and changes are tool calls (``get_memory``, ``update_memory``,
 ``confirm``, ``forget``, ``remember``): another user's id is ``NOT_FOUND``
-there, so it is 404 here, on every GET and POST alike. The page adds who
-stored it (the audit log's first writer), the relations its text shares with
-other memories (``query_relations``), and what replaced it or what it
-replaced (``replaced_by_id``, checked against the audit log's record of the
-calls that touched it).
+there, so it is 404 here, on every GET and POST alike. The page adds which
+app stored it, the relations its text shares with other memories
+(``query_relations``), and what replaced it or what it replaced
+(``replaced_by_id``). The writer and what it replaced are read from the rows
+(``memory.provenance``), not the audit log: the log forgets after its
+retention, a memory must not.
 
 There is no tool to restore a forgotten memory: "Remember again" stores its
 text, tags and importance as a new memory and says so; the tombstone stays.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import falcon
@@ -25,14 +27,22 @@ from api.console.guard import ConsoleRequest, new_operation_key
 from api.console.render import NOTICES
 from api.console.services import ConsoleServices
 from api.console.tools import CONSOLE_CLIENT_ID, failure
-from memory import audit, graph
+from auth import connected_apps
+from memory import graph, provenance
+from memory.audit import COMMAND_CLIENT_ID
 from memory.errors import MemoryServiceError
 from memory.rules.text import normalize_tags
+from memory.writers import STDIO_CLIENT_ID
 
 BASE = "/console/memories/"
-#: Entities of a memory whose relations the page looks up, and memories it checks.
+#: Entities of a memory whose relations the page looks up.
 MAX_ENTITIES = 4
-MAX_REPLACED_CHECKS = 20
+#: How the page names a writer that is one of our own entry points.
+OWN_WRITERS = {
+    CONSOLE_CLIENT_ID: "this console",
+    STDIO_CLIENT_ID: "MCP over stdio (ownsona stdio)",
+    COMMAND_CLIENT_ID: "an ownsona command (chat import)",
+}
 
 NOTICES.update(
     {
@@ -51,6 +61,15 @@ NOTICES.update(
 
 class _NotFound(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who wrote a memory, as the page shows it."""
+
+    name: str
+    #: The OAuth client id, shown beside its name; None for our own apps and CLI tokens.
+    client_id: str | None
 
 
 class MemoryPage:
@@ -96,11 +115,10 @@ class MemoryPage:
     ) -> None:
         console: ConsoleRequest = req.context.console
         user_id, memory_id = console.user_id, int(memory["id"])
-        if self._s.runtime.audit is not None:
-            await self._s.runtime.audit.catch_up()
-        writer = await audit.first_writer(self._s.pool, user_id, memory_id)
+        origin = await provenance.of_memory(self._s.pool, user_id, memory_id)
+        writer = await self._writer(user_id, origin.writer if origin else None)
         own, connected = await self._relations(user_id, memory)
-        replaced = await self._replaced(user_id, memory_id)
+        replaced = origin.replaces if origin else []
         self._s.renderer.page(
             req,
             resp,
@@ -109,7 +127,6 @@ class MemoryPage:
             status=status,
             memory=memory,
             writer=writer,
-            console_client=CONSOLE_CLIENT_ID,
             own_relations=own,
             connected=connected,
             replaced=replaced,
@@ -160,32 +177,21 @@ class MemoryPage:
                     connected.append(edge)
         return own, connected[:50]
 
-    async def _replaced(self, user_id: int, memory_id: int) -> list[dict[str, Any]]:
-        """The forgotten memories this one replaced (their ``replaced_by_id`` is this id).
-
-        Candidates are the other memories changed by the recorded calls that changed this
-        one (a ``remember`` with ``supersedes``, a ``forget`` with ``replaced_by_id``); each
-        is checked with ``get_memory``.
-        """
-        events = await audit.events(self._s.pool, user_id, memory_id=memory_id, limit=50)
-        candidates: list[int] = []
-        for event in events:
-            if not event.ok:
-                continue
-            for other in event.changed_ids:
-                if other != memory_id and other not in candidates:
-                    candidates.append(other)
-        found = await asyncio.gather(
-            *(
-                self._s.tools.call(user_id, "get_memory", {"id": i})
-                for i in candidates[:MAX_REPLACED_CHECKS]
-            )
+    async def _writer(self, user_id: int, written_by: provenance.WrittenBy | None) -> Writer | None:
+        """The app recorded on the row, named as the apps page names it; None: not recorded."""
+        client_id = written_by.client_id if written_by else None
+        if written_by is None or client_id is None:
+            return None
+        own = OWN_WRITERS.get(client_id)
+        if own is not None:
+            return Writer(own, None)
+        label = await connected_apps.writer_label(
+            self._s.pool, user_id, client_id, written_by.token_jti
         )
-        return [
-            p["memory"]
-            for p in found
-            if p.get("ok") and p["memory"].get("replaced_by_id") == memory_id
-        ]
+        if client_id == connected_apps.CLI_CLIENT_ID:
+            return Writer(f"CLI token “{label}”" if label else "a CLI token", None)
+        name = label or connected_apps.published_from(client_id) or "an unnamed app"
+        return Writer(name, client_id)
 
     async def on_post(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, memory_id: int

@@ -30,6 +30,7 @@ from api.mcp.versions import (
     ProtocolRules,
 )
 from api.runtime import WriteQueue
+from auth.connected_apps import CLI_CLIENT_ID
 from auth.scopes import required_scope
 from memory.audit import AuditLog
 from memory.commands import parse_command
@@ -37,6 +38,7 @@ from memory.deps import Deps
 from memory.errors import INVALID_INPUT, MemoryServiceError
 from memory.rules.inputs import reject_unknown
 from memory.service import UseCase
+from memory.writers import STDIO_CLIENT_ID, Writer, writing_as
 from memory.writes import WINDOW_PREFIX
 
 logger = logging.getLogger("ownsona.api.mcp")
@@ -238,7 +240,10 @@ class McpDispatcher:
         started = time.perf_counter()
         if extra_arguments and not spec.annotations.get("readOnlyHint", False):
             raise ValueError("extra arguments are for read tools only")
-        payload = await self._run(spec, args, request_id, ctx, explicit_key, extra_arguments)
+        # The app this call speaks for goes with its write (memory.writers): a memory it
+        # stores records its writer on the row.
+        with writing_as(writer_of(ctx)):
+            payload = await self._run(spec, args, request_id, ctx, explicit_key, extra_arguments)
         seconds = time.perf_counter() - started
         ok = payload.get("ok") is True
         error_code = None if ok else _payload_error_code(payload)
@@ -312,6 +317,21 @@ class McpDispatcher:
             return payload
         except Exception as ex:
             return tool_failure_payload(ex, tool=spec.name, user_id=ctx.user_id)
+
+
+def writer_of(ctx: CallContext) -> Writer | None:
+    """The app a call's writes are recorded under, as the console's apps page keys apps.
+
+    A CLI token is an app of its own (told apart by its jti); an OAuth client is one
+    app whatever access token it holds now, so its jti is not kept. A stdio call names
+    no client: it is recorded as the stdio entry's own.
+    """
+    client_id = ctx.client_id
+    if client_id is None and ctx.entry == "stdio":
+        client_id = STDIO_CLIENT_ID
+    if client_id is None:
+        return None
+    return Writer(client_id, ctx.token_jti if client_id == CLI_CLIENT_ID else None)
 
 
 def _payload_error_code(payload: dict[str, Any]) -> str:

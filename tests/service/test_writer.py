@@ -1,0 +1,53 @@
+"""The use cases record the writer on the rows they create, and only there (migration 0014)."""
+
+from __future__ import annotations
+
+import psycopg
+
+from memory.audit import COMMAND_CLIENT_ID
+from memory.chat_import import direct_store
+from memory.deps import Deps
+from memory.service import USE_CASES
+from memory.writers import Writer, writing_as
+
+
+def _writers(dsn: str, user_id: int) -> dict[str, str | None]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT text, written_by_client FROM memories WHERE user_id = %s", (user_id,)
+        ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+async def test_the_chat_import_command_records_itself(
+    deps: Deps, alice: int, clean_db: str
+) -> None:
+    store = direct_store(deps, alice, None, client_id=COMMAND_CLIENT_ID)
+    payload = await store([{"text": "My grandmother grew up in Braga."}], "import-1")
+    assert payload["ok"], payload
+    assert _writers(clean_db, alice) == {"My grandmother grew up in Braga.": COMMAND_CLIENT_ID}
+
+
+async def test_an_edit_a_merge_and_a_batch_keep_or_set_the_writer_as_they_should(
+    deps: Deps, alice: int, clean_db: str
+) -> None:
+    with writing_as(Writer("app-a")):
+        first = await USE_CASES["remember"](deps, alice, {"text": "My flat is on the third floor."})
+    with writing_as(Writer("app-b")):
+        merge = await USE_CASES["remember_batch"](
+            deps,
+            alice,
+            {"items": [{"text": "My flat is on the THIRD floor."}, {"text": "My door is red."}]},
+        )
+        assert merge["results"][0]["memory_id"] == first["memory_id"]
+        edit = await USE_CASES["update_memory"](
+            deps, alice, {"id": first["memory_id"], "text": "My flat is on the fourth floor."}
+        )
+        assert edit["ok"], edit
+    # Outside any call (an operator script): nothing is recorded.
+    await USE_CASES["remember"](deps, alice, {"text": "My postcode starts with EH6."})
+    assert _writers(clean_db, alice) == {
+        "My flat is on the fourth floor.": "app-a",
+        "My door is red.": "app-b",
+        "My postcode starts with EH6.": None,
+    }
