@@ -221,14 +221,6 @@ async def events(
         )
 
 
-async def first_writer(
-    pool: AsyncConnectionPool, user_id: int, memory_id: int
-) -> store.AuditEventRow | None:
-    """The call that stored ``memory_id`` (its app and entry point), if still on record."""
-    async with pool.connection() as conn:
-        return await store.first_writer(conn, user_id, memory_id)
-
-
 async def app_activity(pool: AsyncConnectionPool, user_id: int) -> list[store.AppActivity]:
     """Per app: first and last call, calls, distinct memories written."""
     async with pool.connection() as conn:

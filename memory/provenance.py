@@ -9,7 +9,7 @@ restored from a backup file (which does not carry it), have none.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from storage import memory_provenance as store
@@ -27,6 +27,10 @@ class Provenance:
     writer: WrittenBy
     #: The memories it replaced (their ``replaced_by_id`` is this one), by id.
     replaces: list[int]
+    #: The newer memories whose ``downweights`` named this one, by id.
+    downweighted_by: list[int] = field(default_factory=list)
+    #: The memories this one's ``downweights`` named, by id.
+    downweights: list[int] = field(default_factory=list)
 
 
 async def of_memory(pool: AsyncConnectionPool, user_id: int, memory_id: int) -> Provenance | None:
@@ -35,7 +39,12 @@ async def of_memory(pool: AsyncConnectionPool, user_id: int, memory_id: int) -> 
         writer = await store.written_by(conn, user_id, memory_id)
         if writer is None:
             return None
-        return Provenance(writer, await store.replaced_ids(conn, user_id, memory_id))
+        return Provenance(
+            writer,
+            await store.replaced_ids(conn, user_id, memory_id),
+            await store.downweighted_by(conn, user_id, memory_id),
+            await store.downweighted(conn, user_id, memory_id),
+        )
 
 
 async def written_counts(pool: AsyncConnectionPool, user_id: int) -> list[WrittenCount]:

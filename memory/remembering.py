@@ -22,6 +22,7 @@ import psycopg
 from memory.rules import ranking
 from memory.rules.timestamps import format_timestamp
 from storage import memories as store
+from storage import memory_provenance as provenance_store
 from storage.rows import MemoryRow, Neighbour, NewMemory
 
 from .commands.remember import Remember, RememberBatch, RememberItem
@@ -358,6 +359,7 @@ async def _apply(
                 replaced_by_id=plans[i].new_id,
             )
     downweights: dict[int, int] = defaultdict(int)  # row id -> steps to take
+    by: list[tuple[int, int]] = []  # (downweighted row id, the row that named it)
     for i in sorted(plans):
         plan = plans[i]
         if plan.error is not None:
@@ -373,6 +375,10 @@ async def _apply(
             )
         for target_id in plan.downweight:
             downweights[target_id] += 1
+        if target is not None:
+            by.extend((target_id, target) for target_id in plan.downweight)
+    # Which memory lowered which, for the owner's console (the salience alone cannot say).
+    await provenance_store.record_downweights(conn, user_id, by)
     if downweights:
         current = await store.get_memories_for_update(conn, user_id, sorted(downweights))
         updates = []

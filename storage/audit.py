@@ -125,20 +125,6 @@ async def list_events(
         return await cur.fetchall()
 
 
-async def first_writer(conn: AsyncConnection, user_id: int, memory_id: int) -> AuditEventRow | None:
-    """The earliest successful call that changed ``memory_id`` (the one that stored it)."""
-    async with conn.cursor(row_factory=class_row(AuditEventRow)) as cur:
-        await cur.execute(
-            f"""
-            SELECT {_ROW_COLUMNS} FROM audit_events
-            WHERE user_id = %s AND ok AND changed_ids @> ARRAY[%s::bigint]
-            ORDER BY at, id LIMIT 1
-            """,
-            (user_id, memory_id),
-        )
-        return await cur.fetchone()
-
-
 @dataclass(frozen=True)
 class AppActivity:
     client_id: str | None

@@ -1,4 +1,5 @@
-"""Where memories came from: the app that wrote each, the rows one replaced (migration 0014).
+"""Where memories came from: the app that wrote each, the rows one replaced (migration 0014),
+the newer memories that downweighted one (migration 0016).
 
 The console's memory page and apps page read these; no tool does, so no tool
 output carries the writer. Every function takes a connection; every query is
@@ -69,3 +70,37 @@ async def written_counts(conn: AsyncConnection, user_id: int) -> list[WrittenCou
             (user_id,),
         )
         return await cur.fetchall()
+
+
+async def record_downweights(
+    conn: AsyncConnection, user_id: int, pairs: list[tuple[int, int]]
+) -> None:
+    """Record ``(memory id, downweighted by id)`` pairs; a repeated pair is kept once."""
+    if not pairs:
+        return
+    await conn.execute(
+        "INSERT INTO memory_downweights (user_id, memory_id, by_memory_id)"
+        " SELECT %s, p.m, p.b FROM unnest(%s::bigint[], %s::bigint[]) AS p(m, b)"
+        " ON CONFLICT DO NOTHING",
+        (user_id, [p[0] for p in pairs], [p[1] for p in pairs]),
+    )
+
+
+async def downweighted_by(conn: AsyncConnection, user_id: int, memory_id: int) -> list[int]:
+    """The user's memories that downweighted ``memory_id``, by id."""
+    cur = await conn.execute(
+        "SELECT by_memory_id FROM memory_downweights WHERE user_id = %s AND memory_id = %s"
+        " ORDER BY by_memory_id",
+        (user_id, memory_id),
+    )
+    return [int(r[0]) for r in await cur.fetchall()]
+
+
+async def downweighted(conn: AsyncConnection, user_id: int, memory_id: int) -> list[int]:
+    """The user's memories that ``memory_id`` downweighted, by id."""
+    cur = await conn.execute(
+        "SELECT memory_id FROM memory_downweights WHERE user_id = %s AND by_memory_id = %s"
+        " ORDER BY memory_id",
+        (user_id, memory_id),
+    )
+    return [int(r[0]) for r in await cur.fetchall()]

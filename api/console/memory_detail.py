@@ -119,6 +119,8 @@ class MemoryPage:
         writer = await self._writer(user_id, origin.writer if origin else None)
         own, connected = await self._relations(user_id, memory)
         replaced = origin.replaces if origin else []
+        downweighted_by = origin.downweighted_by if origin else []
+        downweights = origin.downweights if origin else []
         self._s.renderer.page(
             req,
             resp,
@@ -130,6 +132,8 @@ class MemoryPage:
             own_relations=own,
             connected=connected,
             replaced=replaced,
+            downweighted_by=downweighted_by,
+            downweights=downweights,
             error=error,
             draft=draft or _draft(memory),
             operation_key=new_operation_key(),

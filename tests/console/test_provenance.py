@@ -140,6 +140,32 @@ async def test_a_memory_stored_with_supersedes_shows_what_it_replaces(
     assert f'href="/console/memories/{new["memory_id"]}"' in old.text  # Replaced by
 
 
+def _field(html: str, name: str) -> str | None:
+    found = re.search(rf"<dt>{name}</dt><dd>(.*?)</dd>", html, re.S)
+    return re.sub(r"<[^>]+>", "", found.group(1)) if found else None
+
+
+async def test_a_downweighted_memory_names_the_memory_that_downweighted_it(
+    browser: Browser, owner_mcp: Mcp, clean_db: str
+) -> None:
+    old = (await _remember(owner_mcp, "I mostly cycle to work."))["memory_id"]
+    new = await _remember(owner_mcp, "These days I take the tram to work.", downweights=[old])
+    assert new["downweighted"] == [old]
+    _forget_the_audit_log(clean_db)
+
+    page = (await browser.get(f"/console/memories/{old}")).text
+    assert _field(page, "Downweighted by") == f"#{new['memory_id']}"
+    assert f'href="/console/memories/{new["memory_id"]}"' in page
+    newer = (await browser.get(f"/console/memories/{new['memory_id']}")).text
+    assert _field(newer, "Downweights") == f"#{old}"
+    assert _field(newer, "Downweighted by") == "—"
+
+    # Erasing the newer memory for good takes its record with it.
+    erased = await owner_mcp.call_tool("forget", {"id": new["memory_id"], "hard_delete": True})
+    assert not erased["isError"], erased
+    assert _field((await browser.get(f"/console/memories/{old}")).text, "Downweighted by") == "—"
+
+
 async def test_a_memory_written_in_the_console_says_the_console(
     browser: Browser, owner_mcp: Mcp, clean_db: str
 ) -> None:
