@@ -237,9 +237,7 @@ async def count_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
 async def memory_stats(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
     Args(raw)
     async with deps.pool.connection() as conn:
-        stats = await store.store_stats(conn, user_id)
-        tags = await store.tag_counts(conn, user_id, include_deleted=False, limit=10)
-        providers = await store.provider_counts(conn, user_id)
+        stats = await store.store_stats(conn, user_id, top_tags=10)
     return {
         "ok": True,
         "total": stats.total,
@@ -251,8 +249,8 @@ async def memory_stats(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) 
         else round(float(stats.avg_importance), 4),
         "oldest_created_at": format_timestamp(stats.oldest_created_at),
         "newest_created_at": format_timestamp(stats.newest_created_at),
-        "top_tags": [{"tag": t.tag, "count": t.count} for t in tags],
-        "by_provider": [{"provider": p.provider, "count": p.count} for p in providers],
+        "top_tags": [{"tag": t.tag, "count": t.count} for t in stats.top_tags],
+        "by_provider": [{"provider": p.provider, "count": p.count} for p in stats.by_provider],
     }
 
 

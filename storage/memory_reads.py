@@ -122,24 +122,63 @@ async def export_rows(
     return await cur.fetchall()
 
 
-async def store_stats(conn: AsyncConnection, user_id: int) -> StoreStats:
-    cur = conn.cursor(row_factory=class_row(StoreStats))
-    await cur.execute(
+async def store_stats(conn: AsyncConnection, user_id: int, *, top_tags: int) -> StoreStats:
+    """The store's counts, its ``top_tags`` most used active tags and its providers.
+
+    One pass over the user's rows (an index-only scan of ``memories_user_counts``):
+    the rows are first counted per tag set and provider, so the per-tag and
+    per-provider counts and the totals are sums over those few groups, not three
+    scans of the store.
+    """
+    cur = await conn.execute(
         f"""
-        SELECT count(*) AS total,
-               count(*) FILTER (WHERE {ACTIVE}) AS active,
-               count(*) FILTER (WHERE deleted_at IS NOT NULL) AS soft_deleted,
-               count(*) FILTER (WHERE deleted_at IS NULL AND expires_at <= now()) AS expired,
-               avg(importance) FILTER (WHERE {ACTIVE}) AS avg_importance,
-               min(created_at) AS oldest_created_at,
-               max(created_at) AS newest_created_at
-        FROM memories WHERE user_id = %s
+        WITH groups AS (
+            SELECT tags, coalesce(source_provider, '(none)') AS provider,
+                count(*) AS n,
+                count(*) FILTER (WHERE {ACTIVE}) AS active,
+                count(*) FILTER (WHERE deleted_at IS NOT NULL) AS soft_deleted,
+                count(*) FILTER (WHERE deleted_at IS NULL AND expires_at <= now()) AS expired,
+                sum(importance) FILTER (WHERE {ACTIVE}) AS importance_sum,
+                min(created_at) AS oldest, max(created_at) AS newest
+            FROM memories WHERE user_id = %(user_id)s
+            GROUP BY tags, provider
+        ), top_tags AS (
+            SELECT t.tag, sum(g.active)::bigint AS count
+            FROM groups g, unnest(g.tags) AS t(tag)
+            WHERE g.active > 0
+            GROUP BY t.tag ORDER BY count DESC, t.tag LIMIT %(top_tags)s
+        ), providers AS (
+            SELECT provider, sum(n)::bigint AS count FROM groups GROUP BY provider
+        )
+        SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(active), 0)::bigint,
+            coalesce(sum(soft_deleted), 0)::bigint, coalesce(sum(expired), 0)::bigint,
+            sum(importance_sum) / nullif(sum(active), 0)::float8,
+            min(oldest), max(newest),
+            (SELECT coalesce(array_agg(tag ORDER BY count DESC, tag), '{{}}') FROM top_tags),
+            (SELECT coalesce(array_agg(count ORDER BY count DESC, tag), '{{}}') FROM top_tags),
+            (SELECT coalesce(array_agg(provider ORDER BY count DESC, provider), '{{}}')
+             FROM providers),
+            (SELECT coalesce(array_agg(count ORDER BY count DESC, provider), '{{}}')
+             FROM providers)
+        FROM groups
         """,
-        (user_id,),
+        {"user_id": user_id, "top_tags": top_tags},
     )
-    stats = await cur.fetchone()
-    assert stats is not None
-    return stats
+    row = await cur.fetchone()
+    assert row is not None
+    total, active, soft_deleted, expired, avg_importance, oldest, newest = row[:7]
+    tag_names, tag_counts, providers, provider_counts = row[7:]
+    return StoreStats(
+        total=total,
+        active=active,
+        soft_deleted=soft_deleted,
+        expired=expired,
+        avg_importance=avg_importance,
+        oldest_created_at=oldest,
+        newest_created_at=newest,
+        top_tags=[TagCount(t, c) for t, c in zip(tag_names, tag_counts, strict=True)],
+        by_provider=[ProviderCount(p, c) for p, c in zip(providers, provider_counts, strict=True)],
+    )
 
 
 async def tag_counts(
@@ -147,19 +186,12 @@ async def tag_counts(
 ) -> list[TagCount]:
     where = _unless_included(include_deleted)
     cur = conn.cursor(row_factory=class_row(TagCount))
+    # unnest in the select list (one ProjectSet over an index-only scan of
+    # memories_user_counts) costs about half what a lateral unnest per row does.
     await cur.execute(
-        f"SELECT t.tag, count(*) AS count FROM memories, unnest(tags) AS t(tag)"
-        f" WHERE user_id = %s {where} GROUP BY t.tag ORDER BY count DESC, t.tag LIMIT %s",
+        f"SELECT tag, count(*) AS count FROM"
+        f" (SELECT unnest(tags) AS tag FROM memories WHERE user_id = %s {where}) AS t"
+        f" GROUP BY tag ORDER BY count DESC, tag LIMIT %s",
         (user_id, limit),
-    )
-    return await cur.fetchall()
-
-
-async def provider_counts(conn: AsyncConnection, user_id: int) -> list[ProviderCount]:
-    cur = conn.cursor(row_factory=class_row(ProviderCount))
-    await cur.execute(
-        "SELECT coalesce(source_provider, '(none)') AS provider, count(*) AS count"
-        " FROM memories WHERE user_id = %s GROUP BY 1 ORDER BY count DESC, provider",
-        (user_id,),
     )
     return await cur.fetchall()

@@ -210,3 +210,7 @@ class StoreStats:
     avg_importance: float | None
     oldest_created_at: datetime | None
     newest_created_at: datetime | None
+    #: The most used tags of active rows, most used first (ties by tag).
+    top_tags: list[TagCount]
+    #: Every row's source provider ("(none)" for none), most rows first (ties by name).
+    by_provider: list[ProviderCount]

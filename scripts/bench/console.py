@@ -1,6 +1,7 @@
 """Console pages at 100k memories: time per page, and what the pages cost the server.
 
     python -m scripts.bench.console [--size 100000] [--rounds 30] [--workdir .bench/console]
+        [--pages /console/stats,/console/memories?untagged=1] [--hold]
 
 Runs a real ``ownsona serve`` (embedded PostgreSQL, in-process worker, local
 model), seeds the bench account with ``--size`` synthetic facts (embedded by
@@ -12,6 +13,12 @@ machine hits all alike. The server's own time for a request is taken from its
 request log (``ms`` of the ``request`` line); the client's round trip over
 loopback is printed beside it.
 
+``--pages`` times only the listed pages (as written in ``PAGES``; the warm-up
+then fetches only those too), for iterating on one page without waiting for the
+clean-up scans. ``--hold`` leaves the server and its embedded cluster running
+after the figures, printing the cluster's DSN, until Enter: for EXPLAIN and
+profiling against the same store.
+
 Figures are medians and percentiles; the target (issue 15) is p50 at most
 150 ms of server time per page at 100k memories.
 """
@@ -19,6 +26,7 @@ Figures are medians and percentiles; the target (issue 15) is p50 at most
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import statistics
@@ -119,19 +127,9 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--workdir", default=".bench/console")
-    args = parser.parse_args()
-    workdir = Path(args.workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    server = Server(workdir)
-    server.env["LOG_FORMAT"] = "json"
-    server.start()
+def _measure(
+    server: Server, workdir: Path, size: int, rounds: int, chosen: list[str], *, hold: bool
+) -> None:
     dsn = start_embedded(workdir / "data")  # the running server's cluster: its address
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT id FROM users WHERE username = 'bench'").fetchone()
@@ -140,30 +138,30 @@ def main() -> None:
         have = conn.execute(
             "SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)
         ).fetchone()
-    if have is None or have[0] != args.size:
+    if have is None or have[0] != size:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("DELETE FROM memories WHERE user_id = %s", (user_id,))
             conn.execute("DELETE FROM audit_events WHERE user_id = %s", (user_id,))
-        texts = list(corpus.facts(args.size))
+        texts = list(corpus.facts(size))
         print(f"embedding {len(texts)} facts (cached in {workdir})", flush=True)
-        vectors = embed_cached(LocalEmbedder.bundled(), texts, workdir / f"facts-{args.size}.npy")
+        vectors = embed_cached(LocalEmbedder.bundled(), texts, workdir / f"facts-{size}.npy")
         seed(dsn, user_id, texts, vectors, 0)
-        spread(dsn, user_id, events=args.size // 5)
+        spread(dsn, user_id, events=size // 5)
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT max(id) FROM memories WHERE user_id = %s", (user_id,)).fetchone()
         assert row is not None
         memory_id = int(row[0])
 
-    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "size": args.size, "pages": {}}
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "size": size, "pages": {}}
     log = workdir / "serve.log"
     with httpx.Client(base_url=server.url, timeout=120) as http:
         sign_in(http)
-        pages = [p.format(memory_id=memory_id) for p in PAGES]
+        pages = [p.format(memory_id=memory_id) for p in PAGES if p in chosen]
         for page in pages:  # warm: templates compiled, caches and plans warm
             assert http.get(page).status_code == 200, page
         client: dict[str, list[float]] = {p: [] for p in pages}
         server_ms: dict[str, list[float]] = {p: [] for p in pages}
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for page in pages:
                 since = log.stat().st_size
                 started = time.perf_counter()
@@ -180,9 +178,40 @@ def main() -> None:
             print(json.dumps({page: entry}), flush=True)
     rss, hwm = server.rss_mb()
     results["serve_rss_mb"], results["serve_peak_rss_mb"] = round(rss, 1), round(hwm, 1)
-    server.stop()
     print(json.dumps(results, indent=2))
     (workdir / "results.json").write_text(json.dumps(results, indent=2))
+    if hold:
+        print(f"holding: server {server.url}, database {dsn}; Enter stops it", flush=True)
+        with contextlib.suppress(EOFError):
+            input()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--workdir", default=".bench/console")
+    parser.add_argument(
+        "--pages", default="", help="comma-separated pages from PAGES to time (default: all)"
+    )
+    parser.add_argument("--hold", action="store_true", help="keep the server running until Enter")
+    args = parser.parse_args()
+    chosen = [p for p in args.pages.split(",") if p] or list(PAGES)
+    unknown = [p for p in chosen if p not in PAGES]
+    if unknown:
+        parser.error(f"unknown pages {unknown}; choose from {list(PAGES)}")
+    workdir = Path(args.workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    server = Server(workdir)
+    server.env["LOG_FORMAT"] = "json"
+    server.start()
+    try:
+        _measure(server, workdir, args.size, args.rounds, chosen, hold=args.hold)
+    finally:
+        # Also when a page fails: a server left running would skew the next run.
+        server.stop()
 
 
 if __name__ == "__main__":
