@@ -2,7 +2,7 @@
 
 Memories added per week and tool calls per day, every period present (a
 quiet week is a zero, not a gap), newest last. Weeks start on Monday and
-days at midnight, both UTC. And the memories each app wrote.
+days at midnight, both UTC.
 """
 
 from __future__ import annotations
@@ -57,11 +57,3 @@ async def recall_calls_per_day(
     async with pool.connection() as conn:
         rows = await store.tool_calls_per_day(conn, user_id, RECALL_TOOLS, _midnight(starts[0]))
     return _filled(rows, starts)
-
-
-async def memories_written_per_app(
-    pool: AsyncConnectionPool, user_id: int
-) -> list[store.AppWrites]:
-    """Per app (per token for CLI tokens) that wrote any: distinct memories it changed."""
-    async with pool.connection() as conn:
-        return await store.memories_written_per_app(conn, user_id)

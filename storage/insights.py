@@ -57,35 +57,3 @@ async def tool_calls_per_day(
             (user_id, since, list(tools)),
         )
         return await cur.fetchall()
-
-
-@dataclass(frozen=True)
-class AppWrites:
-    #: None: no app (a local entry point).
-    client_id: str | None
-    #: Only for CLI tokens (``ownsona-cli``), which tell one token from another.
-    token_jti: str | None
-    memories: int
-
-
-async def memories_written_per_app(conn: AsyncConnection, user_id: int) -> list[AppWrites]:
-    """Distinct memories each app (each CLI token) changed in successful calls.
-
-    The figures of ``storage.audit.app_activity``'s ``memories_written``, for the
-    apps that wrote any, in one pass over the log instead of one per app.
-    """
-    async with conn.cursor(row_factory=class_row(AppWrites)) as cur:
-        await cur.execute(
-            """
-            SELECT client_id,
-                CASE WHEN client_id = 'ownsona-cli' THEN token_jti END AS token_jti,
-                count(DISTINCT m)::int AS memories
-            FROM audit_events, unnest(changed_ids) AS m
-            WHERE user_id = %s AND ok AND cardinality(changed_ids) > 0
-                -- app_activity counts a call without an app only if it had no token.
-                AND (client_id IS NOT NULL OR token_jti IS NULL)
-            GROUP BY 1, 2
-            """,
-            (user_id,),
-        )
-        return await cur.fetchall()

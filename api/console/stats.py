@@ -1,8 +1,9 @@
 """``/console/stats``: the store in figures and charts.
 
 The counts, top tags and sources are the ``memory_stats`` tool's; memories
-added per week, recall calls per day and memories written per app (the last
-two from the audit log) come from :mod:`memory.insights`.
+added per week and recall calls per day (from the audit log) come from
+:mod:`memory.insights`; memories written per app from the rows themselves
+(:mod:`memory.provenance`, so the figure outlives the audit log's retention).
 Every chart is drawn on the server (:mod:`api.console.charts`) and its figures
 are in a table beside it.
 """
@@ -20,7 +21,7 @@ from api.console import charts
 from api.console.activity import OWN_APPS
 from api.console.services import ConsoleServices
 from api.console.tools import failure
-from memory import insights
+from memory import insights, provenance
 
 WEEKS = 12
 DAYS = 30
@@ -29,7 +30,7 @@ DAYS = 30
 def _app_name(client_id: str | None) -> str:
     """Our own callers by name (the activity page's table); an OAuth client by its id."""
     if client_id is None:
-        return "No app (local)"
+        return "Not recorded"  # rows from before writers were recorded, or restored ones
     return OWN_APPS.get(client_id, client_id)
 
 
@@ -45,11 +46,15 @@ class StatsPage:
         user_id = req.context.console.user_id
         # The three parts read different rows on their own pooled connections, so
         # the page waits for the slowest (memory_stats), not for their sum.
-        stats, weeks, (days, written) = await asyncio.gather(
+        stats, weeks, days, writers = await asyncio.gather(
             self._s.tools.call(user_id, "memory_stats", {}),
             insights.memories_added_per_week(self._s.pool, user_id, weeks=WEEKS),
-            self._from_audit_log(user_id),
+            self._recall_days(user_id),
+            provenance.written_counts(self._s.pool, user_id),
         )
+        written: dict[str, int] = defaultdict(int)
+        for writer in writers:
+            written[_app_name(writer.client_id)] += writer.total
         problem = failure(stats)
         if problem is not None:
             self._s.renderer.error(req, resp, 503, "Stats are not available", problem.message)
@@ -58,19 +63,11 @@ class StatsPage:
             req, resp, "stats.html", title="Stats", **_context(stats, weeks, days, written)
         )
 
-    async def _from_audit_log(self, user_id: int) -> tuple[list[insights.Period], dict[str, int]]:
-        """Recall calls per day and memories written per app, the log caught up first."""
+    async def _recall_days(self, user_id: int) -> list[insights.Period]:
+        """Recall calls per day, the audit log caught up first."""
         if self._s.runtime.audit is not None:
             await self._s.runtime.audit.catch_up()
-        pool = self._s.pool
-        days, apps = await asyncio.gather(
-            insights.recall_calls_per_day(pool, user_id, days=DAYS),
-            insights.memories_written_per_app(pool, user_id),
-        )
-        written: dict[str, int] = defaultdict(int)
-        for app in apps:
-            written[_app_name(app.client_id)] += app.memories
-        return days, written
+        return await insights.recall_calls_per_day(self._s.pool, user_id, days=DAYS)
 
 
 def _context(

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
 import falcon.testing
+import psycopg
 
 from api.runtime import Runtime
 from config.settings import Settings
@@ -77,6 +78,17 @@ async def test_stats_show_the_counts_and_todays_recall_calls(
     state = next(c for c in charts if c.get("aria-labelledby", "").startswith("chart-state"))
     legend = [t.text for t in state.iter(SVG + "text")]
     assert "Active: 3" in legend and "Forgotten: 1" in legend
+
+
+async def test_memories_written_by_each_app_outlive_the_audit_log(
+    browser: Browser, owner_mcp: Mcp, clean_db: str
+) -> None:
+    for text in ("My sister Anna lives in Berlin.", "I drink my coffee black."):
+        await owner_mcp.call_tool("remember", {"text": text})
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("DELETE FROM audit_events")  # what the prune does after 90 days
+    page = await browser.get("/console/stats")
+    assert table_rows(page.text, "table-apps") == {"test-assistant": "2"}
 
 
 async def test_stats_of_an_empty_store_render(browser: Browser) -> None:

@@ -1,11 +1,9 @@
 """The one-pass counts behind /console/stats agree with their plain definitions.
 
 ``storage.memory_reads.store_stats`` counts per tag set and provider first and
-sums those groups; ``storage.insights.memories_written_per_app`` reads the
-audit log once instead of once per app. Each is checked here against the
-straightforward query (or the apps page's ``app_activity``) on a store mixed
-enough to tell them apart: several tag sets sharing tags, providers, forgotten
-and expired rows, CLI tokens, failed calls and calls without an app.
+sums those groups. It is checked here against the straightforward query on a
+store mixed enough to tell them apart: several tag sets sharing tags,
+providers, forgotten and expired rows.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from storage import audit, insights, memory_reads
+from storage import audit, memory_reads
 from storage.memory_sql import ACTIVE
 from tests.conftest import make_user
 
@@ -133,34 +131,3 @@ def _event(
         query=None,
         duration_ms=1.0,
     )
-
-
-async def test_memories_written_per_app_agree_with_app_activity(pool, clean_db):
-    user_id = make_user(clean_db, "alice")
-    other = make_user(clean_db, "bob")
-    events = [
-        _event(user_id, "claude", "a", [1, 2]),
-        _event(user_id, "claude", "b", [2, 3]),  # another token of one app: one app
-        _event(user_id, "claude", None, [9], ok=False),  # failed: wrote nothing
-        _event(user_id, "ownsona-cli", "t1", [1, 4]),
-        _event(user_id, "ownsona-cli", "t1", [4]),
-        _event(user_id, "ownsona-cli", "t2", [4, 5]),  # each CLI token on its own
-        _event(user_id, None, None, [6]),
-        _event(user_id, None, "stray", [7]),
-        _event(user_id, "chatgpt", None, []),  # read only: no app row
-        _event(other, "claude", None, [8, 10, 11]),
-    ]
-    async with pool.connection() as conn:
-        await audit.insert_events(conn, events)
-        written = await insights.memories_written_per_app(conn, user_id)
-        activity = await audit.app_activity(conn, user_id)
-    got = {(w.client_id, w.token_jti): w.memories for w in written}
-    assert got == {
-        (a.client_id, a.token_jti): a.memories_written for a in activity if a.memories_written
-    }
-    assert got == {
-        ("claude", None): 3,
-        ("ownsona-cli", "t1"): 2,
-        ("ownsona-cli", "t2"): 2,
-        (None, None): 1,
-    }
