@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,20 @@ async def active_count(conn: AsyncConnection, user_id: int) -> int:
     )
     row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+async def change_marker(conn: AsyncConnection, user_id: int) -> tuple[int, datetime | None]:
+    """How many rows the user has (forgotten ones too) and the newest ``updated_at``.
+
+    Every insert, edit and forget moves the second, a hard delete the first; confirm
+    and feedback move neither. Both come from one index-only scan of
+    ``memories_user_updated`` (migration 0012).
+    """
+    cur = await conn.execute(
+        "SELECT count(*), max(updated_at) FROM memories WHERE user_id = %s", (user_id,)
+    )
+    row = await cur.fetchone()
+    return (int(row[0]), row[1]) if row else (0, None)
 
 
 async def active_vectors(conn: AsyncConnection, user_id: int) -> ActiveVectors:

@@ -2,7 +2,11 @@
 
 The groups are the ``find_near_duplicates`` and ``find_conflicts`` tools'
 (``?kind=duplicates|conflicts&threshold=0.85``; the tools' defaults when not
-given). Each group offers three resolutions, each a POST of tool calls:
+given), from the last background scan of that kind and threshold with its
+members read again (:mod:`api.console.cleanup_scans`): the page answers in
+milliseconds whatever the store's size. "Scan again" (``action=scan``)
+starts a fresh scan. Each group offers three resolutions, each a POST of
+tool calls:
 
 - **Keep this one**: ``forget`` every other member, with a recorded reason and
   ``replaced_by_id`` = the kept memory (``forget_batch`` has no replacement field);
@@ -26,6 +30,7 @@ from typing import Any
 
 import falcon.asgi
 
+from api.console.cleanup_scans import Scans, ago
 from api.console.forms import positive_id
 from api.console.guard import ConsoleRequest, new_operation_key
 from api.console.render import NOTICES
@@ -49,6 +54,7 @@ NOTICES.update(
             "Confirmed. The group is hidden until one of its memories changes "
             "(show all groups to see it)."
         ),
+        "cleanup-scanning": "Scanning again; the groups below are from the last scan until it ends.",
     }
 )
 
@@ -65,11 +71,12 @@ class _Refused(Exception):
 
 
 def _threshold(raw: str | None, default: float) -> float:
+    """The asked threshold, to the slider's step (a scan is kept per threshold shown)."""
     try:
         value = float(raw) if raw not in (None, "") else default
     except ValueError:
         return default
-    return value if value == value else default  # NaN
+    return round(value, 2) if value == value else default  # NaN
 
 
 def _kind(raw: str | None) -> str:
@@ -111,6 +118,7 @@ def settled(group: dict[str, Any]) -> bool:
 class CleanupPage:
     def __init__(self, services: ConsoleServices) -> None:
         self._s = services
+        self._scans = Scans(services)
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         kind = _kind(req.get_param("kind"))
@@ -135,18 +143,19 @@ class CleanupPage:
         groups: list[dict[str, Any]] = []
         hidden = 0
         scan_error = None
+        scan: dict[str, Any] = {"scanned": None, "running": None}
         if MIN_THRESHOLD <= threshold <= MAX_THRESHOLD:
-            payload = await self._s.tools.call(console.user_id, tool, {"threshold": threshold})
-            problem = failure(payload)
-            if problem is not None:
-                scan_error = problem.message
-                status = max(status, 503 if problem.code in _UNAVAILABLE else 400)
-            else:
-                for group in payload.get("groups", []):
-                    if not show_all and settled(group):
-                        hidden += 1
-                        continue
-                    groups.append(_view(group))
+            view = await self._scans.view(console.user_id, kind, tool, threshold)
+            scan_error = view.failed
+            if view.scanned_at is not None:
+                scan["scanned"] = ago(view.scanned_at)
+            if view.running is not None:
+                scan["running"] = f"/console/jobs/{view.running.id}"
+            for group in view.groups:
+                if not show_all and settled(group):
+                    hidden += 1
+                    continue
+                groups.append(_view(group))
         else:
             scan_error = (
                 f"The threshold must be between {MIN_THRESHOLD} and {MAX_THRESHOLD}: "
@@ -174,6 +183,7 @@ class CleanupPage:
             error_group=list(error_group),
             draft=draft,
             new_key=new_operation_key,
+            scan=scan,
         )
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -181,6 +191,13 @@ class CleanupPage:
         kind = _kind(console.value("kind"))
         threshold = _threshold(console.value("threshold"), KINDS[kind][1])
         action = console.value("action")
+        if action == "scan":
+            if MIN_THRESHOLD <= threshold <= MAX_THRESHOLD:
+                await self._scans.start(console.user_id, kind, KINDS[kind][0], threshold)
+            self._s.renderer.redirect(
+                resp, PATH, notice="cleanup-scanning", kind=kind, threshold=f"{threshold:.2f}"
+            )
+            return
         try:
             ids = _ids(console.values("ids"))
             if action == "keep":

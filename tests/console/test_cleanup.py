@@ -23,6 +23,17 @@ RED_SHOWN, BLUE_SHOWN = str(escape(RED_CAR)), str(escape(BLUE_CAR))
 DUPLICATES = "/console/cleanup?kind=duplicates&threshold=0.85"
 
 
+async def scanned(browser: Browser, path: str) -> falcon.testing.Result:
+    """The page once its scan has run: the first view starts it, the test lets it finish."""
+    first = await browser.get(path)
+    assert first.status_code == 200, first.text
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
+    page = await browser.get(path)
+    assert page.status_code == 200 and "Scanned just now" in page.text, page.text
+    return page
+
+
 async def remember(mcp: Mcp, text: str, **extra: Any) -> int:
     result = await mcp.call_tool("remember", {"text": text, **extra})
     assert not result["isError"], result
@@ -67,7 +78,7 @@ def group_form(
 async def test_a_duplicate_pair_shows_side_by_side(browser: Browser, owner_mcp: Mcp) -> None:
     first = await remember(owner_mcp, SISTER, tags=["family"])
     second = await remember(owner_mcp, SISTER_AGAIN, tags=["family"])
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     assert page.status_code == 200
     assert SISTER in page.text and SISTER_AGAIN in page.text
     assert f'href="/console/memories/{first}"' in page.text
@@ -75,14 +86,14 @@ async def test_a_duplicate_pair_shows_side_by_side(browser: Browser, owner_mcp: 
     assert "Near-duplicates: 1 group" in page.text
     assert 'value="0.85"' in page.text  # the slider keeps the threshold asked for
     # A strict threshold finds nothing: the slider matters.
-    strict = await browser.get("/console/cleanup?kind=duplicates&threshold=1.0")
+    strict = await scanned(browser, "/console/cleanup?kind=duplicates&threshold=1.0")
     assert SISTER_AGAIN not in strict.text and "Nothing to clean up" in strict.text
 
 
 async def test_keep_this_one_forgets_the_others_for_it(browser: Browser, owner_mcp: Mcp) -> None:
     kept = await remember(owner_mcp, SISTER)
     other = await remember(owner_mcp, SISTER_AGAIN)
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     # The page's own form, token and all, as the browser submits it.
     form = group_form(page.text, "keep", kept, token=True)
     result = await browser.post("/console/cleanup", form, csrf=False)
@@ -102,7 +113,7 @@ async def test_keep_this_one_forgets_the_others_for_it(browser: Browser, owner_m
 async def test_a_double_submitted_keep_is_done_once(browser: Browser, owner_mcp: Mcp) -> None:
     kept = await remember(owner_mcp, SISTER)
     await remember(owner_mcp, SISTER_AGAIN)
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     form = group_form(page.text, "keep", kept)
     assert (await browser.post("/console/cleanup", form)).status_code == 303
     assert (await browser.post("/console/cleanup", form)).status_code == 303
@@ -113,7 +124,7 @@ async def test_a_double_submitted_keep_is_done_once(browser: Browser, owner_mcp:
 async def test_a_corrected_fact_supersedes_the_group(browser: Browser, owner_mcp: Mcp) -> None:
     first = await remember(owner_mcp, SISTER, tags=["family"])
     second = await remember(owner_mcp, SISTER_AGAIN, tags=["family"])
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     form = group_form(page.text, "correct")
     corrected = "My sister Anna lives in Hamburg and works as a doctor."
     result = await browser.post("/console/cleanup", [*form, ("text", corrected)])
@@ -132,7 +143,7 @@ async def test_a_corrected_fact_supersedes_the_group(browser: Browser, owner_mcp
 async def test_an_empty_correction_changes_nothing(browser: Browser, owner_mcp: Mcp) -> None:
     first = await remember(owner_mcp, SISTER)
     await remember(owner_mcp, SISTER_AGAIN)
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     result = await browser.post("/console/cleanup", [*group_form(page.text, "correct")])
     assert result.status_code == 400
     assert 'role="alert"' in result.text and "Write the corrected fact" in result.text
@@ -144,7 +155,7 @@ async def test_this_one_is_right_confirms_it_and_settles_the_group(
 ) -> None:
     first = await remember(owner_mcp, SISTER, last_confirmed_at="2024-01-01T00:00:00Z")
     second = await remember(owner_mcp, SISTER_AGAIN, last_confirmed_at="2024-01-01T00:00:00Z")
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     result = await browser.post("/console/cleanup", group_form(page.text, "confirm", second))
     assert result.status_code == 303 and "notice=cleanup-confirmed" in result.headers["location"]
 
@@ -160,12 +171,12 @@ async def test_this_one_is_right_confirms_it_and_settles_the_group(
 async def test_a_conflict_appears_under_conflicts(browser: Browser, owner_mcp: Mcp) -> None:
     red = await remember(owner_mcp, RED_CAR, tags=["car"])
     blue = await remember(owner_mcp, BLUE_CAR, tags=["car"])
-    page = await browser.get("/console/cleanup?kind=conflicts")
+    page = await scanned(browser, "/console/cleanup?kind=conflicts")
     assert page.status_code == 200
     assert RED_SHOWN in page.text and BLUE_SHOWN in page.text
     assert "Different values for one fact" in page.text
     assert 'value="0.80"' in page.text  # the tool's default for conflicts
-    duplicates = await browser.get("/console/cleanup")
+    duplicates = await scanned(browser, "/console/cleanup")
     assert RED_SHOWN not in duplicates.text
 
     result = await browser.post("/console/cleanup", group_form(page.text, "keep", blue))
@@ -180,7 +191,7 @@ async def test_a_locked_memory_is_refused_in_an_alert_and_nothing_changes(
 ) -> None:
     locked = await remember(owner_mcp, SISTER, keep=True)
     other = await remember(owner_mcp, SISTER_AGAIN)
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     result = await browser.post("/console/cleanup", group_form(page.text, "keep", other))
     assert result.status_code == 400
     assert 'role="alert"' in result.text and "Nothing was changed" in result.text
@@ -199,7 +210,7 @@ async def test_another_users_memories_are_not_found_and_untouched(
     bob = assistant_of(conductor, console_runtime, console_settings, make_account(clean_db, "bob"))
     theirs = await remember(bob, SISTER_AGAIN, last_confirmed_at="2024-01-01T00:00:00Z")
     mine = await remember(owner_mcp, SISTER)
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     assert SISTER_AGAIN not in page.text  # never grouped with someone else's
     key = "console-test-operation"
     base = [("kind", "duplicates"), ("threshold", "0.85"), ("ids", str(mine))]
@@ -220,7 +231,7 @@ async def test_a_post_without_the_csrf_token_changes_nothing(
 ) -> None:
     kept = await remember(owner_mcp, SISTER)
     other = await remember(owner_mcp, SISTER_AGAIN)
-    page = await browser.get(DUPLICATES)
+    page = await scanned(browser, DUPLICATES)
     result = await browser.post("/console/cleanup", group_form(page.text, "keep", kept), csrf=False)
     assert result.status_code == 403
     assert (await memory(owner_mcp, other))["deleted_at"] is None
