@@ -70,19 +70,20 @@ async def active_vectors(conn: AsyncConnection, user_id: int) -> ActiveVectors:
         ids: list[int] = []
         tags: list[list[str]] = []
         vectors: Any = None
-        cur = conn.cursor(name="scan_vectors", binary=True)
-        await cur.execute(
-            f"SELECT id, tags, embedding FROM memories WHERE user_id = %s AND {ACTIVE} ORDER BY id",
-            (user_id,),
-        )
-        while rows := await cur.fetchmany(_FETCH_CHUNK):
-            if vectors is None:
-                vectors = np.empty((total, len(rows[0][2].to_numpy())), dtype=np.float32)
-            for row in rows:
-                vectors[len(ids)] = row[2].to_numpy()
-                ids.append(int(row[0]))
-                tags.append(list(row[1]))
-        await cur.close()
+        # Closed however the read ends: a scan cancelled mid-read (a shutdown) leaves no cursor.
+        async with conn.cursor(name="scan_vectors", binary=True) as cur:
+            await cur.execute(
+                f"SELECT id, tags, embedding FROM memories WHERE user_id = %s AND {ACTIVE}"
+                " ORDER BY id",
+                (user_id,),
+            )
+            while rows := await cur.fetchmany(_FETCH_CHUNK):
+                if vectors is None:
+                    vectors = np.empty((total, len(rows[0][2].to_numpy())), dtype=np.float32)
+                for row in rows:
+                    vectors[len(ids)] = row[2].to_numpy()
+                    ids.append(int(row[0]))
+                    tags.append(list(row[1]))
     if vectors is None:
         return ActiveVectors([], [], np.zeros((0, 0), dtype=np.float32))
     return ActiveVectors(ids, tags, vectors)

@@ -50,6 +50,7 @@ KEEP_FINISHED_S = 24 * 3600
 KEEP_UPLOADS_S = 3600
 #: How often a process prunes, on the next start after this many seconds.
 PRUNE_EVERY_S = 3600
+_STOPPED = "Stopped: the server shut down. Start it again."
 
 
 @dataclass
@@ -75,6 +76,8 @@ class Job:
     started: bool = True
     #: Set by progress; the job's writer saves it (throttled).
     _changed: asyncio.Event | None = field(default=None, repr=False, compare=False)
+    #: Its operation key is given up when it ends (``exclusive``).
+    _release_key: bool = field(default=False, repr=False, compare=False)
 
     def progress(self, done: int, total: int | None = None, message: str | None = None) -> None:
         self.done = done
@@ -130,6 +133,8 @@ class Jobs:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        #: The jobs of those tasks, for close() to record one cancelled before it ran.
+        self._running: dict[str, Job] = {}
         self._next_prune = 0.0
 
     async def start(
@@ -168,10 +173,16 @@ class Jobs:
             return await self.start(
                 user_id, kind, work, key=key, subject=subject, exclusive=exclusive
             )
-        job._changed = asyncio.Event()
-        task = asyncio.get_running_loop().create_task(self._run(job, work, release_key=exclusive))
+        job._changed, job._release_key = asyncio.Event(), exclusive
+        task = asyncio.get_running_loop().create_task(self._run(job, work))
         self._tasks[job.id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(job.id, None))
+        self._running[job.id] = job
+
+        def ended(_: object) -> None:
+            self._tasks.pop(job.id, None)
+            self._running.pop(job.id, None)
+
+        task.add_done_callback(ended)
         return job
 
     async def find(self, user_id: int, job_id: str) -> Job | None:
@@ -202,18 +213,22 @@ class Jobs:
 
     async def close(self) -> None:
         """Stop this process's jobs; each records that the server shut down."""
-        tasks = list(self._tasks.values())
+        tasks, jobs = list(self._tasks.values()), list(self._running.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for job in jobs:
+            if job.state == "running":  # cancelled before its task ever ran
+                job.state, job.message = "failed", _STOPPED
+                await self._finish(job)
 
-    async def _run(self, job: Job, work: JobWork, *, release_key: bool) -> None:
+    async def _run(self, job: Job, work: JobWork) -> None:
         writer = asyncio.get_running_loop().create_task(self._write_progress(job))
         try:
             await work(job)
             job.state = "done"
         except asyncio.CancelledError:
-            job.state, job.message = "failed", "Stopped: the server shut down. Start it again."
+            job.state, job.message = "failed", _STOPPED
             raise
         except Exception as ex:
             logger.error("console job %s (%s) failed", job.id, job.kind, exc_info=ex)
@@ -222,7 +237,7 @@ class Jobs:
         finally:
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
-            await self._finish(job, release_key=release_key)
+            await self._finish(job)
 
     async def _write_progress(self, job: Job) -> None:
         """Save ``job``'s progress when it changes (throttled), and a heartbeat when it does not."""
@@ -240,7 +255,7 @@ class Jobs:
                 logger.warning("console job %s: progress not saved: %s", job.id, type(ex).__name__)
             await asyncio.sleep(FLUSH_EVERY_S)
 
-    async def _finish(self, job: Job, *, release_key: bool) -> None:
+    async def _finish(self, job: Job) -> None:
         try:
             # Shielded: a job stopped by close() still records how it ended.
             await asyncio.shield(
@@ -252,7 +267,7 @@ class Jobs:
                     total=job.total,
                     message=job.message,
                     result=job.result,
-                    release_key=release_key,
+                    release_key=job._release_key,
                 )
             )
         except (psycopg.Error, StorageError) as ex:

@@ -2,25 +2,79 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import uuid
 from typing import Any
 
 import falcon.testing
+import psycopg
+import pytest
 from markupsafe import escape
 
 from api.runtime import Runtime
 from auth.tokens import issue_access_token
 from config.settings import Settings
+from memory.commands.codec import Command
+from memory.commands.editing import UpdateMemory
 from tests.api.conftest import Mcp
+from tests.api.test_service_roundtrip import InlineWriteQueue
 from tests.console.conftest import Browser, make_account
 
 SISTER = "My sister Anna lives in Berlin and works as a nurse."
 SISTER_AGAIN = "My sister Anna lives in Berlin and she works as a nurse."
+SISTER_THIRD = "My sister Anna lives in Berlin, where she works as a nurse."
 RED_CAR = "The user's car is a red 2019 Honda Civic."
 BLUE_CAR = "The user's car is a blue 2021 Tesla Model 3."
 #: As the page shows them (escaped).
 RED_SHOWN, BLUE_SHOWN = str(escape(RED_CAR)), str(escape(BLUE_CAR))
 DUPLICATES = "/console/cleanup?kind=duplicates&threshold=0.85"
+
+
+class LocksTheRestAfterOneForget(InlineWriteQueue):
+    """The worker, with another assistant's write landing between two of the console's:
+    right after the first real ``forget`` of a memory in ``group``, the group's remaining
+    members are locked (``update_memory keep: true``), as a concurrent call would."""
+
+    def __init__(self, deps: Any) -> None:
+        super().__init__(deps)
+        self.group: set[int] = set()
+        self.settings = deps.settings
+
+    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
+        payload = await super().submit(command, user_id, idempotency_key)
+        args = command.to_json()
+        if command.TOOL == "forget" and not args["dry_run"] and args["id"] in self.group:
+            rest, self.group = self.group - {args["id"]}, set()
+            for mid in rest:
+                lock = UpdateMemory.parse({"id": mid, "keep": True}, self.settings)
+                locked = await super().submit(lock, user_id, uuid.uuid4().hex)
+                assert locked["ok"], locked
+        return payload
+
+
+@pytest.fixture
+async def console_runtime(console_runtime: Runtime, request: pytest.FixtureRequest) -> Runtime:
+    """The console's runtime; a test asking for ``interloper`` gets its write queue."""
+    if "interloper" in request.fixturenames:
+        console_runtime.write_queue = LocksTheRestAfterOneForget(console_runtime.deps)
+    return console_runtime
+
+
+@pytest.fixture
+def interloper(console_runtime: Runtime) -> LocksTheRestAfterOneForget:
+    assert isinstance(console_runtime.write_queue, LocksTheRestAfterOneForget)
+    return console_runtime.write_queue
+
+
+def scans(dsn: str) -> list[tuple[str, str]]:
+    """The clean-up scan jobs, oldest first: (state, subject)."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT state, subject FROM console_jobs WHERE kind = 'Clean-up scan'"
+            " ORDER BY created_at"
+        ).fetchall()
+    return [(str(a), str(b)) for a, b in rows]
 
 
 async def scanned(browser: Browser, path: str) -> falcon.testing.Result:
@@ -235,3 +289,177 @@ async def test_a_post_without_the_csrf_token_changes_nothing(
     result = await browser.post("/console/cleanup", group_form(page.text, "keep", kept), csrf=False)
     assert result.status_code == 403
     assert (await memory(owner_mcp, other))["deleted_at"] is None
+
+
+# --- the scan-then-show flow -------------------------------------------------------
+
+
+async def test_the_first_view_starts_exactly_one_scan_and_shows_it_once_done(
+    browser: Browser, owner_mcp: Mcp, clean_db: str
+) -> None:
+    await remember(owner_mcp, SISTER)
+    await remember(owner_mcp, SISTER_AGAIN)
+    views = await asyncio.gather(*(browser.get(DUPLICATES) for _ in range(3)))
+    for view in views:  # concurrent first views: one scan, each view links to it
+        assert view.status_code == 200
+        assert "Scanning…" in view.text and SISTER not in view.text
+        assert "Nothing to clean up" not in view.text
+    assert scans(clean_db) == [("running", "cleanup:duplicates:0.85")]
+    job = re.search(r'data-job-poll="(/console/jobs/[^"]+)"', views[0].text)
+    assert job and all(job.group(1) in view.text for view in views)
+    assert 'http-equiv="refresh"' not in views[0].text  # a link and a script, no meta refresh
+    assert 'href="/console/cleanup?kind=duplicates&amp;threshold=0.85"' in views[0].text
+
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
+    progress = await browser.get(job.group(1))
+    assert "Clean-up scan" in progress.text and "1 group found." in progress.text
+    assert 'href="/console/cleanup?kind=duplicates&amp;threshold=0.85">Back to clean-up' in (
+        progress.text
+    )
+    page = await browser.get(DUPLICATES)
+    assert "Scanned just now" in page.text and "Near-duplicates: 1 group" in page.text
+    assert SISTER in page.text and SISTER_AGAIN in page.text
+    assert "Scanning" not in page.text
+    await browser.get(DUPLICATES)
+    assert scans(clean_db) == [("done", "cleanup:duplicates:0.85")]  # nothing changed: no rescan
+    # Another threshold is another scan.
+    assert "Scanning…" in (await browser.get("/console/cleanup?threshold=0.9")).text
+    assert len(scans(clean_db)) == 2
+
+
+async def test_a_member_forgotten_elsewhere_leaves_the_shown_group(
+    browser: Browser, owner_mcp: Mcp, clean_db: str
+) -> None:
+    ids = [await remember(owner_mcp, t) for t in (SISTER, SISTER_AGAIN, SISTER_THIRD)]
+    page = await scanned(browser, DUPLICATES)
+    assert all(f'href="/console/memories/{i}"' in page.text for i in ids)
+    forgot = await owner_mcp.call_tool("forget", {"id": ids[1]})  # an assistant, over MCP
+    assert not forgot["isError"], forgot
+
+    after = await browser.get(DUPLICATES)
+    assert f'href="/console/memories/{ids[1]}"' not in after.text and SISTER_AGAIN not in after.text
+    assert f'href="/console/memories/{ids[0]}"' in after.text
+    assert f'href="/console/memories/{ids[2]}"' in after.text
+    assert "Group 1: 2 memories" in after.text
+    # Still the old scan's result, its members read again; a fresh scan runs meanwhile.
+    assert "Scanning again in the background" in after.text
+    assert [state for state, _ in scans(clean_db)] == ["done", "running"]
+    form = group_form(after.text, "keep", ids[0])
+    assert [v for k, v in form if k == "ids"] == [str(ids[0]), str(ids[2])]
+
+    # Edited since the scan read it: offered no more until a scan has seen the new text.
+    edited = await owner_mcp.call_tool(
+        "update_memory", {"id": ids[2], "text": "My sister Anna moved to Munich."}
+    )
+    assert not edited["isError"], edited
+    gone = await browser.get(DUPLICATES)
+    assert "Near-duplicates: 0 groups" in gone.text and "Munich" not in gone.text
+
+
+async def test_scan_again_runs_a_new_scan(browser: Browser, owner_mcp: Mcp, clean_db: str) -> None:
+    await remember(owner_mcp, SISTER)
+    await remember(owner_mcp, SISTER_AGAIN)
+    page = await scanned(browser, DUPLICATES)
+    form = group_form(page.text, "scan", token=True)
+    result = await browser.post("/console/cleanup", form, csrf=False)
+    assert result.status_code == 303 and "notice=cleanup-scanning" in result.headers["location"]
+    again = await browser.post("/console/cleanup", form, csrf=False)  # a double click
+    assert again.status_code == 303
+    assert [state for state, _ in scans(clean_db)] == ["done", "running"]
+    during = await browser.get(result.headers["location"])
+    assert "Scanning again" in during.text and SISTER in during.text  # the old result meanwhile
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
+    assert [state for state, _ in scans(clean_db)] == ["done", "done"]
+    assert "Scanned just now" in (await browser.get(DUPLICATES)).text
+
+
+async def test_a_scan_post_without_the_csrf_token_starts_nothing(
+    browser: Browser, owner_mcp: Mcp, clean_db: str
+) -> None:
+    await remember(owner_mcp, SISTER)
+    page = await scanned(browser, DUPLICATES)
+    result = await browser.post("/console/cleanup", group_form(page.text, "scan"), csrf=False)
+    assert result.status_code == 403
+    assert len(scans(clean_db)) == 1
+
+
+async def test_an_old_scan_is_shown_while_a_fresh_one_runs(
+    browser: Browser, owner_mcp: Mcp, clean_db: str
+) -> None:
+    await remember(owner_mcp, SISTER)
+    await remember(owner_mcp, SISTER_AGAIN)
+    await scanned(browser, DUPLICATES)
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("UPDATE console_jobs SET created_at = now() - interval '2 hours'")
+    page = await browser.get(DUPLICATES)
+    assert "Scanned 2 hours ago" in page.text and "Scanning again in the background" in page.text
+    assert SISTER in page.text and SISTER_AGAIN in page.text
+    assert [state for state, _ in scans(clean_db)] == ["done", "running"]
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
+    assert "Scanned just now" in (await browser.get(DUPLICATES)).text
+
+
+async def test_a_change_to_the_store_rescans_in_the_background(
+    browser: Browser, owner_mcp: Mcp, clean_db: str
+) -> None:
+    await remember(owner_mcp, SISTER)
+    await remember(owner_mcp, SISTER_AGAIN)
+    await scanned(browser, DUPLICATES)
+    third = await remember(owner_mcp, SISTER_THIRD)
+    page = await browser.get(DUPLICATES)
+    assert "Scanning again in the background" in page.text
+    assert "Group 1: 2 memories" in page.text and SISTER_THIRD not in page.text
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
+    fresh = await browser.get(DUPLICATES)
+    assert "Group 1: 3 memories" in fresh.text and f'href="/console/memories/{third}"' in fresh.text
+    assert [state for state, _ in scans(clean_db)] == ["done", "done"]
+
+
+async def test_an_interrupted_first_scan_is_offered_again(
+    browser: Browser, owner_mcp: Mcp, owner: int, clean_db: str
+) -> None:
+    await remember(owner_mcp, SISTER)
+    await remember(owner_mcp, SISTER_AGAIN)
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        # A scan whose process was killed: running, silent for ten minutes, its key still held.
+        conn.execute(
+            "INSERT INTO console_jobs (id, user_id, kind, subject, operation_key, updated_at)"
+            " VALUES ('dead-scan', %s, 'Clean-up scan', 'cleanup:duplicates:0.85',"
+            " 'scan:duplicates:0.85', now() - interval '10 minutes')",
+            (owner,),
+        )
+    page = await browser.get(DUPLICATES)
+    assert "Interrupted: the server restarted. Start it again." in page.text
+    assert scans(clean_db) == [("running", "cleanup:duplicates:0.85")]  # no retry on a view
+    result = await browser.post("/console/cleanup", group_form(page.text, "scan"))
+    assert result.status_code == 303
+    assert [state for state, _ in scans(clean_db)] == ["failed", "running"]
+    assert browser.jobs is not None
+    await browser.jobs.wait_all()
+    assert SISTER_AGAIN in (await browser.get(DUPLICATES)).text
+
+
+async def test_keep_this_one_says_what_it_forgot_when_a_later_forget_is_refused(
+    browser: Browser, owner_mcp: Mcp, interloper: LocksTheRestAfterOneForget
+) -> None:
+    kept, *others = [await remember(owner_mcp, t) for t in (SISTER, SISTER_AGAIN, SISTER_THIRD)]
+    page = await scanned(browser, DUPLICATES)
+    assert "Group 1: 3 memories" in page.text
+    interloper.group = set(others)
+    result = await browser.post("/console/cleanup", group_form(page.text, "keep", kept))
+    assert result.status_code == 400
+    rows = {mid: await memory(owner_mcp, mid) for mid in others}
+    [forgotten] = [mid for mid, row in rows.items() if row["deleted_at"] is not None]
+    [locked] = [mid for mid, row in rows.items() if row["deleted_at"] is None]
+    assert rows[forgotten]["replaced_by_id"] == kept and rows[locked]["keep"] is True
+    assert 'role="alert"' in result.text
+    assert f"Forgot #{forgotten}, then stopped:" in result.text
+    assert "Nothing was changed" not in result.text
+    # Under the alert, the group as it is now: one member forgotten, one changed (locked)
+    # since the scan, so nothing is offered until the fresh scan the change started.
+    assert "Near-duplicates: 0 groups" in result.text
+    assert "Scanning again in the background" in result.text
