@@ -24,6 +24,7 @@ from api.runtime import Runtime
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
 from config.settings import Settings
+from memory import console_jobs as console_jobs_use_cases
 from memory.deps import Deps
 from storage.pool import make_pool
 from tests.api.conftest import Mcp
@@ -240,3 +241,39 @@ async def test_a_job_stopped_by_a_shutdown_says_so(
     answer = await other.browser(browser).get(f"/console/jobs/{job.id}", Accept="application/json")
     assert answer.json["state"] == "failed"
     assert answer.json["message"] == "Stopped: the server shut down. Start it again."
+
+
+async def test_old_finished_jobs_and_expired_uploads_are_pruned_but_the_last_scan_stays(
+    pool: Any, owner: int, clean_db: str
+) -> None:
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        rows = [
+            # id, subject, state, finished how long ago
+            ("old-import", None, "done", "2 days"),
+            ("new-import", None, "failed", "1 hour"),
+            ("old-scan", "cleanup:duplicates:0.92", "done", "3 days"),
+            ("last-scan", "cleanup:duplicates:0.92", "done", "2 days"),
+            ("failed-scan", "cleanup:duplicates:0.92", "failed", "2 days"),
+            ("only-scan", "cleanup:conflicts:0.80", "done", "5 days"),
+        ]
+        for job_id, subject, state, ago in rows:
+            conn.execute(
+                "INSERT INTO console_jobs (id, user_id, kind, subject, state, created_at,"
+                " finished_at) VALUES (%s, %s, 'k', %s, %s, now() - %s::interval,"
+                " now() - %s::interval)",
+                (job_id, owner, subject, state, ago, ago),
+            )
+        conn.execute(
+            "INSERT INTO console_uploads (id, user_id, filename, export, created_at) VALUES"
+            " ('old', %s, 'a.json', '{}', now() - interval '2 hours'),"
+            " ('new', %s, 'b.json', '{}', now())",
+            (owner, owner),
+        )
+    removed = await console_jobs_use_cases.prune(
+        pool, jobs_older_than_s=24 * 3600, uploads_older_than_s=3600
+    )
+    assert removed == (3, 1)
+    with psycopg.connect(clean_db) as conn:
+        left = sorted(r[0] for r in conn.execute("SELECT id FROM console_jobs"))
+        uploads = [r[0] for r in conn.execute("SELECT id FROM console_uploads")]
+    assert left == ["last-scan", "new-import", "only-scan"] and uploads == ["new"]
