@@ -20,11 +20,16 @@ if TYPE_CHECKING:
 
 
 async def change_marker(pool: AsyncConnectionPool, user_id: int) -> dict[str, Any]:
-    """A value that changes when the user's memories do: how many rows and the newest
-    ``updated_at`` (as JSON, to be stored beside a scan's result and compared later)."""
+    """A value that moves when the user's memories change (the newest ``updated_at``), as
+    JSON, to be stored beside a scan's result and compared later.
+
+    A hard delete does not move it (it only removes a member, which the re-read of
+    :func:`current_members` drops), nor does a backup import, which keeps the file's
+    timestamps (the hourly rescan, or "Scan again", finds what it brought).
+    """
     async with pool.connection() as conn:
-        rows, updated_at = await store.change_marker(conn, user_id)
-    return {"rows": rows, "updated_at": format_timestamp(updated_at)}
+        updated_at = await store.newest_update(conn, user_id)
+    return {"updated_at": format_timestamp(updated_at)}
 
 
 async def current_members(

@@ -43,18 +43,16 @@ async def active_count(conn: AsyncConnection, user_id: int) -> int:
     return int(row[0]) if row else 0
 
 
-async def change_marker(conn: AsyncConnection, user_id: int) -> tuple[int, datetime | None]:
-    """How many rows the user has (forgotten ones too) and the newest ``updated_at``.
+async def newest_update(conn: AsyncConnection, user_id: int) -> datetime | None:
+    """The newest ``updated_at`` of the user's rows, forgotten ones too.
 
-    Every insert, edit and forget moves the second, a hard delete the first; confirm
-    and feedback move neither. Both come from one index-only scan of
-    ``memories_user_updated`` (migration 0012).
+    Every insert, edit and forget moves it; confirm and feedback do not. One
+    entry of ``memories_user_updated`` (migration 0012): microseconds at any size,
+    where a count of the user's rows reads every index entry (15-30 ms at 100k).
     """
-    cur = await conn.execute(
-        "SELECT count(*), max(updated_at) FROM memories WHERE user_id = %s", (user_id,)
-    )
+    cur = await conn.execute("SELECT max(updated_at) FROM memories WHERE user_id = %s", (user_id,))
     row = await cur.fetchone()
-    return (int(row[0]), row[1]) if row else (0, None)
+    return row[0] if row else None
 
 
 async def active_vectors(conn: AsyncConnection, user_id: int) -> ActiveVectors:

@@ -4,12 +4,19 @@ A scan (``find_near_duplicates`` or ``find_conflicts`` over the whole store)
 takes seconds at 100k memories, far too long for a page view. It runs as a
 console job (kind :data:`SCAN_KIND`) that calls the tool as the console (so
 the audit log records it) and keeps the tool's payload as the job's result,
-with the store's change marker read just before (:func:`memory.scan_cache.change_marker`).
+without the members' rows (ids, similarity, reason and sizes stay): those are
+read again on every view anyway, and so no memory text is copied into the
+jobs table, where a forgotten memory's text would outlive its forget. Beside
+it, the store's change marker read just before the scan
+(:func:`memory.scan_cache.change_marker`).
 
 The page for a kind and threshold shows the newest finished scan of that
-pair, with every member read again in one query: a member forgotten, or
-changed since the scan read the store, leaves its group, and a group left
-with fewer than two members is not shown. A fresh scan starts in the
+pair, with the first :data:`SHOWN_MEMBERS` members of each group read again,
+all in one query: a member forgotten, or changed since the scan read the
+store, leaves its group, and a group left with fewer than two members is not
+shown. A larger group shows its first members only, and its actions act on
+those: nothing the owner did not see is forgotten or replaced (at 100k
+memories a low threshold makes groups of hundreds; the tool lists up to 200). A fresh scan starts in the
 background (the old result still shown meanwhile) when the shown one is
 older than :data:`RESCAN_AFTER_S` or the store changed since; with none yet,
 a view starts one. One scan per user, kind and threshold runs at a time:
@@ -28,6 +35,10 @@ from api.console.tools import failure
 from memory.scan_cache import change_marker, current_members
 
 SCAN_KIND = "Clean-up scan"
+#: Members of a group shown (and acted on) at most.
+SHOWN_MEMBERS = 10
+#: Members of a group read again: the shown ones, and spares for those forgotten since.
+_READ_MEMBERS = 2 * SHOWN_MEMBERS
 #: A shown scan older than this is run again in the background.
 RESCAN_AFTER_S = 3600
 _SUBJECT = "cleanup"
@@ -109,7 +120,7 @@ class Scans:
             problem = failure(payload)
             if problem is not None:
                 raise ScanFailed(f"The scan failed: {problem.message}")
-            job.result = {"tool": payload, "store": marker}
+            job.result = {"tool": _without_rows(payload), "store": marker}
             found = len(payload.get("groups", []))
             job.progress(1, 1, f"{found} group{'' if found == 1 else 's'} found.")
 
@@ -123,19 +134,36 @@ class Scans:
     async def _current(self, user_id: int, shown: Job) -> list[dict[str, Any]]:
         """The shown scan's groups, each member as it is now; changed ones left out."""
         groups = shown.result.get("tool", {}).get("groups", [])
-        ids = sorted({mid for group in groups for mid in group.get("ids", [])})
+        ids = sorted({mid for group in groups for mid in group.get("ids", [])[:_READ_MEMBERS]})
         fresh = await current_members(self._s.pool, user_id, ids)
         scanned = _parse_time((shown.result.get("store") or {}).get("updated_at"))
         current = []
         for group in groups:
-            members = [
-                fresh[mid]
-                for mid in group.get("ids", [])
-                if mid in fresh and _unchanged(fresh[mid], scanned)
-            ]
-            if len(members) >= 2:
-                current.append({**group, "ids": [m["id"] for m in members], "memories": members})
+            read = group.get("ids", [])[:_READ_MEMBERS]
+            alive = [fresh[m] for m in read if m in fresh and _unchanged(fresh[m], scanned)]
+            if len(alive) < 2:
+                continue
+            # As large as the scan found it, less the members gone since among those read.
+            size = max(int(group.get("size") or 0), len(group.get("ids", []))) - (
+                len(read) - len(alive)
+            )
+            members = alive[:SHOWN_MEMBERS]
+            current.append(
+                {
+                    **group,
+                    "ids": [m["id"] for m in members],
+                    "memories": members,
+                    "size": size,
+                    "truncated": size > len(members),
+                }
+            )
         return current
+
+
+def _without_rows(payload: dict[str, Any]) -> dict[str, Any]:
+    """The tool's payload without its members' rows (the page reads them as they are now)."""
+    groups = [{k: v for k, v in g.items() if k != "memories"} for g in payload.get("groups", [])]
+    return {**payload, "groups": groups}
 
 
 def _unchanged(member: dict[str, Any], scanned: datetime | None) -> bool:

@@ -22,7 +22,6 @@ kind and threshold at a time).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 import time
@@ -129,6 +128,16 @@ class Job:
 JobWork = Callable[[Job], Awaitable[None]]
 
 
+async def _first(*events: asyncio.Event, timeout_s: float) -> None:
+    """Until one of ``events`` is set, or ``timeout_s`` has passed."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+
+
 class Jobs:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
@@ -223,7 +232,8 @@ class Jobs:
                 await self._finish(job)
 
     async def _run(self, job: Job, work: JobWork) -> None:
-        writer = asyncio.get_running_loop().create_task(self._write_progress(job))
+        stop = asyncio.Event()
+        writer = asyncio.get_running_loop().create_task(self._write_progress(job, stop))
         try:
             await work(job)
             job.state = "done"
@@ -235,17 +245,21 @@ class Jobs:
             job.state = "failed"
             job.message = getattr(ex, "public_message", None) or "The job failed; see the log."
         finally:
-            writer.cancel()
+            # Told to stop, not cancelled: Python 3.11's wait_for can swallow a cancel that
+            # meets a wake-up (the last progress), and a writer that missed it never ends.
+            stop.set()
             await asyncio.gather(writer, return_exceptions=True)
             await self._finish(job)
 
-    async def _write_progress(self, job: Job) -> None:
+    async def _write_progress(self, job: Job, stop: asyncio.Event) -> None:
         """Save ``job``'s progress when it changes (throttled), and a heartbeat when it does not."""
-        assert job._changed is not None
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(job._changed.wait(), timeout=rows.HEARTBEAT_S)
-            job._changed.clear()
+        changed = job._changed
+        assert changed is not None
+        while not stop.is_set():
+            await _first(changed, stop, timeout_s=rows.HEARTBEAT_S)
+            if stop.is_set():
+                return  # the end is written by _finish, with everything
+            changed.clear()
             try:
                 await rows.save_progress(
                     self._pool, job.id, done=job.done, total=job.total, message=job.message
@@ -253,7 +267,7 @@ class Jobs:
             except (psycopg.Error, StorageError) as ex:
                 # The next change or heartbeat tries again; a row left behind reads as interrupted.
                 logger.warning("console job %s: progress not saved: %s", job.id, type(ex).__name__)
-            await asyncio.sleep(FLUSH_EVERY_S)
+            await _first(stop, timeout_s=FLUSH_EVERY_S)  # the throttle; the end cuts it short
 
     async def _finish(self, job: Job) -> None:
         try:

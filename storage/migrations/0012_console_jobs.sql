@@ -46,9 +46,9 @@ CREATE TABLE console_uploads (
 );
 CREATE INDEX console_uploads_created ON console_uploads (created_at);
 
--- The clean-up page's "has the store changed since the last scan" signal (count and
--- newest updated_at of a user's memories; every insert, edit and forget moves one of
--- them, confirm and feedback do not) from an index-only scan instead of the table.
--- Confirm and feedback, the frequent updates, leave updated_at alone, so they keep
--- their HOT updates; an edit that changes only updated_at-bearing columns loses it.
+-- The clean-up page's "has the store changed since the last scan" signal: the newest
+-- updated_at of a user's memories (every insert, edit and forget moves it; confirm and
+-- feedback do not), one index entry instead of every row. Confirm and feedback, the
+-- frequent updates, leave updated_at alone and so keep their HOT updates; an edit that
+-- changes no other indexed column loses its HOT update.
 CREATE INDEX memories_user_updated ON memories (user_id, updated_at DESC);

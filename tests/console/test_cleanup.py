@@ -463,3 +463,29 @@ async def test_keep_this_one_says_what_it_forgot_when_a_later_forget_is_refused(
     # since the scan, so nothing is offered until the fresh scan the change started.
     assert "Near-duplicates: 0 groups" in result.text
     assert "Scanning again in the background" in result.text
+
+
+async def test_a_large_group_shows_and_acts_on_its_first_members_only(
+    browser: Browser, owner_mcp: Mcp, clean_db: str
+) -> None:
+    texts = [f"My sister Anna lives in Berlin and works as a nurse (note {i})." for i in range(13)]
+    ids = [await remember(owner_mcp, t) for t in texts]
+    page = await scanned(browser, DUPLICATES)
+    assert "Group 1: 10 memories" in page.text
+    assert "This group has 13 memories; the first 10 are shown" in page.text
+    shown = [i for i in ids if f'href="/console/memories/{i}"' in page.text]
+    assert len(shown) == 10
+    form = group_form(page.text, "keep", shown[0])
+    assert sorted(int(v) for k, v in form if k == "ids") == sorted(shown)
+    # The stored scan keeps ids, not the members' text: a forget leaves no copy behind.
+    with psycopg.connect(clean_db) as conn:
+        [(result,)] = conn.execute("SELECT result::text FROM console_jobs").fetchall()
+    assert "Berlin" not in result and str(ids[0]) in result
+
+    assert (await browser.post("/console/cleanup", form)).status_code == 303
+    kept_out = set(ids) - set(shown)
+    for mid in kept_out:  # never shown, so never forgotten
+        assert (await memory(owner_mcp, mid))["deleted_at"] is None
+    # What is left of the group: the kept one and the three that were not shown.
+    after = await browser.get(DUPLICATES)
+    assert "Group 1: 4 memories" in after.text and "This group has" not in after.text
