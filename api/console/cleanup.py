@@ -190,7 +190,10 @@ class CleanupPage:
         console: ConsoleRequest = req.context.console
         kind = _kind(console.value("kind"))
         threshold = _threshold(console.value("threshold"), KINDS[kind][1])
-        action = console.value("action")
+        action, chosen = console.value("action"), console.value("id")
+        if console.value("choose"):
+            # A group's form: the button pressed names the action and the memory.
+            action, _, chosen = console.value("choose").partition(":")
         if action == "scan":
             if MIN_THRESHOLD <= threshold <= MAX_THRESHOLD:
                 await self._scans.start(console.user_id, kind, KINDS[kind][0], threshold)
@@ -201,11 +204,11 @@ class CleanupPage:
         try:
             ids = _ids(console.values("ids"))
             if action == "keep":
-                notice = await self._keep(console, ids, kind)
+                notice = await self._keep(console, ids, _chosen(chosen, ids), kind)
             elif action == "correct":
                 notice = await self._correct(console, ids)
             elif action == "confirm":
-                notice = await self._confirm(console, ids)
+                notice = await self._confirm(console, ids, _chosen(chosen, ids))
             else:
                 raise _Refused(400, "Choose one of the actions on the page.", page=False)
         except _Refused as ex:
@@ -245,8 +248,7 @@ class CleanupPage:
             members.append(payload["memory"])
         return members
 
-    async def _keep(self, console: ConsoleRequest, ids: list[int], kind: str) -> str:
-        chosen = _chosen(console, ids)
+    async def _keep(self, console: ConsoleRequest, ids: list[int], chosen: int, kind: str) -> str:
         await self._members(console, ids)
         why = "duplicate of" if kind == "duplicates" else "conflicted with"
         reason = f"Clean-up: {why} #{chosen}, which the owner kept."
@@ -283,8 +285,7 @@ class CleanupPage:
         await self._call(console, "remember", arguments, console.value("operation") or None)
         return "cleanup-corrected"
 
-    async def _confirm(self, console: ConsoleRequest, ids: list[int]) -> str:
-        chosen = _chosen(console, ids)
+    async def _confirm(self, console: ConsoleRequest, ids: list[int], chosen: int) -> str:
         await self._call(console, "confirm", {"id": chosen}, console.value("operation") or None)
         return "cleanup-confirmed"
 
@@ -312,8 +313,8 @@ def _ids(raw: list[str], *, strict: bool = True) -> list[int]:
     return ids
 
 
-def _chosen(console: ConsoleRequest, ids: list[int]) -> int:
-    chosen = positive_id(console.value("id"))
+def _chosen(raw: str, ids: list[int]) -> int:
+    chosen = positive_id(raw)
     if chosen is None or chosen not in ids:
         raise _Refused(400, "Choose one memory of the group.", page=False)
     return chosen

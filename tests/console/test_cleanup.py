@@ -116,16 +116,18 @@ def assistant_of(
 def group_form(
     html: str, action: str, memory_id: int | None = None, *, token: bool = False
 ) -> list[tuple[str, str]]:
-    """The fields of the first form on the page for ``action`` (on ``memory_id``);
-    with ``token`` its CSRF field too (as a browser sends it), else the test adds it."""
+    """The fields the page's form for ``action`` (on ``memory_id``) sends: its hidden
+    fields and, in a group's form, the pressed button's; with ``token`` its CSRF field too
+    (as a browser sends it), else the test adds it."""
     for form in re.findall(r"<form[^>]*method=\"post\"[^>]*>(.*?)</form>", html, re.S):
         fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form)
-        values = dict(fields)
-        if values.get("action") != action:
-            continue
-        if memory_id is not None and values.get("id") != str(memory_id):
-            continue
-        return [(k, v) for k, v in fields if token or k != "csrf_token"]
+        fields = [(k, v) for k, v in fields if token or k != "csrf_token"]
+        buttons = re.findall(r'<button type="submit" name="choose" value="([a-z]+):(\d+)"', form)
+        for chosen_action, chosen in buttons:
+            if chosen_action == action and memory_id in (None, int(chosen)):
+                return [*fields, ("choose", f"{action}:{chosen}")]
+        if dict(fields).get("action") == action and memory_id is None:
+            return fields
     raise AssertionError(f"no {action} form for {memory_id}")
 
 
@@ -477,6 +479,7 @@ async def test_a_large_group_shows_and_acts_on_its_first_members_only(
     assert len(shown) == 10
     form = group_form(page.text, "keep", shown[0])
     assert sorted(int(v) for k, v in form if k == "ids") == sorted(shown)
+    assert page.text.count('name="choose" value="keep:') == 10
     # The stored scan keeps ids, not the members' text: a forget leaves no copy behind.
     with psycopg.connect(clean_db) as conn:
         [(result,)] = conn.execute("SELECT result::text FROM console_jobs").fetchall()

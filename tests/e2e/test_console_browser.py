@@ -185,9 +185,9 @@ def _walk(server: Any, assistant: Assistant, driver: Any, tmp_path: Path) -> Non
     WebDriverWait(driver, 60).until(lambda d: "Dr. Okafor" in d.page_source)
     assert "Scanned just now" in driver.page_source
     pages.check("cleanup")
-    keep = driver.find_element(By.XPATH, "//form[.//input[@name='action' and @value='keep']]")
-    kept = int(keep.find_element(By.CSS_SELECTOR, "input[name=id]").get_attribute("value"))
-    _submit(driver, keep.find_element(By.CSS_SELECTOR, "button"), confirm=True)
+    keep = driver.find_element(By.CSS_SELECTOR, "button[name=choose][value^='keep:']")
+    kept = int(keep.get_attribute("value").split(":")[1])
+    _submit(driver, keep, confirm=True)
     other = ids[5] if kept == ids[4] else ids[4]
     retired = assistant.call("get_memory", {"id": other})["memory"]
     assert retired["deleted_at"] is not None and retired["replaced_by_id"] == kept
