@@ -78,9 +78,13 @@ def create_app(
         fetcher=runtime.metadata_fetcher,
     )
     renderer = Renderer(settings.public_url)
+    jobs = Jobs(deps.pool) if console_jobs is None else console_jobs
     middleware: list[Any] = [
         # First: the collaborators are open before any other startup hook runs.
         *([_Lifespan(lifespan)] if lifespan is not None else []),
+        # Shutdown hooks run in reverse: the console's jobs stop (and record it) before
+        # the lifespan closes the pool.
+        *([_StopJobs(jobs)] if lifespan is not None and console_jobs is None else []),
         *([MetricsWiring(metrics, deps.embedder)] if metrics is not None else []),
         # First of the request hooks: every answer, refusals included, gets its id and log line.
         RequestLog(metrics.request_answered if metrics is not None else None),
@@ -147,7 +151,7 @@ def create_app(
             tools=ConsoleTools(dispatcher),
             sessions=services.sessions,
             login_guard=services.guard,
-            jobs=Jobs() if console_jobs is None else console_jobs,
+            jobs=jobs,
         ),
     )
     return app
@@ -164,6 +168,16 @@ class _Lifespan:
 
     async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
         await self._lifespan.close()
+
+
+class _StopJobs:
+    """Stop the console's background jobs on shutdown; each records that it was stopped."""
+
+    def __init__(self, jobs: Jobs) -> None:
+        self._jobs = jobs
+
+    async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
+        await self._jobs.close()
 
 
 class _BodyCap:

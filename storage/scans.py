@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,18 @@ async def active_count(conn: AsyncConnection, user_id: int) -> int:
     return int(row[0]) if row else 0
 
 
+async def newest_update(conn: AsyncConnection, user_id: int) -> datetime | None:
+    """The newest ``updated_at`` of the user's rows, forgotten ones too.
+
+    Every insert, edit and forget moves it; confirm and feedback do not. One
+    entry of ``memories_user_updated`` (migration 0012): microseconds at any size,
+    where a count of the user's rows reads every index entry (15-30 ms at 100k).
+    """
+    cur = await conn.execute("SELECT max(updated_at) FROM memories WHERE user_id = %s", (user_id,))
+    row = await cur.fetchone()
+    return row[0] if row else None
+
+
 async def active_vectors(conn: AsyncConnection, user_id: int) -> ActiveVectors:
     """Every active row's id, tags and embedding (binary transfer: ~2 s per 100k rows).
 
@@ -55,19 +68,20 @@ async def active_vectors(conn: AsyncConnection, user_id: int) -> ActiveVectors:
         ids: list[int] = []
         tags: list[list[str]] = []
         vectors: Any = None
-        cur = conn.cursor(name="scan_vectors", binary=True)
-        await cur.execute(
-            f"SELECT id, tags, embedding FROM memories WHERE user_id = %s AND {ACTIVE} ORDER BY id",
-            (user_id,),
-        )
-        while rows := await cur.fetchmany(_FETCH_CHUNK):
-            if vectors is None:
-                vectors = np.empty((total, len(rows[0][2].to_numpy())), dtype=np.float32)
-            for row in rows:
-                vectors[len(ids)] = row[2].to_numpy()
-                ids.append(int(row[0]))
-                tags.append(list(row[1]))
-        await cur.close()
+        # Closed however the read ends: a scan cancelled mid-read (a shutdown) leaves no cursor.
+        async with conn.cursor(name="scan_vectors", binary=True) as cur:
+            await cur.execute(
+                f"SELECT id, tags, embedding FROM memories WHERE user_id = %s AND {ACTIVE}"
+                " ORDER BY id",
+                (user_id,),
+            )
+            while rows := await cur.fetchmany(_FETCH_CHUNK):
+                if vectors is None:
+                    vectors = np.empty((total, len(rows[0][2].to_numpy())), dtype=np.float32)
+                for row in rows:
+                    vectors[len(ids)] = row[2].to_numpy()
+                    ids.append(int(row[0]))
+                    tags.append(list(row[1]))
     if vectors is None:
         return ActiveVectors([], [], np.zeros((0, 0), dtype=np.float32))
     return ActiveVectors(ids, tags, vectors)

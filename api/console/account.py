@@ -55,8 +55,6 @@ _CHUNK = 64 * 1024
 #: The largest memory id a file may carry (the largest integer JSON clients keep exactly).
 MAX_FILE_ID = 2**53 - 1
 _FORMS = ("password", "export", "import")
-#: Import forms remembered, so a double submit shows the first one's job.
-_MAX_REMEMBERED = 200
 
 NOTICES.update(
     {
@@ -215,16 +213,16 @@ class Import:
 
     def __init__(self, services: ConsoleServices) -> None:
         self._s = services
-        #: (user id, form's operation key) -> job id, for a double submit.
-        self._started: dict[tuple[int, str], str] = {}
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         console: ConsoleRequest = req.context.console
         assert console.account is not None
-        key = (console.user_id, console.value("operation"))
-        earlier = self._started.get(key) if key[1] else None
-        if earlier is not None and self._s.jobs.find(console.user_id, earlier) is not None:
-            self._s.renderer.redirect(resp, f"/console/jobs/{earlier}")
+        # The form's operation key is the job's: a double submit, to whichever web process,
+        # finds the first job (before the file is read again) and starts nothing.
+        key = f"import:{console.value('operation')}" if console.value("operation") else None
+        earlier = await self._s.jobs.find_by_key(console.user_id, key) if key else None
+        if earlier is not None:
+            self._s.renderer.redirect(resp, f"/console/jobs/{earlier.id}")
             return
         upload = console.files.get("file")
         if upload is None or not upload.data:
@@ -240,15 +238,18 @@ class Import:
             _discard(path)
             self._refuse(req, resp, problem)
             return
-        job = self._s.jobs.start(
-            console.user_id,
-            "Import",
-            _ImportWork(self._s, console.user_id, console.account.username, path),
-        )
-        if key[1]:
-            if len(self._started) >= _MAX_REMEMBERED:
-                self._started.pop(next(iter(self._started)))
-            self._started[key] = job.id
+        try:
+            job = await self._s.jobs.start(
+                console.user_id,
+                "Import",
+                _ImportWork(self._s, console.user_id, console.account.username, path),
+                key=key,
+            )
+        except BaseException:
+            _discard(path)
+            raise
+        if not job.started:
+            _discard(path)  # the same form, sent twice at once: the first one's job imports it
         self._s.renderer.redirect(resp, f"/console/jobs/{job.id}")
 
     def _refuse(self, req: falcon.asgi.Request, resp: falcon.asgi.Response, problem: str) -> None:

@@ -3,14 +3,17 @@
 1. GET: the upload form.
 2. POST ``step=upload`` (multipart, ``file``): the file is read and what it
    holds is shown (format, conversations, messages, date range) with a
-   confirm form. The parsed export is kept in this process's memory for this
-   user for at most :data:`STASH_TTL_S` under a random id, so confirming needs
-   no second upload (a restart or an expiry asks for the file again).
+   confirm form. The parsed export is kept in PostgreSQL for this user for at
+   most an hour under a random id (:mod:`api.console.chat_uploads`), so
+   confirming needs no second upload and may reach any web process (an
+   expiry asks for the file again).
 3. POST ``step=confirm``: the import runs as a background job
    (:mod:`api.console.jobs`) and the browser goes to its progress page.
    Every write is a ``remember_batch`` tool call as the console (same checks,
-   queue, idempotency and audit record as an assistant's). Confirming the same
-   upload twice goes to the same job.
+   queue, idempotency and audit record as an assistant's). The job's
+   operation key is the upload's id, so confirming the same upload twice
+   (from any process, at once or later) goes to the same job; the upload
+   itself is removed once its job has started.
 
 Without a fact extractor (``LLM_BASE_URL``, ``LLM_MODEL``) the page says so
 and offers only to store the user's own messages, tagged ``imported``.
@@ -19,13 +22,12 @@ and offers only to store the user's own messages, tagged ``imported``.
 from __future__ import annotations
 
 import asyncio
-import secrets
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import falcon.asgi
 
+from api.console import chat_uploads
 from api.console.guard import ConsoleRequest, new_operation_key
 from api.console.jobs import Job
 from api.console.services import ConsoleServices
@@ -40,51 +42,11 @@ from memory.chat_import import (
 from memory.rules.chat_exports import FORMAT_NAMES, ChatExport, ChatExportError, parse_export
 
 PATH = "/console/account/import-chat"
-#: Seconds an uploaded, parsed export waits for its confirmation.
-STASH_TTL_S = 30 * 60
-#: Uploads waiting at once, all users together (the oldest go first).
-MAX_STASHED = 20
-
-
-@dataclass
-class _Stashed:
-    user_id: int
-    export: ChatExport
-    filename: str
-    at: float
-    job_id: str | None = None
-
-
-class _Stash:
-    """Parsed uploads awaiting confirmation, by random id; each belongs to one user."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, _Stashed] = {}
-
-    def put(self, user_id: int, export: ChatExport, filename: str) -> str:
-        self._prune()
-        while len(self._items) >= MAX_STASHED:
-            del self._items[next(iter(self._items))]
-        stash_id = secrets.token_urlsafe(16)
-        self._items[stash_id] = _Stashed(user_id, export, filename, time.monotonic())
-        return stash_id
-
-    def get(self, user_id: int, stash_id: str) -> _Stashed | None:
-        self._prune()
-        item = self._items.get(stash_id)
-        return item if item is not None and item.user_id == user_id else None
-
-    def _prune(self) -> None:
-        now = time.monotonic()
-        for key, item in list(self._items.items()):
-            if now - item.at > STASH_TTL_S:
-                del self._items[key]
 
 
 class ImportChat:
     def __init__(self, services: ConsoleServices) -> None:
         self._s = services
-        self._stash = _Stash()
 
     @property
     def _extractor(self) -> Any:
@@ -127,7 +89,7 @@ class ImportChat:
         except ChatExportError as ex:
             self._upload_form(req, resp, error=str(ex))
             return
-        stash_id = self._stash.put(console.user_id, export, upload.filename)
+        stash_id = await chat_uploads.put(self._s.pool, console.user_id, export, upload.filename)
         self._summary(req, resp, stash_id, export, upload.filename)
 
     def _summary(
@@ -158,31 +120,37 @@ class ImportChat:
     async def _confirm(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, console: ConsoleRequest
     ) -> None:
-        stashed = self._stash.get(console.user_id, console.value("upload"))
+        upload_id = console.value("upload")
+        key = f"chat-import:{upload_id}"
+        earlier = await self._s.jobs.find_by_key(console.user_id, key) if upload_id else None
+        if earlier is not None:
+            self._s.renderer.redirect(resp, f"/console/jobs/{earlier.id}")
+            return
+        stashed = await chat_uploads.get(self._s.pool, console.user_id, upload_id)
         if stashed is None:
             self._upload_form(
                 req,
                 resp,
-                error="That upload is no longer here (it waits 30 minutes). Upload the file again.",
+                error="That upload is no longer here (it waits an hour). Upload the file again.",
             )
-            return
-        if stashed.job_id is not None and self._s.jobs.find(console.user_id, stashed.job_id):
-            self._s.renderer.redirect(resp, f"/console/jobs/{stashed.job_id}")
             return
         mode = console.value("mode", MESSAGES if self._extractor is None else EXTRACT)
         try:
             require_mode(mode, self._extractor)
         except ChatImportError as ex:
-            upload = console.value("upload")
             export, filename = stashed.export, stashed.filename
-            self._summary(req, resp, upload, export, filename, error=ex.public_message)
+            self._summary(req, resp, upload_id, export, filename, error=ex.public_message)
             return
-        job = self._s.jobs.start(
+        # The key makes a confirm sent twice (to any process) one job: the second finds it.
+        job = await self._s.jobs.start(
             console.user_id,
             f"Import from {FORMAT_NAMES[stashed.export.format]}",
             self._work(console.user_id, stashed.export, mode),
+            key=key,
         )
-        stashed.job_id = job.id
+        if job.started:
+            # The job holds the export now; the stored copy is no longer needed.
+            await chat_uploads.discard(self._s.pool, console.user_id, upload_id)
         self._s.renderer.redirect(resp, f"/console/jobs/{job.id}")
 
     def _work(self, user_id: int, export: ChatExport, mode: str) -> Any:

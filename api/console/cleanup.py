@@ -2,7 +2,11 @@
 
 The groups are the ``find_near_duplicates`` and ``find_conflicts`` tools'
 (``?kind=duplicates|conflicts&threshold=0.85``; the tools' defaults when not
-given). Each group offers three resolutions, each a POST of tool calls:
+given), from the last background scan of that kind and threshold with its
+members read again (:mod:`api.console.cleanup_scans`): the page answers in
+milliseconds whatever the store's size. "Scan again" (``action=scan``)
+starts a fresh scan. Each group offers three resolutions, each a POST of
+tool calls:
 
 - **Keep this one**: ``forget`` every other member, with a recorded reason and
   ``replaced_by_id`` = the kept memory (``forget_batch`` has no replacement field);
@@ -26,6 +30,7 @@ from typing import Any
 
 import falcon.asgi
 
+from api.console.cleanup_scans import Scans, ago
 from api.console.forms import positive_id
 from api.console.guard import ConsoleRequest, new_operation_key
 from api.console.render import NOTICES
@@ -49,6 +54,7 @@ NOTICES.update(
             "Confirmed. The group is hidden until one of its memories changes "
             "(show all groups to see it)."
         ),
+        "cleanup-scanning": "Scanning again; the groups below are from the last scan until it ends.",
     }
 )
 
@@ -65,11 +71,12 @@ class _Refused(Exception):
 
 
 def _threshold(raw: str | None, default: float) -> float:
+    """The asked threshold, to the slider's step (a scan is kept per threshold shown)."""
     try:
         value = float(raw) if raw not in (None, "") else default
     except ValueError:
         return default
-    return value if value == value else default  # NaN
+    return round(value, 2) if value == value else default  # NaN
 
 
 def _kind(raw: str | None) -> str:
@@ -111,6 +118,7 @@ def settled(group: dict[str, Any]) -> bool:
 class CleanupPage:
     def __init__(self, services: ConsoleServices) -> None:
         self._s = services
+        self._scans = Scans(services)
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         kind = _kind(req.get_param("kind"))
@@ -135,18 +143,19 @@ class CleanupPage:
         groups: list[dict[str, Any]] = []
         hidden = 0
         scan_error = None
+        scan: dict[str, Any] = {"scanned": None, "running": None}
         if MIN_THRESHOLD <= threshold <= MAX_THRESHOLD:
-            payload = await self._s.tools.call(console.user_id, tool, {"threshold": threshold})
-            problem = failure(payload)
-            if problem is not None:
-                scan_error = problem.message
-                status = max(status, 503 if problem.code in _UNAVAILABLE else 400)
-            else:
-                for group in payload.get("groups", []):
-                    if not show_all and settled(group):
-                        hidden += 1
-                        continue
-                    groups.append(_view(group))
+            view = await self._scans.view(console.user_id, kind, tool, threshold)
+            scan_error = view.failed
+            if view.scanned_at is not None:
+                scan["scanned"] = ago(view.scanned_at)
+            if view.running is not None:
+                scan["running"] = f"/console/jobs/{view.running.id}"
+            for group in view.groups:
+                if not show_all and settled(group):
+                    hidden += 1
+                    continue
+                groups.append(_view(group))
         else:
             scan_error = (
                 f"The threshold must be between {MIN_THRESHOLD} and {MAX_THRESHOLD}: "
@@ -174,21 +183,32 @@ class CleanupPage:
             error_group=list(error_group),
             draft=draft,
             new_key=new_operation_key,
+            scan=scan,
         )
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         console: ConsoleRequest = req.context.console
         kind = _kind(console.value("kind"))
         threshold = _threshold(console.value("threshold"), KINDS[kind][1])
-        action = console.value("action")
+        action, chosen = console.value("action"), console.value("id")
+        if console.value("choose"):
+            # A group's form: the button pressed names the action and the memory.
+            action, _, chosen = console.value("choose").partition(":")
+        if action == "scan":
+            if MIN_THRESHOLD <= threshold <= MAX_THRESHOLD:
+                await self._scans.start(console.user_id, kind, KINDS[kind][0], threshold)
+            self._s.renderer.redirect(
+                resp, PATH, notice="cleanup-scanning", kind=kind, threshold=f"{threshold:.2f}"
+            )
+            return
         try:
             ids = _ids(console.values("ids"))
             if action == "keep":
-                notice = await self._keep(console, ids, kind)
+                notice = await self._keep(console, ids, _chosen(chosen, ids), kind)
             elif action == "correct":
                 notice = await self._correct(console, ids)
             elif action == "confirm":
-                notice = await self._confirm(console, ids)
+                notice = await self._confirm(console, ids, _chosen(chosen, ids))
             else:
                 raise _Refused(400, "Choose one of the actions on the page.", page=False)
         except _Refused as ex:
@@ -228,8 +248,7 @@ class CleanupPage:
             members.append(payload["memory"])
         return members
 
-    async def _keep(self, console: ConsoleRequest, ids: list[int], kind: str) -> str:
-        chosen = _chosen(console, ids)
+    async def _keep(self, console: ConsoleRequest, ids: list[int], chosen: int, kind: str) -> str:
         await self._members(console, ids)
         why = "duplicate of" if kind == "duplicates" else "conflicted with"
         reason = f"Clean-up: {why} #{chosen}, which the owner kept."
@@ -266,8 +285,7 @@ class CleanupPage:
         await self._call(console, "remember", arguments, console.value("operation") or None)
         return "cleanup-corrected"
 
-    async def _confirm(self, console: ConsoleRequest, ids: list[int]) -> str:
-        chosen = _chosen(console, ids)
+    async def _confirm(self, console: ConsoleRequest, ids: list[int], chosen: int) -> str:
         await self._call(console, "confirm", {"id": chosen}, console.value("operation") or None)
         return "cleanup-confirmed"
 
@@ -295,8 +313,8 @@ def _ids(raw: list[str], *, strict: bool = True) -> list[int]:
     return ids
 
 
-def _chosen(console: ConsoleRequest, ids: list[int]) -> int:
-    chosen = positive_id(console.value("id"))
+def _chosen(raw: str, ids: list[int]) -> int:
+    chosen = positive_id(raw)
     if chosen is None or chosen not in ids:
         raise _Refused(400, "Choose one memory of the group.", page=False)
     return chosen

@@ -5,6 +5,7 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
+from api.console.cleanup_scans import scan_page
 from api.console.guard import ConsoleRequest
 from api.console.services import ConsoleServices
 
@@ -17,14 +18,24 @@ class JobStatus:
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, job_id: str
     ) -> None:
         console: ConsoleRequest = req.context.console
-        job = self._s.jobs.find(console.user_id, job_id)
+        # The job's row, whichever web process runs it.
+        job = await self._s.jobs.find(console.user_id, job_id)
         if job is None:
             self._s.renderer.error(req, resp, 404, "Not found", "There is no such job.")
             return
         if "application/json" in (req.get_header("Accept") or ""):
             resp.media = job.to_json()
             return
-        self._s.renderer.page(req, resp, "job.html", title="Progress", job=job.to_json())
+        back = scan_page(job.subject)
+        self._s.renderer.page(
+            req,
+            resp,
+            "job.html",
+            title="Progress",
+            job=job.to_json(),
+            back=back or ("/console/account", {}),
+            back_label="Back to clean-up" if back else "Back to your account",
+        )
 
 
 def routes(services: ConsoleServices) -> list[tuple[str, object]]:

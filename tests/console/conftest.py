@@ -57,9 +57,9 @@ async def console_runtime(
 
 
 @pytest.fixture
-def console_jobs() -> Jobs:
+def console_jobs(pool: Any, clean_db: str) -> Jobs:
     """The console's background jobs: ``await console_jobs.wait_all()`` lets them finish."""
-    return Jobs()
+    return Jobs(pool)
 
 
 @pytest.fixture

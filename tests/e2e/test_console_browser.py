@@ -178,12 +178,16 @@ def _walk(server: Any, assistant: Assistant, driver: Any, tmp_path: Path) -> Non
     assert peanuts not in [m["id"] for m in found]
 
     # Resolve a duplicate group: keep the first, the other is forgotten in its favour.
+    # The first view starts the scan and says so; the page's script reloads it once the
+    # scan has ended (without the script, its "Show the result" link does the same).
     driver.get(f"{url}/console/cleanup")
-    assert "Dr. Okafor" in driver.page_source
+    assert "Scanning…" in driver.page_source or "Dr. Okafor" in driver.page_source
+    WebDriverWait(driver, 60).until(lambda d: "Dr. Okafor" in d.page_source)
+    assert "Scanned just now" in driver.page_source
     pages.check("cleanup")
-    keep = driver.find_element(By.XPATH, "//form[.//input[@name='action' and @value='keep']]")
-    kept = int(keep.find_element(By.CSS_SELECTOR, "input[name=id]").get_attribute("value"))
-    _submit(driver, keep.find_element(By.CSS_SELECTOR, "button"), confirm=True)
+    keep = driver.find_element(By.CSS_SELECTOR, "button[name=choose][value^='keep:']")
+    kept = int(keep.get_attribute("value").split(":")[1])
+    _submit(driver, keep, confirm=True)
     other = ids[5] if kept == ids[4] else ids[4]
     retired = assistant.call("get_memory", {"id": other})["memory"]
     assert retired["deleted_at"] is not None and retired["replaced_by_id"] == kept

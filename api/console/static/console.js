@@ -26,4 +26,21 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const field of document.querySelectorAll("[data-autosubmit]")) {
     field.addEventListener("change", () => field.form && field.form.requestSubmit());
   }
+  // A page waiting for a background job: <p data-job-poll="/console/jobs/ID"> reloads the page
+  // once the job has ended. Without this script the element's links do the same by hand.
+  for (const waiting of document.querySelectorAll("[data-job-poll]")) {
+    const poll = async () => {
+      try {
+        const answer = await fetch(waiting.dataset.jobPoll, { headers: { Accept: "application/json" } });
+        if (answer.ok && (await answer.json()).state !== "running") {
+          window.location.reload();
+          return;
+        }
+      } catch (_) {
+        // A network hiccup: the next poll tries again.
+      }
+      window.setTimeout(poll, 2000);
+    };
+    window.setTimeout(poll, 2000);
+  }
 });
