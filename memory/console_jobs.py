@@ -118,6 +118,12 @@ async def prune(
     return jobs, uploads
 
 
+async def prune_uploads(pool: AsyncConnectionPool, *, older_than_s: float) -> int:
+    """Remove uploads older than ``older_than_s``; how many."""
+    async with pool.connection() as conn:
+        return await store.prune_uploads(conn, older_than_s=older_than_s)
+
+
 async def put_upload(
     pool: AsyncConnectionPool,
     *,

@@ -134,7 +134,8 @@ async def finish_job(
         "UPDATE console_jobs SET state = %s, done = %s, total = %s, message = %s, result = %s,"
         " updated_at = now(), finished_at = now(),"
         " operation_key = CASE WHEN %s THEN NULL ELSE operation_key END"
-        " WHERE id = %s",
+        # A job another process already declared dead (its heartbeat stalled) stays ended.
+        " WHERE id = %s AND state = 'running'",
         (state, done, total, message, Jsonb(result), release_key, job_id),
     )
 

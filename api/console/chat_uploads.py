@@ -33,6 +33,8 @@ class Uploaded:
 
 async def put(pool: AsyncConnectionPool, user_id: int, export: ChatExport, filename: str) -> str:
     upload_id = secrets.token_urlsafe(16)
+    # Expired uploads (their users' own messages) go now, not at some later job's prune.
+    await rows.prune_uploads(pool, older_than_s=KEEP_S)
     await rows.put_upload(
         pool, upload_id=upload_id, user_id=user_id, filename=filename, export=to_json(export)
     )

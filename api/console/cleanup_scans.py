@@ -93,7 +93,9 @@ class Scans:
             if running is None and failed is None:
                 running = await self.start(user_id, kind, tool, threshold)
             return ScanView([], None, running, failed)
-        if running is None and await self._outdated(user_id, shown):
+        # A rescan that failed after the shown one waits for "Scan again" too: otherwise
+        # every view (and the page's reload when a scan ends) would start it again.
+        if running is None and failed is None and await self._outdated(user_id, shown):
             running = await self.start(user_id, kind, tool, threshold)
         groups = await self._current(user_id, shown)
         return ScanView(groups, shown.created_at, running, failed)

@@ -404,6 +404,26 @@ async def test_an_old_scan_is_shown_while_a_fresh_one_runs(
     assert "Scanned just now" in (await browser.get(DUPLICATES)).text
 
 
+async def test_a_failed_rescan_is_not_retried_by_every_view(
+    browser: Browser, owner_mcp: Mcp, owner: int, clean_db: str
+) -> None:
+    await remember(owner_mcp, SISTER)
+    await remember(owner_mcp, SISTER_AGAIN)
+    await scanned(browser, DUPLICATES)
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("UPDATE console_jobs SET created_at = now() - interval '2 hours'")
+        conn.execute(
+            "INSERT INTO console_jobs (id, user_id, kind, subject, state, finished_at)"
+            " VALUES ('failed-rescan', %s, 'Clean-up scan', 'cleanup:duplicates:0.85',"
+            " 'failed', now())",
+            (owner,),
+        )
+    for _ in range(2):
+        page = await browser.get(DUPLICATES)
+        assert SISTER in page.text and "data-job-poll" not in page.text
+    assert sorted(state for state, _ in scans(clean_db)) == ["done", "failed"]
+
+
 async def test_a_change_to_the_store_rescans_in_the_background(
     browser: Browser, owner_mcp: Mcp, clean_db: str
 ) -> None:
