@@ -25,12 +25,11 @@ is changed. ``Keep this one`` also dry-runs its forgets first, so a refusal
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import falcon.asgi
 
-from api.console.cleanup_scans import Scans, ago
+from api.console.cleanup_scans import Scans, ago, parse_time
 from api.console.forms import positive_id
 from api.console.guard import ConsoleRequest, new_operation_key
 from api.console.render import NOTICES
@@ -83,15 +82,6 @@ def _kind(raw: str | None) -> str:
     return raw if raw in KINDS else "duplicates"
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def settled(group: dict[str, Any]) -> bool:
     """One member was confirmed after it was stored, later than every other was stated.
 
@@ -100,13 +90,13 @@ def settled(group: dict[str, Any]) -> bool:
     """
     members = group.get("memories", [])
     for chosen in members:
-        confirmed = _parse_time(chosen.get("last_confirmed_at"))
-        created = _parse_time(chosen.get("created_at"))
+        confirmed = parse_time(chosen.get("last_confirmed_at"))
+        created = parse_time(chosen.get("created_at"))
         if confirmed is None or created is None or confirmed <= created:
             continue
         others = [m for m in members if m is not chosen]
         stamps = [
-            _parse_time(m.get(f))
+            parse_time(m.get(f))
             for m in others
             for f in ("created_at", "updated_at", "last_confirmed_at")
         ]

@@ -138,7 +138,7 @@ class Scans:
         groups = shown.result.get("tool", {}).get("groups", [])
         ids = sorted({mid for group in groups for mid in group.get("ids", [])[:_READ_MEMBERS]})
         fresh = await current_members(self._s.pool, user_id, ids)
-        scanned = _parse_time((shown.result.get("store") or {}).get("updated_at"))
+        scanned = parse_time((shown.result.get("store") or {}).get("updated_at"))
         current = []
         for group in groups:
             read = group.get("ids", [])[:_READ_MEMBERS]
@@ -170,11 +170,12 @@ def _without_rows(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _unchanged(member: dict[str, Any], scanned: datetime | None) -> bool:
     """Not edited after the scan read the store (confirm does not count: settled() reads it)."""
-    updated = _parse_time(member.get("updated_at"))
+    updated = parse_time(member.get("updated_at"))
     return scanned is None or updated is None or updated <= scanned
 
 
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
+    """A row shape's timestamp (ISO 8601, "Z" for UTC); None when absent or unreadable."""
     if not isinstance(value, str) or not value:
         return None
     try:
