@@ -55,6 +55,8 @@ class Settings:
     graph_max_relations: int = 100
     rank_salience_weight: float = 0.2
     rank_context_weight: float = 0.2
+    #: Recalled memories that disagree about one thing: the freshest first (RECALL_LATEST_FIRST).
+    recall_latest_first: bool = True
 
     access_token_ttl_s: int = 3600
     refresh_token_ttl_s: int = 30 * 24 * 3600
@@ -173,6 +175,7 @@ class Settings:
             graph_max_relations=env.integer("GRAPH_MAX_RELATIONS", 100, minimum=1, maximum=100_000),
             rank_salience_weight=env.number("RANK_SALIENCE_WEIGHT", 0.2, minimum=0.0, maximum=10.0),
             rank_context_weight=env.number("RANK_CONTEXT_WEIGHT", 0.2, minimum=0.0, maximum=10.0),
+            recall_latest_first=env.boolean("RECALL_LATEST_FIRST", True),
             access_token_ttl_s=env.integer("ACCESS_TOKEN_TTL", 3600, minimum=10, maximum=86400 * 7),
             refresh_token_ttl_s=env.integer(
                 "REFRESH_TOKEN_TTL", 30 * 86400, minimum=60, maximum=86400 * 365

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ from memory.rules.timestamps import format_timestamp, parse_timestamp
 from storage import memories as store
 from storage.rows import MemoryFilter, ScoredMemoryRow
 
+from . import recall_latest
 from .deps import Deps
 from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
 from .shapes import explain_shape, full_shape, match_shape
@@ -33,6 +34,12 @@ class _Match:
     scored: ScoredMemoryRow
     #: Only when asked for (recall's ``explain``).
     explanation: ranking.Explanation | None
+    #: Fresher returned matches that disagree with this one (latest truth first).
+    older_than: list[int] = field(default_factory=list)
+    #: Newer memories that named this one in ``downweights``.
+    superseded_by: list[int] = field(default_factory=list)
+    #: Moved up ahead of older matches it disagrees with.
+    promoted: bool = False
 
 
 async def _lexical_side(
@@ -81,29 +88,53 @@ async def _ranked(
                 lexical_ids=lexical_ids,
                 tags=tags,
             )
+            by_id = {c.scored.row.id: c.scored for c in found}
+            candidates = [
+                ranking.Candidate(
+                    key=c.scored.row.id,
+                    cosine=c.scored.cosine,
+                    salience=c.scored.row.salience,
+                    context_match=c.scored.context_match,
+                    last_confirmed_at=c.scored.row.last_confirmed_at,
+                    updated_at=c.scored.row.updated_at,
+                    created_at=c.scored.row.created_at,
+                    lexical=ranking.lexical_share(c.lexical, terms),
+                )
+                for c in found
+            ]
+            # Every candidate in order: the latest-truth step may pull one up from below
+            # the limit.
+            ordered = ranking.rank(
+                candidates, w_s=w_s, w_c=w_c, min_score=min_score, limit=len(candidates)
+            )
+            marked = (
+                await recall_latest.latest_first(
+                    conn,
+                    user_id,
+                    [by_id[c.key].row for c in ordered],
+                    limit=limit,
+                    relations=deps.settings.relation_extractor != "off",
+                )
+                if deps.settings.recall_latest_first
+                else recall_latest.Marked([c.key for c in ordered[:limit]])
+            )
     except BaseException as ex:
         embedding.cancel()
         outcome = (await asyncio.gather(embedding, return_exceptions=True))[0]
         if isinstance(outcome, Exception) and outcome is not ex:
             raise outcome from None  # an embedding failure is the one to report
         raise
-    by_id = {c.scored.row.id: c.scored for c in found}
-    candidates = [
-        ranking.Candidate(
-            key=c.scored.row.id,
-            cosine=c.scored.cosine,
-            salience=c.scored.row.salience,
-            context_match=c.scored.context_match,
-            last_confirmed_at=c.scored.row.last_confirmed_at,
-            updated_at=c.scored.row.updated_at,
-            created_at=c.scored.row.created_at,
-            lexical=ranking.lexical_share(c.lexical, terms),
-        )
-        for c in found
-    ]
-    ordered = ranking.rank(candidates, w_s=w_s, w_c=w_c, min_score=min_score, limit=limit)
     parts = ranking.explain(candidates, w_s=w_s, w_c=w_c) if explain else {}
-    return [_Match(by_id[c.key], parts.get(c.key)) for c in ordered]
+    return [
+        _Match(
+            by_id[key],
+            parts.get(key),
+            older_than=marked.older_than.get(key, []),
+            superseded_by=marked.superseded_by.get(key, []),
+            promoted=key in marked.promoted,
+        )
+        for key in marked.order
+    ]
 
 
 def _search_args(
@@ -130,8 +161,12 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
     matches = []
     for m in found:
         shape = match_shape(m.scored.row, m.scored.cosine)
+        if m.older_than:
+            shape["older_than"] = m.older_than
+        if m.superseded_by:
+            shape["superseded_by"] = m.superseded_by
         if m.explanation is not None:
-            shape["explain"] = explain_shape(m.explanation)
+            shape["explain"] = explain_shape(m.explanation, latest_first=m.promoted)
         matches.append(shape)
     return {"ok": True, "matches": matches}
 

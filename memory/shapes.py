@@ -42,12 +42,14 @@ def match_shape(row: MemoryRow, score: float | None = None) -> dict[str, Any]:
     return out
 
 
-def explain_shape(e: Explanation) -> dict[str, Any]:
+def explain_shape(e: Explanation, *, latest_first: bool = False) -> dict[str, Any]:
     """A recall match's ``explain``: the parts its place in the ranking came from.
 
     ``fused = cosine + w·lexical``; ``final = fused + salience + context`` is
     what matches are ordered by (ties: newest first). Ranks are 1-based among
     all candidates; ``lexical_rank`` is null for a match with no query word.
+    ``latest_first`` is true for a match moved up ahead of the older matches
+    it disagrees with (their ``older_than`` names it).
     """
     return {
         "cosine": round(e.cosine, 6),
@@ -59,6 +61,7 @@ def explain_shape(e: Explanation) -> dict[str, Any]:
         "salience": round(e.salience, 6),
         "context": round(e.context, 6),
         "final": round(e.final, 6),
+        "latest_first": latest_first,
     }
 
 

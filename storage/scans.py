@@ -175,7 +175,7 @@ class OwedText:
     text: str
 
 
-def _like_escape(pattern: str) -> str:
+def like_escape(pattern: str) -> str:
     """A LIKE pattern whose only wildcard is a trailing ``%`` the caller wrote."""
     body, wild = (pattern[:-1], "%") if pattern.endswith("%") else (pattern, "")
     return body.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + wild
@@ -200,7 +200,7 @@ async def functional_edges(
           AND NOT EXISTS (SELECT 1 FROM relation_outbox o WHERE o.memory_id = m.id)
         ORDER BY r.memory_id, r.id
         """,
-        {"user_id": user_id, "patterns": [_like_escape(p) for p in patterns]},
+        {"user_id": user_id, "patterns": [like_escape(p) for p in patterns]},
     )
     return await cur.fetchall()
 

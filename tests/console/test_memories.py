@@ -137,6 +137,19 @@ async def test_the_search_box_finds_a_fact_by_meaning_with_its_score(
     assert "Why this rank" not in plain.text
 
 
+async def test_a_search_says_which_match_a_newer_memory_contradicts(
+    browser: Browser, owner_mcp: Mcp
+) -> None:
+    lisbon = await _remember(owner_mcp, "I live in Lisbon.", [])
+    berlin = await _remember(owner_mcp, "I moved to Berlin last spring.", [])
+    page = await browser.get("/console/memories?q=where+do+I+live&explain=1")
+    assert _shown_ids(page.text)[:2] == [berlin, lisbon]
+    older = re.search(r'<p class="small older">(.*?)</p>', page.text, re.S)
+    assert older and f'href="/console/memories/{berlin}"' in older.group(1)
+    assert "A newer memory says otherwise" in older.group(1)
+    assert "Latest truth" in page.text
+
+
 async def test_bulk_forget_takes_the_memories_out_of_recall(
     browser: Browser, owner_mcp: Mcp
 ) -> None:

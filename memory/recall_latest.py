@@ -1,0 +1,106 @@
+"""Recall's latest-truth-first step: which candidates disagree, then the freshest first.
+
+Three signs that two recalled memories are about one thing and say different
+things (issue 17, "latest truth first"):
+
+- their relations give one functional slot different values (the same rules
+  ``find_conflicts`` uses, :mod:`memory.graph.conflicts`: "I live in Lisbon" /
+  "I moved to Berlin");
+- a newer memory named the other in ``downweights``;
+- they are near each other (cosine at least ``NEAR_COSINE``) and state
+  different values (:func:`memory.rules.latest.values_differ`: "two kids" /
+  "three kids").
+
+The ordering itself is :func:`memory.rules.latest.latest_first`; this module
+reads what it needs in one query and marks the matches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from psycopg import AsyncConnection
+
+from memory import graph
+from memory.rules import latest
+from storage import recall_links as store
+from storage.rows import MemoryRow
+
+#: Cosine from which two matches with different values count as one fact told twice.
+#: "My dentist is Dr. Okafor on Elm Street" / "... Dr. Patel on Main Street" is 0.75
+#: under MiniLM, "I have two kids" / "three kids" 0.92; unrelated facts sharing a
+#: template ("My sister Ana lives in Porto" / "My brother Rui ...", 0.69) are kept
+#: apart by values_differ's shared-words test, not by this bound.
+NEAR_COSINE = 0.75
+#: Owed texts (not yet extracted) longer than this are read off the event loop.
+_INLINE_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Marked:
+    """The ids to return, in order, and each one's markers."""
+
+    order: list[int]
+    older_than: dict[int, list[int]] = field(default_factory=dict)
+    superseded_by: dict[int, list[int]] = field(default_factory=dict)
+    promoted: frozenset[int] = frozenset()
+
+
+async def latest_first(
+    conn: AsyncConnection,
+    user_id: int,
+    ranked: Sequence[MemoryRow],
+    *,
+    limit: int,
+    relations: bool,
+) -> Marked:
+    """Reorder ``ranked`` (every candidate, relevance order) and keep ``limit``.
+
+    ``relations``: whether relation edges are read (off with
+    ``RELATION_EXTRACTOR=off``, where there are none).
+    """
+    shown = [r.id for r in ranked[:limit]]
+    if not shown:
+        return Marked([])
+    rows = {r.id: r for r in ranked}
+    links = await store.recall_links(
+        conn,
+        user_id,
+        shown=shown,
+        candidates=list(rows),
+        functional_patterns=graph.FUNCTIONAL_PATTERNS if relations else (),
+        near_cosine=NEAR_COSINE,
+    )
+    owed = [rows[i] for i in links.owed] if relations else []
+    if sum(len(r.text) for r in owed) > _INLINE_CHARS:
+        pairs = await asyncio.to_thread(_disagreements, links, owed, rows)
+    else:
+        pairs = _disagreements(links, owed, rows)
+    fresh = {
+        r.id: latest.freshness(r.last_confirmed_at, r.updated_at, r.created_at) for r in ranked
+    }
+    done = latest.latest_first([r.id for r in ranked], fresh, pairs, limit=limit)
+    superseded: dict[int, list[int]] = {}
+    for old, new in links.downweighted_by:
+        superseded.setdefault(old, []).append(new)
+    returned = set(done.order)
+    return Marked(
+        done.order,
+        done.older_than,
+        {k: sorted(v) for k, v in superseded.items() if k in returned},
+        done.promoted,
+    )
+
+
+def _disagreements(
+    links: store.RecallLinks, owed: list[MemoryRow], rows: dict[int, MemoryRow]
+) -> list[tuple[int, int]]:
+    facts = [(m, graph.Relation(s, p, o)) for m, s, p, o in links.edges]
+    for row in owed:
+        facts += [(row.id, r) for r in graph.extract(row.text)]
+    pairs = [(c.first, c.second) for c in graph.conflicts(facts)]
+    pairs += [(old, new) for old, new in links.downweighted_by if new in rows]
+    pairs += [(a, b) for a, b in links.near if latest.values_differ(rows[a].text, rows[b].text)]
+    return pairs

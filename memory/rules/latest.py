@@ -1,0 +1,323 @@
+"""Latest truth first: recalled memories about one thing that disagree, the freshest first.
+
+Recall orders matches by relevance (:mod:`memory.rules.ranking`). When some of
+them are about the same thing and say different things ("I live in Lisbon",
+then "I moved to Berlin"), relevance alone can put the older fact first, and a
+model reading the list top down answers with it. This module reorders such
+matches: within each group of disagreeing candidates, the freshest one takes the
+place of the group's best-ranked member, and the others follow in their own
+order. Markers say what changed: each older member lists the fresher returned
+matches it disagrees with (``older_than``).
+
+Who disagrees is decided elsewhere (the relation graph's functional slots,
+``downweights`` records, near-duplicates with different values: see
+:func:`values_differ`); this module only orders. Freshness is the contract's
+contradiction rule (the chapter's recall section): ``last_confirmed_at``, then
+``updated_at``, then ``created_at``, newest first.
+
+The freshest member of a group may come from below the returned ``limit``
+(the candidate pool is several times larger): it is pulled up to the group's
+place and the list's last match drops out, so the newest value is never
+hidden behind an older one. Scores are untouched: ``score`` stays the raw
+cosine. Pure: standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def freshness(
+    last_confirmed_at: datetime | None, updated_at: datetime | None, created_at: datetime | None
+) -> tuple[float, float, float]:
+    """The contract's order for contradictions, as a sortable key (larger is fresher)."""
+
+    def ts(value: datetime | None) -> float:
+        return (value or _EPOCH).timestamp()
+
+    return ts(last_confirmed_at), ts(updated_at), ts(created_at)
+
+
+@dataclass(frozen=True)
+class Reordered(Generic[K]):
+    """The matches to return, in order, and what each older one is older than."""
+
+    order: list[K]
+    #: A returned match -> the fresher returned matches it disagrees with (ascending).
+    older_than: dict[K, list[K]] = field(default_factory=dict)
+    #: The returned matches that were moved up to their group's place.
+    promoted: frozenset[K] = frozenset()
+
+
+def latest_first(
+    ranked: Sequence[K],
+    fresh: Mapping[K, tuple[float, float, float]],
+    disagree: Iterable[tuple[K, K]],
+    *,
+    limit: int,
+) -> Reordered[K]:
+    """The first ``limit`` of ``ranked`` with each disagreeing group's freshest member first.
+
+    ``ranked``: every candidate in relevance order (more than ``limit``);
+    ``fresh``: each candidate's :func:`freshness`; ``disagree``: pairs of
+    candidates that say different things about one thing (pairs naming a key
+    outside ``ranked`` are ignored). Groups are the connected pairs. A group
+    whose members all rank below ``limit`` changes nothing.
+    """
+    position = {k: i for i, k in enumerate(ranked)}
+    parent: dict[K, K] = {}
+
+    def root(k: K) -> K:
+        while parent.get(k, k) != k:
+            parent[k] = parent.get(parent[k], parent[k])
+            k = parent[k]
+        return k
+
+    edges: dict[K, set[K]] = {}
+    for a, b in disagree:
+        if a == b or a not in position or b not in position:
+            continue
+        edges.setdefault(a, set()).add(b)
+        edges.setdefault(b, set()).add(a)
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[ra] = rb
+    freshest: dict[K, K] = {}
+    for k in edges:
+        g = root(k)
+        best = freshest.get(g)
+        # Fresher wins; on equal freshness the better-ranked one.
+        if best is None or (fresh[k], -position[k]) > (fresh[best], -position[best]):
+            freshest[g] = k
+
+    order: list[K] = []
+    emitted: set[K] = set()
+    promoted: set[K] = set()
+    for k in ranked:
+        if len(order) >= limit:
+            break
+        if k in emitted:
+            continue
+        if k in edges:
+            head = freshest[root(k)]
+            if head not in emitted and head != k:
+                order.append(head)
+                emitted.add(head)
+                promoted.add(head)
+                if len(order) >= limit:
+                    break
+        order.append(k)
+        emitted.add(k)
+
+    older_than: dict[K, list[K]] = {}
+    for k in order:
+        newer = [j for j in edges.get(k, ()) if j in emitted and fresh[j] > fresh[k]]
+        if newer:
+            older_than[k] = sorted(newer, key=lambda j: position[j])
+    return Reordered(order, older_than, frozenset(promoted))
+
+
+# --- near-duplicates that differ in a value ----------------------------------
+
+_NUMBER_WORDS = frozenset(
+    [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+        "thirty",
+        "forty",
+        "fifty",
+        "sixty",
+        "seventy",
+        "eighty",
+        "ninety",
+        "hundred",
+        "thousand",
+        "million",
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "once",
+        "twice",
+        "none",
+        "no",
+    ]
+)
+_MONTHS = frozenset(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ]
+)
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "with",
+        "by",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "our",
+        "you",
+        "your",
+        "he",
+        "she",
+        "it",
+        "its",
+        "they",
+        "them",
+        "their",
+        "his",
+        "her",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "have",
+        "has",
+        "had",
+        "do",
+        "does",
+        "did",
+        "not",
+        "so",
+        "very",
+        "just",
+        "also",
+        "now",
+        "still",
+        "too",
+    ]
+)
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'.-]*[A-Za-z0-9]|[A-Za-z0-9]")
+#: Abbreviations whose full stop does not end a sentence ("Dr. Okafor").
+_TITLES = frozenset(["dr", "mr", "mrs", "ms", "prof", "st", "mt", "jr", "sr"])
+
+
+def _parts(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(values, other content words) of a text, lowercased.
+
+    Values are what a fact's detail usually is: numbers and number words,
+    dates, month and day names, and capitalised words that do not open a
+    sentence (names of people, places, brands).
+    """
+    values: set[str] = set()
+    words: set[str] = set()
+    previous: str | None = None  # the token before, lowercased
+    previous_end = 0
+    for m in _WORD.finditer(text):
+        token = m.group(0).rstrip(".")
+        low = token.lower()
+        gap = text[previous_end : m.start()]
+        opens_sentence = previous is None or (
+            any(ch in gap for ch in ".!?") and previous not in _TITLES
+        )
+        previous, previous_end = low, m.end()
+        if (
+            any(ch.isdigit() for ch in token)
+            or low in _NUMBER_WORDS
+            or low in _MONTHS
+            or (token[:1].isupper() and not opens_sentence and low != "i")
+        ):
+            values.add(low)
+        elif low not in _STOP:
+            words.add(low)
+    return frozenset(values), frozenset(words)
+
+
+#: Share of content words two texts must have in common to be about the same thing.
+SAME_TOPIC = 0.5
+
+
+def values_differ(a: str, b: str) -> bool:
+    """Whether two similar texts state the same kind of fact with different values.
+
+    Each must hold a value the other lacks ("two kids" / "three kids";
+    "Dr. Okafor" / "Dr. Patel"), and their other content words must mostly
+    agree (a Jaccard share of at least ``SAME_TOPIC``). One text adding detail
+    to the other ("Elm Street" / "Elm Street, Room 4") is not a disagreement,
+    nor is a difference in wording alone.
+    """
+    va, wa = _parts(a)
+    vb, wb = _parts(b)
+    if not (va - vb) or not (vb - va):
+        return False
+    union = wa | wb
+    if not union:
+        return True
+    return len(wa & wb) / len(union) >= SAME_TOPIC
