@@ -44,6 +44,7 @@ def _serve(settings: Settings) -> None:
         record_public_url(settings)  # so `ownsona token` signs for this URL
         print(f"OwnSona is serving MCP at {settings.resource_url}", flush=True)
         print(f"  listening on http://{settings.host}:{settings.port}", flush=True)
+        print(f"  your console: {settings.public_url}/console", flush=True)
         database = (
             "DATABASE_URL"
             if settings.database_url
