@@ -13,7 +13,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
-from .memory_sql import M_ACTIVE, M_COLUMNS, nearest_ids
+from .memory_sql import LARGE_USER, M_ACTIVE, M_COLUMNS, SMALL_USER, nearest_ids
 from .rows import ScoredMemoryRow, memory_row
 
 
@@ -46,6 +46,7 @@ async def search_by_vector(
         ORDER BY m.embedding <=> %(q)b
         """,
         {"q": query_embedding, "user_id": user_id, "tags": list(tags), "k": candidates},
+        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [
         ScoredMemoryRow(memory_row(d), float(d["cosine"]), float(d["context_match"]))
@@ -140,11 +141,24 @@ async def lexical_candidates(
         return []
     score, params = _lexical_score(terms)
     tag_filter = "AND m.tags && %(tags)s" if tags else ""
+    # As on the vector side (memory_sql.nearest_ids), a small user's rows are read
+    # through the user_id btrees and tested one by one: the GIN index's posting
+    # list of a common word spans every user's rows (6.7 ms against 0.2 ms for a
+    # lone user of 1,000 rows, among 1.1M rows: BENCHMARKS.md, issue 16).
     query = sql.SQL(
-        "SELECT m.id FROM memories m"
-        f" WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}"
-        " AND m.text_search @@ %(probe)s::tsquery"
-        " ORDER BY {score} DESC, m.id DESC LIMIT %(k)s"
+        f"""
+        (SELECT m.id FROM memories m
+         WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter} AND {LARGE_USER}
+           AND m.text_search @@ %(probe)s::tsquery
+         ORDER BY {{score}} DESC, m.id DESC LIMIT %(k)s)
+        UNION ALL
+        (SELECT m.id
+         FROM (SELECT m.id, m.text_search FROM memories m
+               WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter} AND {SMALL_USER}
+               OFFSET 0) m
+         WHERE m.text_search @@ %(probe)s::tsquery
+         ORDER BY {{score}} DESC, m.id DESC LIMIT %(k)s)
+        """
     ).format(score=score)
     cur = await conn.execute(
         query,
@@ -155,6 +169,7 @@ async def lexical_candidates(
             "probe": " | ".join(_tsquery_term(t) for t in probe),
             "k": candidates,
         },
+        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [int(r[0]) for r in await cur.fetchall()]
 
@@ -214,6 +229,7 @@ async def search_hybrid(
             "k": candidates,
             "lexical_ids": list(lexical_ids),
         },
+        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [
         HybridCandidate(

@@ -30,6 +30,12 @@ EXACT_SEARCH_MAX_ROWS = 5000
 #: branch's WHERE it becomes that branch's one-time filter, and the branch not
 #: taken is never started.
 USER_ROWS = "coalesce((SELECT t.docs FROM memory_term_totals t WHERE t.user_id = %(user_id)s), 0)"
+#: The statements using these run unprepared (``prepare=False``): a prepared
+#: statement soon runs one generic plan for every user, planned for a user of
+#: average size, and at 1.1M rows that plan sorted the big user's 100,000 rows by
+#: exact distance in the HNSW branch (108 ms against 9). Planned each time, the
+#: branch is planned for this user's row estimate (~0.2 ms of planning).
+#:
 #: The one-time filters of the two plans (exactly one of them holds).
 SMALL_USER = f"{USER_ROWS} <= {EXACT_SEARCH_MAX_ROWS}"
 LARGE_USER = f"{USER_ROWS} > {EXACT_SEARCH_MAX_ROWS}"

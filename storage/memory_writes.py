@@ -81,7 +81,11 @@ async def _neighbours(
     cur = conn.cursor(row_factory=class_row(Neighbour))
     # %(vs)b: the probe vectors go in binary; as text, 200 of them cost ~80 ms to
     # format and parse (measured), binary ~1 ms.
-    await cur.execute(query, {"vs": list(embeddings), "user_id": user_id, "k": k, "min": min_score})
+    await cur.execute(
+        query,
+        {"vs": list(embeddings), "user_id": user_id, "k": k, "min": min_score},
+        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
+    )
     return await cur.fetchall()
 
 
