@@ -5,11 +5,14 @@ Two modes, over what :mod:`memory.rules.chat_exports` read from the export:
 - ``extract``: a fact extractor (an LLM: ``LLM_BASE_URL``, ``LLM_MODEL``)
   reads each conversation's user messages, with the conversation's date so
   relative dates resolve, and the durable facts it lists are stored
-  (``capture_mode`` ``inferred``).
+  (``capture_mode`` ``inferred``), with that date as their ``reference_time``.
 - ``messages``: no extractor needed; the user's own messages are stored as
   they are, tagged ``imported``, trivial ones skipped, each cut to
   ``MAX_TEXT_CHARS`` (``capture_mode`` ``explicit``: the owner chose to store
-  their own words).
+  their own words), each with its message's time as ``reference_time``.
+
+A date a stored text states ("on 7 May 2023", "yesterday" counted from the
+``reference_time``) becomes the memory's ``occurred_at`` (issue 17).
 
 Either way each memory says where it came from (``source_provider``
 ``chatgpt-import`` or ``claude-import``, ``session_id`` the conversation id),
@@ -31,7 +34,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memory.rules.chat_exports import CHATGPT, CLAUDE, ChatExport, Conversation, is_trivial
@@ -44,8 +47,6 @@ from .errors import MemoryServiceError
 from .writers import Writer, writing_as
 
 if TYPE_CHECKING:
-    from datetime import date
-
     from psycopg_pool import AsyncConnectionPool
 
     from .audit import AuditLog
@@ -85,10 +86,19 @@ class ChatImportError(Exception):
         self.public_message = message
 
 
+@dataclass(frozen=True)
+class Fact:
+    """One fact an extractor found: its sentence, and the day it happened when the
+    conversation fixes one (stored as the memory's occurred_at, issue 17)."""
+
+    text: str
+    day: date | None = None
+
+
 class FactExtractor(Protocol):
     name: str
 
-    async def extract(self, *, title: str, day: date | None, messages: list[str]) -> list[str]:
+    async def extract(self, *, title: str, day: date | None, messages: list[str]) -> list[Fact]:
         """The user's durable facts; raises :class:`FactExtractionError`."""
         ...
 
@@ -196,7 +206,14 @@ def _message_items(
         if normalize_text(text) in existing:
             report.skipped += 1
             continue
-        item = _item(text, provider, conversation.id, "explicit", message.at)
+        item = _item(
+            text,
+            provider,
+            conversation.id,
+            "explicit",
+            message.at,
+            reference=message.at or conversation.started_at,
+        )
         item["_id"] = "m:" + message.id
         items.append(item)
     return items
@@ -223,29 +240,49 @@ async def _fact_items(
     if not texts:
         return []
     day = conversation.started_at.date() if conversation.started_at else None
-    facts: list[str] = []
+    facts: dict[str, Fact] = {}  # by text: a fact found in two chunks is stored once
     try:
         for chunk in _chunks(texts, EXTRACT_CHUNK_CHARS):
             for fact in await extractor.extract(title=conversation.title, day=day, messages=chunk):
-                if fact not in facts:
-                    facts.append(fact)
+                if fact.text not in facts or facts[fact.text].day is None:
+                    facts[fact.text] = fact
     except FactExtractionError as ex:
         logger.warning("chat import: fact extraction failed for one conversation: %s", ex)
         report.failed_conversations += 1
         return None
     when = conversation.ended_at or conversation.started_at
     items = []
-    for index, fact in enumerate(facts):
-        item = _item(fact[:max_chars], provider, conversation.id, "inferred", when)
-        digest = hashlib.sha256(fact.encode("utf-8")).hexdigest()[:16]
+    for index, fact in enumerate(facts.values()):
+        # The extractor resolved relative dates against the conversation's start (``day``):
+        # a date left relative in a fact counts from there too.
+        item = _item(
+            fact.text[:max_chars],
+            provider,
+            conversation.id,
+            "inferred",
+            when,
+            reference=conversation.started_at,
+        )
+        if fact.day is not None:  # the extractor's day wins over one read from the text
+            on = datetime(fact.day.year, fact.day.month, fact.day.day, tzinfo=UTC)
+            item["occurred_at"] = format_timestamp(on)
+        digest = hashlib.sha256(fact.text.encode("utf-8")).hexdigest()[:16]
         item["_id"] = f"f:{index}:{digest}"
         items.append(item)
     return items
 
 
 def _item(
-    text: str, provider: str, session_id: str, capture_mode: str, at: datetime | None
+    text: str,
+    provider: str,
+    session_id: str,
+    capture_mode: str,
+    at: datetime | None,
+    *,
+    reference: datetime | None,
 ) -> dict[str, Any]:
+    """One remember_batch item. ``reference``: when the words were written, so that a date
+    the text states relatively ("last Tuesday") becomes its occurred_at (issue 17)."""
     item: dict[str, Any] = {
         "text": text,
         "tags": [IMPORTED_TAG],
@@ -257,6 +294,8 @@ def _item(
     }
     if at is not None and at <= datetime.now(UTC):
         item["last_confirmed_at"] = format_timestamp(at)
+    if reference is not None:
+        item["reference_time"] = format_timestamp(reference)
     return item
 
 
