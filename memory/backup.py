@@ -201,7 +201,7 @@ def check_file(path: Path) -> Header:
         last_line = line_no
         if not line.strip():
             raise invalid_line(line_no, "empty line")
-        record = parse_record(line_no, line)
+        record = parse_record(line_no, line, version=header.version)
         if record.user not in known:
             raise invalid_line(line_no, f"user {record.user!r} is not listed in the header")
         if record.memory.id in seen:
@@ -418,10 +418,10 @@ async def _write_batch(
             run.moved[old] = new
 
 
-def _batches(path: Path, size: int) -> Iterator[list[MemoryRecord]]:
+def _batches(path: Path, size: int, version: int) -> Iterator[list[MemoryRecord]]:
     batch: list[MemoryRecord] = []
     for line_no, line in _lines(path):
-        batch.append(parse_record(line_no, line))
+        batch.append(parse_record(line_no, line, version=version))
         if len(batch) >= size:
             yield batch
             batch = []
@@ -474,7 +474,7 @@ async def import_store(
     # the lock, so what the early plan missed (batch k's rows) is still caught.
     pending: tuple[list[MemoryRecord], asyncio.Task[dict[int, np.ndarray]]] | None = None
     try:
-        for records in _batches(path, batch_size):
+        for records in _batches(path, batch_size, header.version):
             async with pool.connection() as conn:
                 plan = await _plan(conn, run, records)
             previous, pending = pending, (records, asyncio.ensure_future(_embed(run, plan.insert)))

@@ -10,7 +10,7 @@ component is exactly representable as a double), texts are UTF-8.
 
 Line 1, the header::
 
-    {"format": "ownsona-export", "version": 1, "exported_at": "...Z",
+    {"format": "ownsona-export", "version": 2, "exported_at": "...Z",
      "scope": "all-users" | "user", "memories": N, "relations": R,
      "max_memory_id": I,
      "users": [{"username": "alice", "memories": n, "relations": r}, ...]}
@@ -21,12 +21,19 @@ Then one line per memory, by id::
      "importance": 0.5, "keep": false, "source_provider": null,
      "capture_mode": null, "session_id": null, "metadata": {},
      "created_at": "...", "updated_at": "...", "last_confirmed_at": null,
-     "expires_at": null, "deleted_at": null, "forget_reason": null,
+     "expires_at": null, "occurred_at": null, "valid_from": null,
+     "valid_to": null, "occurred_at_parsed": false,
+     "deleted_at": null, "forget_reason": null,
      "replaced_by_id": null, "salience": 0.0, "use_count": 0,
      "context_count": 0, "context_centroid": null,
      "embedding_provider": "local", "embedding_model": "...",
      "relations": [{"subject": ..., "predicate": ..., "object": ...,
                     "created_at": ...}]}
+
+Version 2 added the event time (issue 17: ``occurred_at``, ``valid_from``,
+``valid_to``, ``occurred_at_parsed``). A version 1 file is still read: its
+records lack those fields (:data:`ADDED_IN`), and its memories restore with
+no event time. A record of either version names exactly its version's fields.
 
 No embedding vectors: an import embeds the texts again with its own model.
 ``context_centroid`` is the one vector kept: it is learned from feedback
@@ -50,7 +57,15 @@ from storage.rows import MemoryRow, backup_fields
 from .errors import MemoryServiceError, invalid
 
 FORMAT = "ownsona-export"
-VERSION = 1
+#: The version written; every version from 1 up to it is read.
+VERSION = 2
+#: Fields a record has from a version on, with the value a record of an earlier version gets.
+ADDED_IN: dict[str, tuple[int, Any]] = {
+    "occurred_at": (2, None),
+    "valid_from": (2, None),
+    "valid_to": (2, None),
+    "occurred_at_parsed": (2, False),
+}
 
 _HEADER_KEYS = frozenset(
     {"format", "version", "exported_at", "scope", "memories", "relations", "max_memory_id", "users"}
@@ -85,6 +100,8 @@ class Header:
     relations: int
     max_memory_id: int
     users: tuple[UserEntry, ...]
+    #: The file's format version (what its records hold, :data:`ADDED_IN`).
+    version: int = VERSION
 
 
 @dataclass(frozen=True)
@@ -277,10 +294,12 @@ def parse_header(line: str) -> Header:
     value = _load(1, line)
     if value.get("format") != FORMAT:
         raise invalid_line(1, f"not an OwnSona export (the first line must be a {FORMAT!r} header)")
-    if value.get("version") != VERSION:
+    version = value.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= VERSION:
         raise invalid_line(
             1,
-            f"export format version {value.get('version')!r} is not supported (this OwnSona reads {VERSION})",
+            f"export format version {version!r} is not supported (this OwnSona reads 1 to "
+            f"{VERSION})",
         )
     unknown = sorted(set(value) - _HEADER_KEYS)
     if unknown:
@@ -308,6 +327,7 @@ def parse_header(line: str) -> Header:
         relations=_int(1, value.get("relations"), "relations"),
         max_memory_id=_int(1, value.get("max_memory_id"), "max_memory_id"),
         users=tuple(users),
+        version=version,
     )
     if header.memories != sum(u.memories for u in users) or header.relations != sum(
         u.relations for u in users
@@ -316,16 +336,23 @@ def parse_header(line: str) -> Header:
     return header
 
 
-def parse_record(line_no: int, line: str) -> MemoryRecord:
-    """A memory line; INVALID_INPUT naming the line and the field when it is malformed."""
+def _record_keys(version: int) -> tuple[str, ...]:
+    """The fields a record of format ``version`` has."""
+    return tuple(k for k in _RECORD_KEYS if ADDED_IN.get(k, (1, None))[0] <= version)
+
+
+def parse_record(line_no: int, line: str, *, version: int = VERSION) -> MemoryRecord:
+    """A memory line of a ``version`` file; INVALID_INPUT naming the line and the field
+    when it is malformed. A field the version lacks gets its :data:`ADDED_IN` value."""
     value = _load(line_no, line)
     if value.get("type") != "memory":
         raise invalid_line(line_no, 'type must be "memory"')
+    expected = _record_keys(version)
     keys = set(value)
-    missing = [k for k in _RECORD_KEYS if k not in keys]
+    missing = [k for k in expected if k not in keys]
     if missing:
         raise invalid_line(line_no, f"missing fields {missing}")
-    unknown = sorted(keys - set(_RECORD_KEYS))
+    unknown = sorted(keys - set(expected))
     if unknown:
         raise invalid_line(line_no, f"unknown fields {unknown}")
 
@@ -333,11 +360,20 @@ def parse_record(line_no: int, line: str) -> MemoryRecord:
     row: dict[str, Any] = {"user_id": NO_USER_ID}
     vectors: dict[str, list[float] | None] = {}
     for key in backup_fields():
+        if key not in keys:
+            row[key] = ADDED_IN[key][1]  # a field of a later version than the file's
+            continue
         kind = _ROW_TYPES.get(key)
         if kind is None:
             vectors[key] = _vector(line_no, value[key], key)
         else:
             row[key] = _row_value(line_no, value[key], key, kind)
+    # What the table's checks refuse, refused here with the line (migration 0017).
+    start, end = row["valid_from"], row["valid_to"]
+    if start is not None and end is not None and start > end:
+        raise invalid_line(line_no, "valid_from is after valid_to")
+    if row["occurred_at_parsed"] and row["occurred_at"] is None:
+        raise invalid_line(line_no, "occurred_at_parsed is true but occurred_at is null")
     relations_raw = value["relations"]
     if not isinstance(relations_raw, list):
         raise invalid_line(line_no, "relations must be a list")

@@ -12,8 +12,10 @@ import numpy as np
 import psycopg
 
 from memory.rules import ranking
+from memory.rules.event_dates import event_date
 from memory.rules.timestamps import format_timestamp
 from storage import memories as store
+from storage.rows import MemoryRow
 
 from .commands.editing import (
     UPDATE_FIELDS,
@@ -82,6 +84,7 @@ async def _update_one(
                 reason="duplicate",
                 existing_id=clash.id,
             )
+    _check_span(request, row)
     changed = [f for f in UPDATE_FIELDS if f in request.changes]
     if dry_run:
         return changed
@@ -91,8 +94,43 @@ async def _update_one(
         columns["embedding"] = embedding
         columns["embedding_provider"] = deps.embedder.provider
         columns["embedding_model"] = deps.embedder.model
+    columns.update(_occurred_at(request, row))
     await store.update_fields(conn, user_id, row.id, columns)
     return changed
+
+
+def _check_span(request: UpdateRequest, row: MemoryRow) -> None:
+    """valid_from after valid_to, counting the row's end the update leaves, is refused."""
+    changes = request.changes
+    if "valid_from" not in changes and "valid_to" not in changes:
+        return
+    start = changes.get("valid_from", row.valid_from)
+    end = changes.get("valid_to", row.valid_to)
+    if start is not None and end is not None and start > end:
+        field = "valid_from" if "valid_from" in changes else "valid_to"
+        raise invalid(
+            f"valid_from would be after valid_to ({format_timestamp(start)} > "
+            f"{format_timestamp(end)}); set both, or clear one with null.",
+            field=field,
+        )
+
+
+def _occurred_at(request: UpdateRequest, row: MemoryRow) -> dict[str, Any]:
+    """The occurred_at columns an update writes.
+
+    Given by the caller (a time or null): that, never read from the text again. Else a
+    new text is read for its date (memory.rules.event_dates, relative dates counting
+    from the row's created_at) when the row has no occurred_at or had it from its old
+    text; a time a caller once gave stays.
+    """
+    if "occurred_at" in request.changes:
+        return {"occurred_at_parsed": False}
+    if "text" not in request.changes or (
+        row.occurred_at is not None and not row.occurred_at_parsed
+    ):
+        return {}
+    parsed = event_date(request.changes["text"], row.created_at)
+    return {"occurred_at": parsed, "occurred_at_parsed": parsed is not None}
 
 
 async def update_memory(

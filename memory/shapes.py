@@ -34,6 +34,11 @@ def match_shape(row: MemoryRow, score: float | None = None) -> dict[str, Any]:
     )
     if row.expires_at is not None:
         out["expires_at"] = format_timestamp(row.expires_at)
+    # Event time (issue 17), each only when set, like expires_at.
+    for name in ("occurred_at", "valid_from", "valid_to"):
+        value = getattr(row, name)
+        if value is not None:
+            out[name] = format_timestamp(value)
     if row.deleted_at is not None:
         out["deleted_at"] = format_timestamp(row.deleted_at)
         out["forget_reason"] = row.forget_reason

@@ -279,6 +279,10 @@ _UPDATABLE = frozenset(
         "importance",
         "expires_at",
         "last_confirmed_at",
+        "occurred_at",
+        "valid_from",
+        "valid_to",
+        "occurred_at_parsed",
         "keep",
     }
 )

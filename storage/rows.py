@@ -64,6 +64,12 @@ class MemoryRow:
     updated_at: datetime = field(metadata=column("timestamptz", shape=7))
     last_confirmed_at: datetime | None = field(metadata=column("timestamptz", shape=11))
     expires_at: datetime | None = field(metadata=column("timestamptz", shape=12))
+    # Event time (issue 17): when the fact happened or holds, not when it was stored.
+    occurred_at: datetime | None = field(metadata=column("timestamptz", shape=12))
+    valid_from: datetime | None = field(metadata=column("timestamptz", shape=12))
+    valid_to: datetime | None = field(metadata=column("timestamptz", shape=12))
+    #: occurred_at was read from the text, so a new text is read again (memory.rules.event_dates).
+    occurred_at_parsed: bool = field(metadata=column("bool", shape=12))
     deleted_at: datetime | None = field(metadata=column("timestamptz", shape=8))
     forget_reason: str | None = field(metadata=column("text", shape=9))
     replaced_by_id: int | None = field(metadata=column("int8", shape=10))
@@ -155,6 +161,10 @@ class MemoryContent:
     session_id: str | None
     last_confirmed_at: datetime | None
     expires_at: datetime | None
+    occurred_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    occurred_at_parsed: bool
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.mcp import tool_outputs as out
-from api.mcp.tool_schemas import DRY_RUN, MEMORY_ID, STRING, Schemas, flag, item_of
+from api.mcp.tool_schemas import DRY_RUN, MEMORY_ID, STRING, Schemas, flag, item_of, retry_as
 from api.mcp.tool_spec import ToolSpec, write_hints
 
 
@@ -27,7 +27,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             "update_memory_batch",
             f"Correct up to {settings.max_batch_size} memories; prefer it over repeated "
             "update_memory. Items take update_memory's arguments; a failed item fails alone. "
-            f"{s.retry_safe}",
+            f"{retry_as('update_memory')}",
             s.obj({"items": s.batch(item_of(update_item)), "dry_run": DRY_RUN}, required=["items"]),
             out.BATCH,
             write_hints(destructive=True, idempotent=True),
@@ -37,7 +37,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
         ToolSpec(
             "confirm",
             "Mark a memory verified now (last_confirmed_at; positive feedback), when the user "
-            f"confirms it or to settle a contradiction. {s.retry_safe}",
+            f"confirms it or to settle a contradiction. {retry_as('remember')}",
             s.obj({"id": MEMORY_ID}, required=["id"]),
             out.result(last_confirmed_at=out.STR),
             # Each call is another positive feedback step, so not idempotent.
@@ -49,7 +49,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             "forget",
             "Delete a memory: soft by default (a tombstone warns later remember calls; reason, "
             "replaced_by_id); hard_delete=true erases it. Kept memories are refused. "
-            f"{s.retry_safe}",
+            f"{retry_as('remember')}",
             s.obj(
                 {
                     "id": MEMORY_ID,
@@ -68,7 +68,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
         ToolSpec(
             "forget_batch",
             f"Soft-delete up to {settings.max_batch_size} memories; strongly prefer it over "
-            f"calling forget repeatedly. A failed id fails alone. {s.retry_safe}",
+            f"calling forget repeatedly. A failed id fails alone. {retry_as('remember')}",
             s.obj(
                 {"ids": s.batch(MEMORY_ID), "reason": STRING, "dry_run": DRY_RUN},
                 required=["ids"],

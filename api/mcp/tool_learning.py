@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.mcp import tool_outputs as out
-from api.mcp.tool_schemas import MEMORY_ID, Schemas
+from api.mcp.tool_schemas import MEMORY_ID, Schemas, retry_as
 from api.mcp.tool_spec import ToolSpec, write_hints
 
 
@@ -14,7 +14,7 @@ def learning_tools(s: Schemas) -> list[ToolSpec]:
         ToolSpec(
             "reinforce",
             "Teach recall what helps: ids you used, delta +1 helpful to -1 wrong, and the query "
-            f"they answered. Only ranking changes. {s.retry_safe}",
+            f"they answered. Only ranking changes. {retry_as('remember')}",
             s.obj(
                 {
                     "memory_ids": {

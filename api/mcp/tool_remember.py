@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.mcp import tool_outputs as out
-from api.mcp.tool_schemas import DEDUP_POLICY, STRING, Schemas, item_of
+from api.mcp.tool_schemas import DEDUP_POLICY, STRING, Schemas, item_of, retry_as
 from api.mcp.tool_spec import ToolSpec, write_hints
 
 #: near_duplicates and previously_corrected entries (``memory.remembering._item_outcome``).
@@ -34,7 +34,7 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
             "remember_batch",
             f"Store up to {settings.max_batch_size} facts in one call. Items take remember's "
             "arguments (source_provider, dedup_policy here are defaults); a failed item fails "
-            f"alone. {s.retry_safe}",
+            f"alone. {retry_as('remember')}",
             s.obj(
                 {
                     "items": s.batch(item_of(item)),

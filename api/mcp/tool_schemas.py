@@ -26,27 +26,32 @@ def retry_safe(window_s: int) -> str:
     """Appended to every queued write: the dispatcher answers a retry from the first
     call's receipt (DESIGN, "Quality bars": a retried write never stores twice), an
     identical call within ``IDEMPOTENCY_WINDOW_S`` included; the sentence says the window
-    the server really keeps."""
+    the server really keeps. remember and update_memory carry it; the other writes point
+    at it (:func:`retry_as`): each copy is sent in every ``tools/list``."""
     if window_s <= 0:
-        return (
-            "Safe to retry with the same Idempotency-Key: the retry returns the first "
-            "result and writes nothing."
-        )
+        return "Retries with the same Idempotency-Key return the first result, writing nothing."
     span = f"{window_s // 60} minutes" if window_s % 60 == 0 else f"{window_s} seconds"
     return (
-        f"Safe to retry: the same call repeated within {span}, or with the same "
-        "Idempotency-Key, returns the first result and writes nothing."
+        f"Retries within {span} or with the same Idempotency-Key return the first result, "
+        "writing nothing."
     )
 
 
+def retry_as(tool: str) -> str:
+    """A write's retry sentence when ``tool`` (in the same listing) states it in full: every
+    queued write is answered from its receipt alike."""
+    return f"Retry-safe as {tool}."
+
+
 #: What a batch item's schema keeps of its single tool's (the tool states the rest once).
-_ITEM_KEYWORDS = frozenset({"type", "enum", "format", "items", "properties", "required"})
+_ITEM_KEYWORDS = frozenset({"type", "enum", "items", "properties", "required"})
 
 
 def item_of(schema: dict[str, Any]) -> dict[str, Any]:
-    """A batch item: ``schema``'s fields and types, without the descriptions, ranges and
-    defaults its single tool states (remember, update_memory). A batch item's default is
-    the batch's, not the single tool's, and the server checks every range again."""
+    """A batch item: ``schema``'s fields and types, without the descriptions, ranges,
+    formats and defaults its single tool states (remember, update_memory). A batch item's
+    default is the batch's, not the single tool's, and the server checks every range and
+    timestamp again."""
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key not in _ITEM_KEYWORDS:
@@ -64,6 +69,16 @@ def described(schema: dict[str, Any], description: str) -> dict[str, Any]:
 STRING: dict[str, Any] = {"type": "string"}
 TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
 TIMESTAMP: dict[str, Any] = {"type": "string", "format": "date-time"}
+#: A timestamp an update may clear with null.
+NULLABLE_TIMESTAMP: dict[str, Any] = {**TIMESTAMP, "type": ["string", "null"]}
+#: Event time (issue 17), described once: when the fact happened or holds, not when stored.
+EVENT_TIME: dict[str, Any] = {
+    "occurred_at": described(
+        TIMESTAMP, "When it happened (default: a date the text states); valid_*: when it holds."
+    ),
+    "valid_from": TIMESTAMP,
+    "valid_to": TIMESTAMP,
+}
 MEMORY_ID: dict[str, Any] = {"type": "integer", "minimum": 1}
 IDS: dict[str, Any] = {"type": "array", "items": MEMORY_ID}
 TAGS: dict[str, Any] = {"type": "array", "items": STRING}
@@ -144,6 +159,8 @@ class Schemas:
             ),
             "expires_at": TIMESTAMP,
             "last_confirmed_at": TIMESTAMP,
+            **EVENT_TIME,
+            "reference_time": described(TIMESTAMP, "Now, for relative dates in text."),
             "supersedes": described(IDS, "Ids this proves wrong: retired."),
             "downweights": described(IDS, "Ids this makes outdated: ranked lower."),
             "keep": KEEP,
@@ -154,8 +171,9 @@ class Schemas:
             "text": self.memory_text(),
             "tags": described(TAGS, "Replaces all tags."),
             "importance": UNIT,
-            "expires_at": {**TIMESTAMP, "type": ["string", "null"]},
+            "expires_at": NULLABLE_TIMESTAMP,
             "last_confirmed_at": TIMESTAMP,
+            **{name: NULLABLE_TIMESTAMP for name in EVENT_TIME},
             "keep": KEEP,
         }
 

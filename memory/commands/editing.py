@@ -12,12 +12,21 @@ from memory.rules.text import check_secret, clean_text, normalize_tags, normaliz
 from memory.rules.timestamps import parse_timestamp
 
 from .codec import Command, command, part
+from .event_time import EVENT_FIELDS, event_changes
 
 if TYPE_CHECKING:
     from config.settings import Settings
 
 #: The fields update_memory can change, in the order changed_fields lists them.
-UPDATE_FIELDS = ("text", "tags", "importance", "expires_at", "last_confirmed_at", "keep")
+UPDATE_FIELDS = (
+    "text",
+    "tags",
+    "importance",
+    "expires_at",
+    "last_confirmed_at",
+    *EVENT_FIELDS,
+    "keep",
+)
 #: Every field of an update_memory_batch item (the tool's item schema lists the same).
 UPDATE_ITEM_FIELDS = frozenset({"id", *UPDATE_FIELDS})
 #: Every argument of update_memory: an item plus dry_run.
@@ -73,12 +82,15 @@ def parse_update(
                 field="last_confirmed_at",
             )
         changes["last_confirmed_at"] = parse_timestamp(value, field="last_confirmed_at")
+    # null clears one; valid_from after valid_to is refused here, and against the row's
+    # other end when only one is given (memory.editing).
+    changes.update(event_changes(args))
     if args.has("keep"):  # null is "not given": only an explicit false unlocks
         changes["keep"] = args.boolean("keep")
     if not changes:
         raise invalid(
             "Nothing to update: supply at least one of text, tags, importance, expires_at, "
-            "last_confirmed_at or keep.",
+            "last_confirmed_at, occurred_at, valid_from, valid_to or keep.",
             id=mid,
         )
     return UpdateRequest(mid, changes, normalized)

@@ -13,6 +13,7 @@ from memory.rules.timestamps import parse_timestamp
 from storage.rows import MemoryContent
 
 from .codec import Command, command, part
+from .event_time import new_event_time
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -34,6 +35,10 @@ ITEM_FIELDS = frozenset(
         "dedup_policy",
         "expires_at",
         "last_confirmed_at",
+        "occurred_at",
+        "valid_from",
+        "valid_to",
+        "reference_time",
         "supersedes",
         "downweights",
         "keep",
@@ -87,6 +92,7 @@ def parse_item(
     )
     if confirmed is not None and confirmed > now + _CLOCK_SKEW:
         raise invalid("last_confirmed_at must not be in the future.", field="last_confirmed_at")
+    event = new_event_time(args, text, now=now)
     source = args.string("source_provider", max_len=_SHORT_FIELD)
     return RememberItem(
         text=text,
@@ -100,6 +106,10 @@ def parse_item(
         dedup_policy=args.choice("dedup_policy", DEDUP_POLICIES, default_policy) or default_policy,
         expires_at=expires_at,
         last_confirmed_at=confirmed,
+        occurred_at=event.occurred_at,
+        valid_from=event.valid_from,
+        valid_to=event.valid_to,
+        occurred_at_parsed=event.occurred_at_parsed,
         supersedes=_ids(args, "supersedes", max_ids),
         downweights=_ids(args, "downweights", max_ids),
     )

@@ -63,6 +63,10 @@ def new_row(text: str, vector: np.ndarray, *, model: str, normalized: str) -> Ne
         session_id=None,
         last_confirmed_at=None,
         expires_at=None,
+        occurred_at=None,
+        valid_from=None,
+        valid_to=None,
+        occurred_at_parsed=False,
     )
 
 

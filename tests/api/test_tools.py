@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -117,15 +118,26 @@ async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
         assert DATA_NOT_INSTRUCTIONS in tools[name]["description"], name
     assert PREFER_RECENT in tools["recall"]["description"]
     assert "recall" in tools["search_memory"]["description"]
-    assert "last_confirmed_at first, then updated_at, then created_at" in PREFER_RECENT
+    assert (
+        "most recently confirmed: last_confirmed_at, then updated_at, then created_at"
+        in PREFER_RECENT
+    )
     assert "forget repeatedly" in tools["forget_batch"]["description"]
     assert "update_memory" in tools["update_memory_batch"]["description"]
     # This file's server keeps no retry window (IDEMPOTENCY_WINDOW_S=0): the sentence says so.
     retry = retry_safe(0)
-    assert retry.startswith("Safe to retry with the same Idempotency-Key")
-    # Once in every queued write, and nowhere else (a scan writes nothing).
+    assert retry.startswith("Retries with the same Idempotency-Key")
+    # In full in remember and update_memory; every other queued write points at one that
+    # states it; nowhere else (a scan writes nothing).
+    in_full = {"remember", "update_memory"}
     for name, tool in tools.items():
-        assert tool["description"].count(retry) == (name in QUEUED - SCANS), name
+        description = tool["description"]
+        assert description.count(retry) == (name in in_full), name
+        pointer = re.search(r"Retry-safe as (\w+)\.", description)
+        if name in QUEUED - SCANS - in_full:
+            assert pointer is not None and pointer[1] in in_full, name
+        else:
+            assert pointer is None, name
     # The chapter's errors a model must expect, named where they apply.
     assert "SECRET_REJECTED" in tools["remember"]["description"]
     assert "NOT_FOUND" in tools["update_memory"]["description"]
@@ -134,8 +146,8 @@ async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
 
 def test_the_retry_sentence_names_the_window_the_server_keeps() -> None:
     assert retry_safe(600) == (
-        "Safe to retry: the same call repeated within 10 minutes, or with the same "
-        "Idempotency-Key, returns the first result and writes nothing."
+        "Retries within 10 minutes or with the same Idempotency-Key return the first result, "
+        "writing nothing."
     )
     assert "within 90 seconds" in retry_safe(90)
     assert "within" not in retry_safe(0)
@@ -156,6 +168,25 @@ async def test_schemas_document_the_supplement_fields(mcp: Mcp) -> None:
     assert tools["recall"]["required"] == ["query"]
     # Limits follow the settings (the tests' batch cap is 5).
     assert tools["forget_batch"]["properties"]["ids"]["maxItems"] == 5
+
+
+async def test_schemas_offer_event_time_on_every_write_of_a_memory(mcp: Mcp) -> None:
+    tools = {t["name"]: t["inputSchema"] for t in await list_tools(mcp)}
+    event = ("occurred_at", "valid_from", "valid_to")
+    remember = tools["remember"]["properties"]
+    for field in (*event, "reference_time"):
+        assert remember[field]["format"] == "date-time", field
+    # The default is said once: a date the text states.
+    assert "text" in remember["occurred_at"]["description"]
+    assert "relative" in remember["reference_time"]["description"]
+    item = tools["remember_batch"]["properties"]["items"]["items"]["properties"]
+    assert {*event, "reference_time"} <= set(item)
+    update = tools["update_memory"]["properties"]
+    for field in event:  # null clears it
+        assert update[field]["type"] == ["string", "null"], field
+    update_item = tools["update_memory_batch"]["properties"]["items"]["items"]["properties"]
+    assert set(event) <= set(update_item)
+    assert "reference_time" not in update
 
 
 def test_schemas_accept_the_chapters_examples() -> None:

@@ -256,6 +256,14 @@ TIMESTAMP_FIELDS = [
     ("remember", {"text": "Kites fly in spring."}, "last_confirmed_at", "2026-01-01T00:00:00Z"),
     ("update_memory", {"id": "SEED"}, "expires_at", "2099-01-01T00:00:00Z"),
     ("update_memory", {"id": "SEED"}, "last_confirmed_at", "2026-01-01T00:00:00Z"),
+    # Event time (issue 17).
+    ("remember", {"text": "Kites flew on the beach."}, "occurred_at", "2023-05-07T10:00:00Z"),
+    ("remember", {"text": "Kites flew on the beach."}, "valid_from", "2023-05-07T10:00:00Z"),
+    ("remember", {"text": "Kites flew on the beach."}, "valid_to", "2023-05-07T10:00:00Z"),
+    ("remember", {"text": "Kites flew last week."}, "reference_time", "2023-05-07T10:00:00Z"),
+    ("update_memory", {"id": "SEED"}, "occurred_at", "2023-05-07T10:00:00Z"),
+    ("update_memory", {"id": "SEED"}, "valid_from", "2023-05-07T10:00:00Z"),
+    ("update_memory", {"id": "SEED"}, "valid_to", "2023-05-07T10:00:00Z"),
     ("list_memories", {}, "not_confirmed_since", "2026-01-01T00:00:00Z"),
     ("count_memories", {}, "not_confirmed_since", "2026-01-01T00:00:00Z"),
 ]

@@ -129,6 +129,10 @@ async def build_store(deps: Deps) -> dict[str, int]:
                 "tags": ["health"],
                 "session_id": "s-42",
                 "capture_mode": "inferred",
+                # Event time (issue 17), to the microsecond.
+                "occurred_at": "2025-11-03T10:00:00.5+01:00",
+                "valid_from": "2025-11-01T00:00:00Z",
+                "valid_to": "2027-01-01T00:00:00Z",
             },
             {"text": ALICE_FACTS[3], "expires_at": "2099-01-01T00:00:00.250000Z"},
             {"text": ALICE_FACTS[4], "last_confirmed_at": "2026-01-02T03:04:05Z"},
@@ -168,6 +172,13 @@ async def build_store(deps: Deps) -> dict[str, int]:
         (expired["memory_id"],),
     )
     ids_by_name["expired"] = expired["memory_id"]
+    # An occurred_at read from the text (a later new text is read again): the flag is kept.
+    await sql(
+        deps,
+        "UPDATE memories SET occurred_at = '2024-04-01T00:00:00Z', occurred_at_parsed = true"
+        " WHERE id = %s",
+        (ids[3],),
+    )
     # Feedback: salience, use counts and a learned context centroid.
     await call(
         deps,
@@ -289,7 +300,7 @@ async def test_round_trip_through_the_commands_loses_and_changes_nothing(
     assert done.returncode == 0, done.stderr
     assert "exported 11 memories" in done.stderr
     header, *records = lines_of(first)
-    assert header["format"] == "ownsona-export" and header["version"] == 1
+    assert header["format"] == "ownsona-export" and header["version"] == 2
     assert header["memories"] == 11
     assert [(u["username"], u["memories"]) for u in header["users"]] == [("alice", 9), ("bob", 2)]
     assert "embedding" not in records[0] and all(r["user"] in ("alice", "bob") for r in records)
@@ -306,6 +317,10 @@ async def test_round_trip_through_the_commands_loses_and_changes_nothing(
 
     after = await rows_of(target)
     assert after == before  # every column, ids, users, relations, centroids included
+    dentist, colby = after[ids["dentist"]], after[ids["colby"]]
+    assert dentist["occurred_at"].isoformat() == "2025-11-03T09:00:00.500000+00:00"
+    assert dentist["valid_to"].isoformat() == "2027-01-01T00:00:00+00:00"
+    assert colby["occurred_at_parsed"] is True
     assert await term_statistics(target) == stats_before
 
     # Exporting the restored store gives the same file, but for the moment it was taken.
@@ -467,6 +482,55 @@ async def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_writte
     done = await asyncio.to_thread(ownsona, target_dsn, "import", str(cases["tags"][0]))
     assert done.returncode == 2 and "line 8: tags" in done.stderr and not done.stdout
     assert await sql(target, "SELECT count(*) FROM memories") == [(0,)]
+
+
+async def test_a_version_1_backup_restores_with_no_event_time(deps, target, tmp_path):
+    ids = await build_store(deps)
+    before = await rows_of(deps)
+    current = tmp_path / "v2.jsonl"
+    with current.open("w", encoding="utf-8") as out:
+        await export_store(deps.pool, out.write)
+    # What OwnSona wrote before issue 17: version 1, records without the event-time fields.
+    added = ("occurred_at", "valid_from", "valid_to", "occurred_at_parsed")
+    header, *records = lines_of(current)
+    old = tmp_path / "v1.jsonl"
+    old.write_text(
+        "\n".join(
+            json.dumps(line)
+            for line in [
+                {**header, "version": 1},
+                *({k: v for k, v in r.items() if k not in added} for r in records),
+            ]
+        )
+        + "\n",
+        "utf-8",
+    )
+    summary = await import_store(target.pool, target.embedder, old)
+    assert summary.inserted == len(before)
+    after = await rows_of(target)
+    for row in before.values():
+        row.update(occurred_at=None, valid_from=None, valid_to=None, occurred_at_parsed=False)
+    assert after == before
+    assert after[ids["dentist"]]["occurred_at"] is None
+
+    # A version 1 record that names a later version's field is refused, naming the line.
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(
+        "\n".join(json.dumps(line) for line in [{**header, "version": 1}, *records]) + "\n",
+        "utf-8",
+    )
+    with pytest.raises(MemoryServiceError) as caught:
+        await import_store(target.pool, target.embedder, mixed)
+    assert caught.value.message.startswith("line 2: unknown fields")
+    # A version this OwnSona does not know is refused before anything is read.
+    newer = tmp_path / "v3.jsonl"
+    newer.write_text(
+        "\n".join(json.dumps(line) for line in [{**header, "version": 3}, *records]) + "\n",
+        "utf-8",
+    )
+    with pytest.raises(MemoryServiceError) as caught:
+        await import_store(target.pool, target.embedder, newer)
+    assert "version 3 is not supported" in caught.value.message
 
 
 async def test_import_into_a_store_in_use_keeps_its_rows_and_renumbers_clashing_ids(

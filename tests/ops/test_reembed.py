@@ -297,6 +297,24 @@ def new_user(url: str) -> int:
     )
 
 
+_EVENT_TIMES = (
+    "SELECT occurred_at, valid_from, valid_to, occurred_at_parsed FROM memories WHERE id = %s"
+)
+
+
+def _set_event_times(url: str, memory_id: int) -> list[tuple[Any, ...]]:
+    """Give a row an event time (issue 17) that re-embedding must keep; return it as stored."""
+    sql(
+        url,
+        "UPDATE memories SET occurred_at = '2023-05-07T00:00:00Z', occurred_at_parsed = true,"
+        " valid_from = '2023-01-01T00:00:00Z', valid_to = '2024-01-01T00:00:00Z' WHERE id = %s",
+        memory_id,
+    )
+    stored = sql(url, _EVENT_TIMES, memory_id)
+    assert stored[0][0] is not None and stored[0][3] is True
+    return stored
+
+
 def run_cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "scripts.cli", "reembed", *args],
@@ -333,6 +351,7 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
         "UPDATE memories SET context_centroid = embedding, context_count = 3 WHERE id = ANY(%s)",
         [ids[FACTS[0]], ids[FACTS[1]]],
     )
+    event_times = _set_event_times(url, ids[FACTS[2]])
     total = len(FACTS)
 
     # The dry run counts every row (the tombstone too) and changes nothing.
@@ -452,6 +471,7 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
         ("openai", BOW_MODEL)
     ]
     assert sql(url, "SELECT count(*) FROM memories") == [(total + 1,)]
+    assert sql(url, _EVENT_TIMES, ids[FACTS[2]]) == event_times  # the swap keeps them
     assert sql(
         url,
         "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0",
@@ -550,6 +570,7 @@ def test_same_dimension_rewrites_in_place(own_dsn: str, bow_server, capsys) -> N
         "SELECT attnum FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'",
     )
     stamps = sql(url, "SELECT id, updated_at FROM memories ORDER BY id")
+    event_times = _set_event_times(url, ids[fact(*people[1])])
     new_settings = bow_settings(url, base, TEST_DIMENSIONS)
 
     plan = asyncio.run(reembed.run(new_settings, dry_run=True, progress=None))
@@ -569,6 +590,7 @@ def test_same_dimension_rewrites_in_place(own_dsn: str, bow_server, capsys) -> N
     )
     assert column_width(url, "embedding_next") is None
     assert sql(url, "SELECT id, updated_at FROM memories ORDER BY id") == stamps
+    assert sql(url, _EVENT_TIMES, ids[fact(*people[1])]) == event_times
     assert sql(
         url,
         "SELECT count(*) FROM memories WHERE context_centroid IS NOT NULL OR context_count <> 0",

@@ -45,6 +45,9 @@ FULL_FIELDS: dict[str, tuple[type, ...]] = {
     "replaced_by_id": (int, type(None)),
     "last_confirmed_at": (str, type(None)),
     "expires_at": (str, type(None)),
+    "occurred_at": (str, type(None)),
+    "valid_from": (str, type(None)),
+    "valid_to": (str, type(None)),
     "source_provider": (str, type(None)),
     "keep": (bool,),
 }
@@ -54,6 +57,9 @@ _TIMESTAMP_KEYS = {
     "updated_at",
     "last_confirmed_at",
     "expires_at",
+    "occurred_at",
+    "valid_from",
+    "valid_to",
     "deleted_at",
     "oldest_created_at",
     "newest_created_at",
@@ -167,7 +173,8 @@ async def fingerprint(deps: Any, user: int) -> tuple[int, str]:
         """
         SELECT count(*), coalesce(md5(string_agg(concat_ws('|', id, text, normalized_text,
                tags::text, importance, keep, source_provider, capture_mode, session_id,
-               created_at, updated_at, last_confirmed_at, expires_at, deleted_at,
+               created_at, updated_at, last_confirmed_at, expires_at, occurred_at, valid_from,
+               valid_to, occurred_at_parsed, deleted_at,
                forget_reason, replaced_by_id, salience, use_count, context_count,
                md5(embedding::text)), ',' ORDER BY id)), '')
         FROM memories WHERE user_id = %s

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from memory import backup_format
 from memory.backup_format import NO_USER_ID, MemoryRecord, parse_record, record_line
+from memory.errors import MemoryServiceError
 from memory.shapes import full_shape
 from storage import backup as backup_store
 from storage import memory_sql
@@ -34,14 +35,18 @@ ROW = [f.name for f in fields(MemoryRow)]
 FILE_ORDER = (
     "type", "user", "id", "text", "tags", "importance", "keep", "source_provider",
     "capture_mode", "session_id", "metadata", "created_at", "updated_at",
-    "last_confirmed_at", "expires_at", "deleted_at", "forget_reason", "replaced_by_id",
+    "last_confirmed_at", "expires_at", "occurred_at", "valid_from", "valid_to",
+    "occurred_at_parsed", "deleted_at", "forget_reason", "replaced_by_id",
     "salience", "use_count", "context_count", "context_centroid", "embedding_provider",
     "embedding_model", "relations",
 )  # fmt: skip
+#: The fields version 2 of the format added (event time, issue 17): a version 1 file lacks them.
+ADDED_IN_2 = ("occurred_at", "valid_from", "valid_to", "occurred_at_parsed")
 #: The order of get_memory's and export_memories' fields on the wire.
 WIRE_ORDER = (
     "id", "text", "tags", "importance", "keep", "created_at", "updated_at", "deleted_at",
-    "forget_reason", "replaced_by_id", "last_confirmed_at", "expires_at", "source_provider",
+    "forget_reason", "replaced_by_id", "last_confirmed_at", "expires_at", "occurred_at",
+    "valid_from", "valid_to", "occurred_at_parsed", "source_provider",
     "capture_mode", "session_id", "embedding_provider", "embedding_model", "salience",
     "use_count", "context_count",
 )  # fmt: skip
@@ -65,6 +70,10 @@ def sample(row_type: type[MemoryRow] = MemoryRow, **extra: object) -> MemoryRow:
         updated_at=WHEN,
         last_confirmed_at=None,
         expires_at=None,
+        occurred_at=WHEN,
+        valid_from=None,
+        valid_to=None,
+        occurred_at_parsed=True,
         deleted_at=WHEN,
         forget_reason="moved",
         replaced_by_id=9,
@@ -117,6 +126,10 @@ def test_the_full_shape_is_the_shown_row_fields_in_wire_order():
         "replaced_by_id": 9,
         "last_confirmed_at": None,
         "expires_at": None,
+        "occurred_at": "2026-05-05T12:00:00.250000Z",
+        "valid_from": None,
+        "valid_to": None,
+        "occurred_at_parsed": True,
         "source_provider": "claude",
         "capture_mode": None,
         "session_id": None,
@@ -136,6 +149,39 @@ def test_a_record_line_reads_back_as_the_same_record():
     back = parse_record(2, line)
     assert back.memory.user_id == NO_USER_ID
     assert back == MemoryRecord("alice", replace(sample(), user_id=NO_USER_ID), [0.25, -0.5], ())
+
+
+def test_a_version_1_record_reads_back_with_no_event_time():
+    record = MemoryRecord("alice", sample(), None, ())
+    line = {k: v for k, v in json.loads(record_line(record)).items() if k not in ADDED_IN_2}
+    back = parse_record(2, json.dumps(line), version=1)
+    assert back.memory == replace(
+        sample(), user_id=NO_USER_ID, occurred_at=None, occurred_at_parsed=False
+    )
+    # Each version's records name exactly its fields.
+    missing = parse_record_error(json.dumps(line), version=2)
+    assert "missing fields" in missing and "occurred_at" in missing
+    full = record_line(record)
+    assert "unknown fields" in parse_record_error(full, version=1)
+
+
+def parse_record_error(line: str, *, version: int) -> str:
+    try:
+        parse_record(2, line, version=version)
+    except MemoryServiceError as ex:
+        return ex.message
+    raise AssertionError("the record was accepted")
+
+
+def test_a_record_whose_span_ends_before_it_starts_is_refused():
+    bad = replace(sample(), valid_from=WHEN, valid_to=datetime(2020, 1, 1, tzinfo=UTC))
+    assert "valid_from is after valid_to" in parse_record_error(
+        record_line(MemoryRecord("alice", bad, None, ())), version=2
+    )
+    orphan = replace(sample(), occurred_at=None)
+    assert "occurred_at_parsed" in parse_record_error(
+        record_line(MemoryRecord("alice", orphan, None, ())), version=2
+    )
 
 
 @dataclass(frozen=True)
