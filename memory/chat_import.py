@@ -5,11 +5,14 @@ Two modes, over what :mod:`memory.rules.chat_exports` read from the export:
 - ``extract``: a fact extractor (an LLM: ``LLM_BASE_URL``, ``LLM_MODEL``)
   reads each conversation's user messages, with the conversation's date so
   relative dates resolve, and the durable facts it lists are stored
-  (``capture_mode`` ``inferred``).
+  (``capture_mode`` ``inferred``), with that date as their ``reference_time``.
 - ``messages``: no extractor needed; the user's own messages are stored as
   they are, tagged ``imported``, trivial ones skipped, each cut to
   ``MAX_TEXT_CHARS`` (``capture_mode`` ``explicit``: the owner chose to store
-  their own words).
+  their own words), each with its message's time as ``reference_time``.
+
+A date a stored text states ("on 7 May 2023", "yesterday" counted from the
+``reference_time``) becomes the memory's ``occurred_at`` (issue 17).
 
 Either way each memory says where it came from (``source_provider``
 ``chatgpt-import`` or ``claude-import``, ``session_id`` the conversation id),
@@ -196,7 +199,14 @@ def _message_items(
         if normalize_text(text) in existing:
             report.skipped += 1
             continue
-        item = _item(text, provider, conversation.id, "explicit", message.at)
+        item = _item(
+            text,
+            provider,
+            conversation.id,
+            "explicit",
+            message.at,
+            reference=message.at or conversation.started_at,
+        )
         item["_id"] = "m:" + message.id
         items.append(item)
     return items
@@ -236,7 +246,16 @@ async def _fact_items(
     when = conversation.ended_at or conversation.started_at
     items = []
     for index, fact in enumerate(facts):
-        item = _item(fact[:max_chars], provider, conversation.id, "inferred", when)
+        # The extractor resolved relative dates against the conversation's start (``day``):
+        # a date left relative in a fact counts from there too.
+        item = _item(
+            fact[:max_chars],
+            provider,
+            conversation.id,
+            "inferred",
+            when,
+            reference=conversation.started_at,
+        )
         digest = hashlib.sha256(fact.encode("utf-8")).hexdigest()[:16]
         item["_id"] = f"f:{index}:{digest}"
         items.append(item)
@@ -244,8 +263,16 @@ async def _fact_items(
 
 
 def _item(
-    text: str, provider: str, session_id: str, capture_mode: str, at: datetime | None
+    text: str,
+    provider: str,
+    session_id: str,
+    capture_mode: str,
+    at: datetime | None,
+    *,
+    reference: datetime | None,
 ) -> dict[str, Any]:
+    """One remember_batch item. ``reference``: when the words were written, so that a date
+    the text states relatively ("last Tuesday") becomes its occurred_at (issue 17)."""
     item: dict[str, Any] = {
         "text": text,
         "tags": [IMPORTED_TAG],
@@ -257,6 +284,8 @@ def _item(
     }
     if at is not None and at <= datetime.now(UTC):
         item["last_confirmed_at"] = format_timestamp(at)
+    if reference is not None:
+        item["reference_time"] = format_timestamp(reference)
     return item
 
 

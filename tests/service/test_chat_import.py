@@ -330,3 +330,54 @@ def test_the_command_extracts_facts_once_and_records_its_writes(
     ]
     assert ownsona("import-chat", export, "--user", "nobody") == 2
     assert "no account named 'nobody'" in capsys.readouterr().err
+
+
+async def test_imported_facts_get_the_dates_they_state_counted_from_the_conversation(
+    deps: Deps, alice: int, clean_db: str
+) -> None:
+    server = FactServer(
+        {
+            # The conversation is dated 2024-03-05 (a Tuesday).
+            "Moving to Lisbon": [
+                "Yesterday the user signed the lease for a flat in Lisbon.",
+                "The user's partner Sam started a new job on 12 February 2024.",
+                "The user is moving to Lisbon in April 2024.",
+            ]
+        }
+    )
+    try:
+        await import_chats(
+            deps.pool,
+            alice,
+            CHATGPT,
+            mode="extract",
+            store_batch=direct_store(deps, alice, None),
+            extractor=fact_extractor(server),
+        )
+    finally:
+        server.close()
+    with psycopg.connect(clean_db) as conn:
+        rows = conn.execute(
+            "SELECT text, occurred_at FROM memories WHERE user_id = %s ORDER BY id", (alice,)
+        ).fetchall()
+    occurred = {text: at.date().isoformat() if at else None for text, at in rows}
+    assert occurred == {
+        "Yesterday the user signed the lease for a flat in Lisbon.": "2024-03-04",
+        "The user's partner Sam started a new job on 12 February 2024.": "2024-02-12",
+        # A month is no day: nothing is guessed.
+        "The user is moving to Lisbon in April 2024.": None,
+    }
+
+
+async def test_imported_messages_count_relative_dates_from_their_own_time(
+    deps: Deps, alice: int, clean_db: str
+) -> None:
+    await import_chats(
+        deps.pool, alice, CLAUDE, mode="messages", store_batch=direct_store(deps, alice, None)
+    )
+    with psycopg.connect(clean_db) as conn:
+        rows = conn.execute(
+            "SELECT occurred_at FROM memories WHERE user_id = %s ORDER BY id", (alice,)
+        ).fetchall()
+    # "the Berlin marathon on 29 September" has no year; the other message states no date.
+    assert rows == [(None,), (None,)]
