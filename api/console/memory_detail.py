@@ -249,7 +249,7 @@ class MemoryPage:
             "text": console.value("text"),
             "tags": console.value("tags"),
             "importance": console.value("importance"),
-            "expires_at": console.value("expires_at").strip(),
+            **{name: console.value(name).strip() for name in _TIMES},
             "keep": console.value("keep") == "1",
         }
         if memory.get("deleted_at"):
@@ -314,9 +314,19 @@ def _draft(memory: dict[str, Any]) -> dict[str, Any]:
         "text": memory.get("text", ""),
         "tags": ", ".join(memory.get("tags") or []),
         "importance": "" if importance is None else f"{float(importance):g}",
-        "expires_at": _local(memory.get("expires_at")),
+        **{name: _local(memory.get(name)) for name in _TIMES},
         "keep": bool(memory.get("keep")),
     }
+
+
+#: The timestamps the edit form sets or clears, with how its errors name them: the expiry
+#: and the event time (issue 17).
+_TIMES = {
+    "expires_at": "Expiry",
+    "occurred_at": "When it happened",
+    "valid_from": "Holds from",
+    "valid_to": "Holds until",
+}
 
 
 def _local(stamp: Any) -> str:
@@ -348,11 +358,13 @@ def _changes(memory: dict[str, Any], draft: dict[str, Any]) -> dict[str, Any]:
         current = memory.get("importance")
         if current is None or abs(float(current) - importance) > 1e-9:
             out["importance"] = importance
-    expires = str(draft["expires_at"])
-    if expires != _local(memory.get("expires_at")):
-        if expires and (len(expires) != 16 or expires[10] != "T"):
-            raise ValueError("Expiry must be a date and time (YYYY-MM-DDTHH:MM, UTC).")
-        out["expires_at"] = f"{expires}:00Z" if expires else None
+    for name, label in _TIMES.items():
+        value = str(draft[name])
+        if value != _local(memory.get(name)):
+            if value and (len(value) != 16 or value[10] != "T"):
+                raise ValueError(f"{label} must be a date and time (YYYY-MM-DDTHH:MM, UTC).")
+            # Empty clears it (update_memory's null); the tool checks the rest.
+            out[name] = f"{value}:00Z" if value else None
     if bool(draft["keep"]) != bool(memory.get("keep")):
         out["keep"] = bool(draft["keep"])
     return out

@@ -85,6 +85,67 @@ async def test_an_edit_of_tags_shows_over_mcp(browser: Browser, owner_mcp: Mcp) 
     assert (await _memory(owner_mcp, memory_id))["text"] == "I run 10 km every Saturday."
 
 
+async def test_event_time_is_shown_and_edited_through_update_memory(
+    browser: Browser, owner_mcp: Mcp
+) -> None:
+    memory_id = await _remember(owner_mcp, "We adopted Biscuit on 2023-05-07.")
+    page = await browser.get(f"/console/memories/{memory_id}")
+    for label in ("Happened", "Holds from", "Holds until", "read from the text"):
+        assert label in page.text
+    assert 'name="occurred_at" value="2023-05-07T00:00"' in page.text
+
+    def form(**times: str) -> dict[str, str]:
+        return {
+            "text": "We adopted Biscuit on 2023-05-07.",
+            "tags": "",
+            "importance": "0.5",
+            "expires_at": "",
+            "occurred_at": "2023-05-07T00:00",
+            "valid_from": "",
+            "valid_to": "",
+            **times,
+        }
+
+    saved = await browser.post(
+        f"/console/memories/{memory_id}/edit",
+        {
+            **form(occurred_at="2023-05-06T18:30", valid_from="2023-05-07T00:00"),
+            "operation": operation_key(page.text),
+        },
+    )
+    assert saved.status_code == 303
+    memory = await _memory(owner_mcp, memory_id)
+    assert memory["occurred_at"] == "2023-05-06T18:30:00Z"
+    assert memory["occurred_at_parsed"] is False  # the owner's value now
+    assert memory["valid_from"] == "2023-05-07T00:00:00Z" and memory["valid_to"] is None
+
+    # A span that ends before it starts: refused by the tool, shown, nothing changed.
+    page = await browser.get(f"/console/memories/{memory_id}")
+    bad = await browser.post(
+        f"/console/memories/{memory_id}/edit",
+        {
+            **form(
+                occurred_at="2023-05-06T18:30",
+                valid_from="2023-05-07T00:00",
+                valid_to="2023-05-01T00:00",
+            ),
+            "operation": operation_key(page.text),
+        },
+    )
+    assert bad.status_code == 400 and 'role="alert"' in bad.text and "valid_to" in bad.text
+    assert await _memory(owner_mcp, memory_id) == memory
+
+    # Emptied fields are cleared.
+    page = await browser.get(f"/console/memories/{memory_id}")
+    cleared = await browser.post(
+        f"/console/memories/{memory_id}/edit",
+        {**form(occurred_at="", valid_from=""), "operation": operation_key(page.text)},
+    )
+    assert cleared.status_code == 303
+    memory = await _memory(owner_mcp, memory_id)
+    assert memory["occurred_at"] is None and memory["valid_from"] is None
+
+
 async def test_a_kept_memory_is_unlocked_by_unticking_keep_alone(
     browser: Browser, owner_mcp: Mcp
 ) -> None:
