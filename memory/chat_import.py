@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memory.rules.chat_exports import CHATGPT, CLAUDE, ChatExport, Conversation, is_trivial
@@ -47,8 +47,6 @@ from .errors import MemoryServiceError
 from .writers import Writer, writing_as
 
 if TYPE_CHECKING:
-    from datetime import date
-
     from psycopg_pool import AsyncConnectionPool
 
     from .audit import AuditLog
@@ -88,10 +86,19 @@ class ChatImportError(Exception):
         self.public_message = message
 
 
+@dataclass(frozen=True)
+class Fact:
+    """One fact an extractor found: its sentence, and the day it happened when the
+    conversation fixes one (stored as the memory's occurred_at, issue 17)."""
+
+    text: str
+    day: date | None = None
+
+
 class FactExtractor(Protocol):
     name: str
 
-    async def extract(self, *, title: str, day: date | None, messages: list[str]) -> list[str]:
+    async def extract(self, *, title: str, day: date | None, messages: list[str]) -> list[Fact]:
         """The user's durable facts; raises :class:`FactExtractionError`."""
         ...
 
@@ -233,30 +240,33 @@ async def _fact_items(
     if not texts:
         return []
     day = conversation.started_at.date() if conversation.started_at else None
-    facts: list[str] = []
+    facts: dict[str, Fact] = {}  # by text: a fact found in two chunks is stored once
     try:
         for chunk in _chunks(texts, EXTRACT_CHUNK_CHARS):
             for fact in await extractor.extract(title=conversation.title, day=day, messages=chunk):
-                if fact not in facts:
-                    facts.append(fact)
+                if fact.text not in facts or facts[fact.text].day is None:
+                    facts[fact.text] = fact
     except FactExtractionError as ex:
         logger.warning("chat import: fact extraction failed for one conversation: %s", ex)
         report.failed_conversations += 1
         return None
     when = conversation.ended_at or conversation.started_at
     items = []
-    for index, fact in enumerate(facts):
+    for index, fact in enumerate(facts.values()):
         # The extractor resolved relative dates against the conversation's start (``day``):
         # a date left relative in a fact counts from there too.
         item = _item(
-            fact[:max_chars],
+            fact.text[:max_chars],
             provider,
             conversation.id,
             "inferred",
             when,
             reference=conversation.started_at,
         )
-        digest = hashlib.sha256(fact.encode("utf-8")).hexdigest()[:16]
+        if fact.day is not None:  # the extractor's day wins over one read from the text
+            on = datetime(fact.day.year, fact.day.month, fact.day.day, tzinfo=UTC)
+            item["occurred_at"] = format_timestamp(on)
+        digest = hashlib.sha256(fact.text.encode("utf-8")).hexdigest()[:16]
         item["_id"] = f"f:{index}:{digest}"
         items.append(item)
     return items

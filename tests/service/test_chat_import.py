@@ -37,7 +37,7 @@ FACTS = {
 class FactServer:
     """``POST /v1/chat/completions`` answering ``{"facts": [...]}`` for the conversation asked."""
 
-    def __init__(self, facts: dict[str, list[str]]) -> None:
+    def __init__(self, facts: dict[str, list[Any]]) -> None:
         self.facts = facts
         self.requests: list[dict[str, Any]] = []
         server = self
@@ -381,3 +381,48 @@ async def test_imported_messages_count_relative_dates_from_their_own_time(
         ).fetchall()
     # "the Berlin marathon on 29 September" has no year; the other message states no date.
     assert rows == [(None,), (None,)]
+
+
+async def test_a_day_the_extractor_gives_a_fact_is_its_occurred_at(
+    deps: Deps, alice: int, clean_db: str
+) -> None:
+    server = FactServer(
+        {
+            "Moving to Lisbon": [
+                {"text": "The user married Sam.", "date": "2019-06-15"},
+                # The extractor's day wins over a day the text states.
+                {"text": "The user adopted a cat on 2023-05-07.", "date": "2023-05-08"},
+                # Not a day: the fact is kept without one.
+                {"text": "The user bought a bike.", "date": "June 2020"},
+                {"text": "The user sings in a choir.", "date": None},
+                "The user's daughter Mia is seven years old.",
+                {"date": "2020-01-01"},  # no text: no fact
+            ]
+        }
+    )
+    try:
+        report = await import_chats(
+            deps.pool,
+            alice,
+            CHATGPT,
+            mode="extract",
+            store_batch=direct_store(deps, alice, None),
+            extractor=fact_extractor(server),
+        )
+    finally:
+        server.close()
+    assert report.stored == 5
+    assert "YYYY-MM-DD" in server.requests[0]["body"]["messages"][0]["content"]
+    with psycopg.connect(clean_db) as conn:
+        rows = conn.execute(
+            "SELECT text, occurred_at, occurred_at_parsed FROM memories WHERE user_id = %s",
+            (alice,),
+        ).fetchall()
+    occurred = {text: (at.isoformat() if at else None, parsed) for text, at, parsed in rows}
+    assert occurred == {
+        "The user married Sam.": ("2019-06-15T00:00:00+00:00", False),
+        "The user adopted a cat on 2023-05-07.": ("2023-05-08T00:00:00+00:00", False),
+        "The user bought a bike.": (None, False),
+        "The user sings in a choir.": (None, False),
+        "The user's daughter Mia is seven years old.": (None, False),
+    }
