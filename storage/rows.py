@@ -161,10 +161,13 @@ class MemoryContent:
     session_id: str | None
     last_confirmed_at: datetime | None
     expires_at: datetime | None
-    occurred_at: datetime | None
-    valid_from: datetime | None
-    valid_to: datetime | None
-    occurred_at_parsed: bool
+    # Event time (issue 17). Defaults, so that a queued write sent before these fields
+    # existed still decodes (memory.commands.codec); keyword-only, so subclasses may add
+    # fields without defaults.
+    occurred_at: datetime | None = field(default=None, kw_only=True)
+    valid_from: datetime | None = field(default=None, kw_only=True)
+    valid_to: datetime | None = field(default=None, kw_only=True)
+    occurred_at_parsed: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ parsed:
 - any other object (a field map, a client's own JSON echoed back) →
   ``{"type": "map", "value": {...}}``, so no client value is ever read as a tag.
 
-Lists come back as lists, except in fields declared as tuples.
+Lists come back as lists, except in fields declared as tuples. A field with a
+default that a message lacks (one written by an older version, still queued
+across an upgrade) takes its default.
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ def _decode(value: Any) -> Any:
 def _build(cls: type[T], fields: Mapping[str, Any]) -> T:
     values = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in fields and f.default is not dataclasses.MISSING:
+            # Sent before this field existed (a message queued across an upgrade): its default.
+            continue
         value = _decode(fields[f.name])
         # Annotations are strings here (postponed evaluation): "tuple[int, ...]".
         if isinstance(value, list) and str(f.type).startswith("tuple"):

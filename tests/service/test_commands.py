@@ -30,6 +30,8 @@ VALID = {
         "importance": 0.7,
         "expires_at": "2099-01-01T00:00:00Z",
         "last_confirmed_at": "2026-01-01T10:30:00.123456+02:00",
+        "valid_to": "2030-01-01T00:00:00Z",
+        "reference_time": "2023-05-10T15:00:00Z",
         "supersedes": [3, 3, 4],
         "keep": True,
     },
@@ -38,7 +40,14 @@ VALID = {
         "dedup_policy": "insert",
         "source_provider": "claude",
     },
-    "update_memory": {"id": 7, "expires_at": None, "tags": [], "dry_run": True},
+    "update_memory": {
+        "id": 7,
+        "expires_at": None,
+        "occurred_at": None,
+        "valid_from": "2020-01-01T00:00:00Z",
+        "tags": [],
+        "dry_run": True,
+    },
     "update_memory_batch": {
         "items": [{"id": 1, "text": "I live in Oslo."}, {"id": 2}, "nope"],
         "dry_run": False,
@@ -86,7 +95,26 @@ def test_typed_values_come_back_typed() -> None:
         )
     )
     assert isinstance(update, UpdateMemory)
-    assert update.request.changes == {"expires_at": None, "tags": []} and update.dry_run
+    assert update.request.changes == {
+        "expires_at": None,
+        "tags": [],
+        "occurred_at": None,
+        "valid_from": datetime(2020, 1, 1, tzinfo=UTC),
+    }
+    assert update.dry_run
+    assert item.valid_to == datetime(2030, 1, 1, tzinfo=UTC) and item.occurred_at is None
+
+
+def test_a_remember_queued_before_event_time_existed_still_decodes() -> None:
+    command = parse_command(
+        "remember", {**VALID["remember"], "occurred_at": "2023-05-07T00:00:00Z"}, SETTINGS
+    )
+    data = json.loads(json.dumps(command.to_json()))
+    for name in ("occurred_at", "valid_from", "valid_to", "occurred_at_parsed"):
+        del data["item"]["fields"][name]
+    old = from_json(data)
+    assert old.item.occurred_at is None and old.item.occurred_at_parsed is False  # type: ignore[attr-defined]
+    assert old.item.text == command.item.text  # type: ignore[attr-defined]
 
 
 def test_a_bad_batch_item_stays_in_its_place_as_its_error() -> None:
