@@ -17,9 +17,9 @@ reads what it needs in one query and marks the matches.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from psycopg import AsyncConnection
 
@@ -34,8 +34,14 @@ from storage.rows import MemoryRow
 #: template ("My sister Ana lives in Porto" / "My brother Rui ...", 0.69) are kept
 #: apart by values_differ's shared-words test, not by this bound.
 NEAR_COSINE = 0.75
-#: Owed texts (not yet extracted) longer than this are read off the event loop.
-_INLINE_CHARS = 4000
+#: Candidates still owed their relation extraction that recall reads with the rules
+#: itself, the newest first: a fact stored a moment ago is the one most likely to be
+#: owed, and after a large import this bounds the work (about 0.2 ms a short text).
+OWED_INLINE = 8
+#: Owed texts longer than this are left to the worker: they would hold the event loop.
+_INLINE_CHARS = 2000
+#: Extractions remembered by text: recall meets the same owed candidates again.
+_EXTRACTED_CACHE = 4096
 
 
 @dataclass(frozen=True)
@@ -73,11 +79,16 @@ async def latest_first(
         functional_patterns=graph.FUNCTIONAL_PATTERNS if relations else (),
         near_cosine=NEAR_COSINE,
     )
-    owed = [rows[i] for i in links.owed] if relations else []
-    if sum(len(r.text) for r in owed) > _INLINE_CHARS:
-        pairs = await asyncio.to_thread(_disagreements, links, owed, rows)
-    else:
-        pairs = _disagreements(links, owed, rows)
+    owed = (
+        sorted(
+            (rows[i] for i in links.owed if len(rows[i].text) <= _INLINE_CHARS),
+            key=lambda r: r.created_at,
+            reverse=True,
+        )[:OWED_INLINE]
+        if relations
+        else []
+    )
+    pairs = _disagreements(links, owed, rows)
     fresh = {
         r.id: latest.freshness(r.last_confirmed_at, r.updated_at, r.created_at) for r in ranked
     }
@@ -94,12 +105,17 @@ async def latest_first(
     )
 
 
+@lru_cache(maxsize=_EXTRACTED_CACHE)
+def _extract(text: str) -> tuple[graph.Relation, ...]:
+    return tuple(graph.extract(text))
+
+
 def _disagreements(
     links: store.RecallLinks, owed: list[MemoryRow], rows: dict[int, MemoryRow]
 ) -> list[tuple[int, int]]:
     facts = [(m, graph.Relation(s, p, o)) for m, s, p, o in links.edges]
     for row in owed:
-        facts += [(row.id, r) for r in graph.extract(row.text)]
+        facts += [(row.id, r) for r in _extract(row.text)]
     pairs = [(c.first, c.second) for c in graph.conflicts(facts)]
     pairs += [(old, new) for old, new in links.downweighted_by if new in rows]
     pairs += [(a, b) for a, b in links.near if latest.values_differ(rows[a].text, rows[b].text)]

@@ -13,8 +13,13 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
-from .memory_sql import M_ACTIVE, M_COLUMNS
+from .memory_sql import LARGE_USER, M_ACTIVE, M_COLUMNS, SMALL_USER, nearest_ids
 from .rows import ScoredMemoryRow, memory_row
+
+
+def _filters(tags: Sequence[str]) -> str:
+    """The conditions on ``m`` every candidate passes: active, and the tags when given."""
+    return f"{M_ACTIVE} AND m.tags && %(tags)s" if tags else M_ACTIVE
 
 
 async def search_by_vector(
@@ -25,21 +30,23 @@ async def search_by_vector(
     candidates: int,
     tags: Sequence[str] = (),
 ) -> list[ScoredMemoryRow]:
-    """The ``candidates`` active rows nearest to the query (HNSW, filters in SQL)."""
-    tag_filter = "AND m.tags && %(tags)s" if tags else ""
+    """The ``candidates`` active rows nearest to the query, nearest first.
+
+    Exact for a small user, HNSW for a large one (:func:`~storage.memory_sql.nearest_ids`).
+    """
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         f"""
+        WITH picked AS ({nearest_ids(distance_to="%(q)b", filters=_filters(tags))})
         SELECT {M_COLUMNS},
                1 - (m.embedding <=> %(q)b) AS cosine,
                CASE WHEN m.context_centroid IS NULL THEN 0
                     ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match
-        FROM memories m
-        WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+        FROM picked JOIN memories m ON m.id = picked.id
         ORDER BY m.embedding <=> %(q)b
-        LIMIT %(k)s
         """,
         {"q": query_embedding, "user_id": user_id, "tags": list(tags), "k": candidates},
+        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [
         ScoredMemoryRow(memory_row(d), float(d["cosine"]), float(d["context_match"]))
@@ -134,11 +141,24 @@ async def lexical_candidates(
         return []
     score, params = _lexical_score(terms)
     tag_filter = "AND m.tags && %(tags)s" if tags else ""
+    # As on the vector side (memory_sql.nearest_ids), a small user's rows are read
+    # through the user_id btrees and tested one by one: the GIN index's posting
+    # list of a common word spans every user's rows (6.7 ms against 0.2 ms for a
+    # lone user of 1,000 rows, among 1.1M rows: BENCHMARKS.md, issue 16).
     query = sql.SQL(
-        "SELECT m.id FROM memories m"
-        f" WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}"
-        " AND m.text_search @@ %(probe)s::tsquery"
-        " ORDER BY {score} DESC, m.id DESC LIMIT %(k)s"
+        f"""
+        (SELECT m.id FROM memories m
+         WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter} AND {LARGE_USER}
+           AND m.text_search @@ %(probe)s::tsquery
+         ORDER BY {{score}} DESC, m.id DESC LIMIT %(k)s)
+        UNION ALL
+        (SELECT m.id
+         FROM (SELECT m.id, m.text_search FROM memories m
+               WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter} AND {SMALL_USER}
+               OFFSET 0) m
+         WHERE m.text_search @@ %(probe)s::tsquery
+         ORDER BY {{score}} DESC, m.id DESC LIMIT %(k)s)
+        """
     ).format(score=score)
     cur = await conn.execute(
         query,
@@ -149,6 +169,7 @@ async def lexical_candidates(
             "probe": " | ".join(_tsquery_term(t) for t in probe),
             "k": candidates,
         },
+        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [int(r[0]) for r in await cur.fetchall()]
 
@@ -165,7 +186,8 @@ async def search_hybrid(
 ) -> list[HybridCandidate]:
     """The vector candidates of a query and ``lexical_ids``, with cosine and lexical score.
 
-    The ``candidates`` active rows nearest to the query (HNSW), joined by the
+    The ``candidates`` active rows nearest to the query (exact for a small user,
+    HNSW for a large one: :func:`~storage.memory_sql.nearest_ids`), joined by the
     rows of ``lexical_ids`` (from :func:`lexical_candidates`) that still pass
     the same filters: the user, not deleted, not expired, the tags. A row's
     lexical score is the sum of the weights of the ``terms`` it contains,
@@ -185,10 +207,7 @@ async def search_hybrid(
     query = sql.SQL(
         f"""
         WITH picked AS (
-            (SELECT m.id FROM memories m
-             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
-             ORDER BY m.embedding <=> %(q)b
-             LIMIT %(k)s)
+            {nearest_ids(distance_to="%(q)b", filters=_filters(tags))}
             {lexical_side}
         )
         SELECT {M_COLUMNS},
@@ -210,6 +229,7 @@ async def search_hybrid(
             "k": candidates,
             "lexical_ids": list(lexical_ids),
         },
+        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [
         HybridCandidate(

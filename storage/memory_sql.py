@@ -11,3 +11,66 @@ M_COLUMNS = select_list(prefix="m.")
 #: A row recall, listing and counting may show: not forgotten, not expired.
 ACTIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now())"
 M_ACTIVE = "m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+
+
+#: Users with at most this many rows are searched exactly (every active row's
+#: distance, read through a ``user_id`` btree), whatever else the table holds. For
+#: a lone user that is where an exact scan stops being cheaper than the HNSW index
+#: (10k-row store, p50 of 60 queries, 2026-12-04: 1,000 rows 0.45 ms exact against
+#: 0.58 ms HNSW; 2,000 rows 0.75 against 0.48; 5,000 rows 2.06 against 0.49).
+EXACT_SEARCH_ROWS = 2000
+#: Users with up to this many rows are searched exactly too while they hold less
+#: than 1/``SMALL_SHARE`` of the table: a filtered HNSW scan steps over every other
+#: user's rows near the query, so for a user holding 0.1% of a 1.1M-row table it
+#: returned 40 rows only after visiting tens of thousands, slower than an exact scan
+#: of all that user's rows, and not all the nearest (BENCHMARKS.md, "issue 16, many
+#: tenants"). Above either bound: the HNSW index with pgvector's iterative scan.
+EXACT_SEARCH_MAX_ROWS = 5000
+SMALL_SHARE = 50
+
+#: The user's row count (not soft-deleted), from the per-user term totals that the
+#: write triggers keep (migration 0002): one primary-key read, where a ``count(*)``
+#: over a large user's rows would cost milliseconds. An uncorrelated subquery, so
+#: PostgreSQL evaluates it once per statement; compared with a constant in a
+#: branch's WHERE it becomes that branch's one-time filter, and the branch not
+#: taken is never started.
+USER_ROWS = "coalesce((SELECT t.docs FROM memory_term_totals t WHERE t.user_id = %(user_id)s), 0)"
+#: The table's row estimate (``reltuples``, kept by autovacuum's ANALYZE; -1 before
+#: the first, when only the row bound applies). Read the same way, once.
+TABLE_ROWS = "(SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memories'::regclass)"
+#: The statements using these run unprepared (``prepare=False``): a prepared
+#: statement soon runs one generic plan for every user, planned for a user of
+#: average size, and at 1.1M rows that plan sorted the big user's 100,000 rows by
+#: exact distance in the HNSW branch (108 ms against 9). Planned each time, the
+#: branch is planned for this user's row estimate (~0.2 ms of planning).
+#:
+#: The one-time filters of the two plans (exactly one of them holds).
+SMALL_USER = (
+    f"({USER_ROWS} <= {EXACT_SEARCH_ROWS} OR ({USER_ROWS} <= {EXACT_SEARCH_MAX_ROWS}"
+    f" AND {USER_ROWS} * {SMALL_SHARE} < {TABLE_ROWS}))"
+)
+LARGE_USER = f"NOT {SMALL_USER}"
+
+
+def nearest_ids(*, distance_to: str, filters: str) -> str:
+    """A subquery giving the ids of the user's ``%(k)s`` rows nearest ``distance_to``.
+
+    ``filters``: extra conditions on ``m`` (activity, tags), joined by AND. For a
+    small user (:data:`EXACT_SEARCH_MAX_ROWS`) every row of theirs is read
+    through the ``user_id`` btrees and ordered by distance (``OFFSET 0`` keeps
+    the planner from turning that back into an HNSW scan); for a large one the
+    HNSW index scan with the same filters.
+    """
+    return f"""
+        (SELECT m.id FROM memories m
+         WHERE m.user_id = %(user_id)s AND {filters} AND {LARGE_USER}
+         ORDER BY m.embedding <=> {distance_to}
+         LIMIT %(k)s)
+        UNION ALL
+        (SELECT mine.id
+         FROM (SELECT m.id, m.embedding FROM memories m
+               WHERE m.user_id = %(user_id)s AND {filters} AND {SMALL_USER}
+               OFFSET 0) mine
+         ORDER BY mine.embedding <=> {distance_to}
+         LIMIT %(k)s)
+    """

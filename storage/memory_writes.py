@@ -16,7 +16,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.adapt import PyFormat
 from psycopg.rows import class_row, dict_row
 
-from .memory_sql import M_ACTIVE, M_COLUMNS
+from .memory_sql import LARGE_USER, M_ACTIVE, M_COLUMNS, SMALL_USER
 from .rows import MemoryRow, Neighbour, NewMemory, memory_row
 
 #: HNSW search breadth for write-time near-duplicate probes (k <= 5).
@@ -81,20 +81,40 @@ async def _neighbours(
     cur = conn.cursor(row_factory=class_row(Neighbour))
     # %(vs)b: the probe vectors go in binary; as text, 200 of them cost ~80 ms to
     # format and parse (measured), binary ~1 ms.
-    await cur.execute(query, {"vs": list(embeddings), "user_id": user_id, "k": k, "min": min_score})
+    await cur.execute(
+        query,
+        {"vs": list(embeddings), "user_id": user_id, "k": k, "min": min_score},
+        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
+    )
     return await cur.fetchall()
 
 
+#: A large user's probes each walk the HNSW index; a small user's rows are
+#: gathered once and every probe is compared with all of them (exact), as the
+#: recall side does (``memory_sql.nearest_ids``). MATERIALIZED: read once for the
+#: whole batch, and never for a large user (its one-time filter is false).
 _NEAREST_ACTIVE = _per_probe(
     f"""
-    SELECT m.id, m.text, m.tags, 1 - (m.embedding <=> q.v) AS score,
-           NULL::text AS forget_reason, NULL::bigint AS replaced_by_id,
-           NULL::timestamptz AS deleted_at
-    FROM memories m
-    WHERE m.user_id = %(user_id)s AND {M_ACTIVE}
-    ORDER BY m.embedding <=> q.v
-    LIMIT %(k)s
-    """
+    (SELECT m.id, m.text, m.tags, 1 - (m.embedding <=> q.v) AS score,
+            NULL::text AS forget_reason, NULL::bigint AS replaced_by_id,
+            NULL::timestamptz AS deleted_at
+     FROM memories m
+     WHERE m.user_id = %(user_id)s AND {M_ACTIVE} AND {LARGE_USER}
+     ORDER BY m.embedding <=> q.v
+     LIMIT %(k)s)
+    UNION ALL
+    (SELECT mine.id, mine.text, mine.tags, 1 - (mine.embedding <=> q.v) AS score,
+            NULL::text, NULL::bigint, NULL::timestamptz
+     FROM mine
+     ORDER BY mine.embedding <=> q.v
+     LIMIT %(k)s)
+    """,
+    gathered=f"""
+    WITH mine AS MATERIALIZED (
+        SELECT m.id, m.text, m.tags, m.embedding FROM memories m
+        WHERE m.user_id = %(user_id)s AND {M_ACTIVE} AND {SMALL_USER}
+    )
+    """,
 )
 
 

@@ -28,6 +28,7 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -269,7 +270,18 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'.-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _TITLES = frozenset(["dr", "mr", "mrs", "ms", "prof", "st", "mt", "jr", "sr"])
 
 
-def _parts(text: str) -> tuple[frozenset[str], frozenset[str]]:
+#: Texts whose parts are remembered: recall compares the same candidates again and again.
+PARTS_CACHE = 8192
+#: Texts longer than this are passages, not one fact told twice: never compared.
+FACT_CHARS = 2000
+
+
+@lru_cache(maxsize=PARTS_CACHE)
+def _cached_parts(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    return _split(text)
+
+
+def _split(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """(values, other content words) of a text, lowercased.
 
     Values are what a fact's detail usually is: numbers and number words,
@@ -311,10 +323,13 @@ def values_differ(a: str, b: str) -> bool:
     "Dr. Okafor" / "Dr. Patel"), and their other content words must mostly
     agree (a Jaccard share of at least ``SAME_TOPIC``). One text adding detail
     to the other ("Elm Street" / "Elm Street, Room 4") is not a disagreement,
-    nor is a difference in wording alone.
+    nor is a difference in wording alone. Texts over ``FACT_CHARS`` are
+    passages, never compared (which also bounds the cost).
     """
-    va, wa = _parts(a)
-    vb, wb = _parts(b)
+    if len(a) > FACT_CHARS or len(b) > FACT_CHARS:
+        return False
+    va, wa = _cached_parts(a)
+    vb, wb = _cached_parts(b)
     if not (va - vb) or not (vb - va):
         return False
     union = wa | wb

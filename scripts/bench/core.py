@@ -67,9 +67,13 @@ def summary(values_s: list[float]) -> dict[str, float]:
 
 
 class Server:
-    """``ownsona serve`` in a subprocess with a bearer token for one user."""
+    """``ownsona serve`` in a subprocess with a bearer token for one user.
 
-    def __init__(self, workdir: Path) -> None:
+    With ``database_url`` it serves that database instead of the embedded one in
+    ``workdir``; :meth:`token` mints tokens for other accounts of it too.
+    """
+
+    def __init__(self, workdir: Path, *, database_url: str | None = None) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -84,6 +88,8 @@ class Server:
             "OWNSONA_LOGIN_USERNAME": "bench",
             "OWNSONA_LOGIN_PASSWORD": "bench-password",
         }
+        if database_url is not None:
+            self.env["DATABASE_URL"] = database_url
         self.proc: subprocess.Popen[bytes] | None = None
         self.log: IO[str] | None = None
         self.client: McpClient | None = None
@@ -119,9 +125,9 @@ class Server:
                 pass
             time.sleep(0.02)
 
-    def token(self) -> str:
+    def token(self, user: str = "bench") -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "scripts.cli", "token", "--user", "bench", "--ttl", "86400"],
+            [sys.executable, "-m", "scripts.cli", "token", "--user", user, "--ttl", "86400"],
             env=self.env,
             capture_output=True,
             text=True,

@@ -118,10 +118,8 @@ async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
         assert DATA_NOT_INSTRUCTIONS in tools[name]["description"], name
     assert PREFER_RECENT in tools["recall"]["description"]
     assert "recall" in tools["search_memory"]["description"]
-    assert (
-        "most recently confirmed: last_confirmed_at, then updated_at, then created_at"
-        in PREFER_RECENT
-    )
+    assert "last_confirmed_at, then updated_at, then created_at" in PREFER_RECENT
+    assert "older_than" in PREFER_RECENT
     assert "forget repeatedly" in tools["forget_batch"]["description"]
     assert "update_memory" in tools["update_memory_batch"]["description"]
     # This file's server keeps no retry window (IDEMPOTENCY_WINDOW_S=0): the sentence says so.
