@@ -317,3 +317,81 @@ def read_question(question: str, as_of: datetime) -> QuestionTime:
             later = word in ("after", "since")
             return QuestionTime(None, order, Anchor("after" if later else "before", phrase))
     return QuestionTime(_span(question, as_of), order)
+
+
+# --- what it does to ranking ---------------------------------------------------
+
+#: Added to a candidate's relevance (cosine + lexical share, :mod:`memory.rules.ranking`)
+#: when its fact falls in the question's window: about the gap between a good match
+#: and a loose one, so an in-window fact that matches the question loosely outranks
+#: an out-of-window one that matches it well, but not one that does not match at all.
+WINDOW_WEIGHT = 0.3
+#: An "earliest" / "latest" question: among the candidates whose relevance is within
+#: this of the best one's (the ones about the thing asked), the first (or latest) in
+#: time gets as much added, so it leads them; the others keep their order.
+ORDER_MARGIN = 0.3
+
+
+@dataclass(frozen=True)
+class EventTime:
+    """When a candidate's fact happened or held (a memory's event-time fields)."""
+
+    occurred_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    #: When it was stored: the fact's time when it says nothing else.
+    created_at: datetime
+
+    @property
+    def instant(self) -> datetime:
+        """One point in time for ordering: occurred_at, else valid_from, else created_at."""
+        return self.occurred_at or self.valid_from or self.created_at
+
+    @property
+    def has_span(self) -> bool:
+        return self.valid_from is not None or self.valid_to is not None
+
+
+def visible(t: EventTime, when: QuestionTime, as_of: datetime) -> bool:
+    """Whether a fact may be recalled for this question at ``as_of``.
+
+    A fact with a validity span is hidden when the span misses the question's
+    window, or, when the question names none, when it does not hold at
+    ``as_of`` (it starts later or has ended). Facts without a span are always
+    visible.
+    """
+    if not t.has_span:
+        return True
+    if when.window is not None:
+        return when.window.overlaps(t.valid_from, t.valid_to)
+    return (t.valid_from is None or t.valid_from <= as_of) and (
+        t.valid_to is None or t.valid_to >= as_of
+    )
+
+
+def in_window(t: EventTime, window: Window) -> bool:
+    """Whether the fact happened (or held) inside ``window``."""
+    if t.has_span:
+        return window.overlaps(t.valid_from, t.valid_to)
+    return window.holds(t.occurred_at or t.created_at)
+
+
+def time_scores(
+    times: dict[int, EventTime], when: QuestionTime, relevance: dict[int, float]
+) -> dict[int, float]:
+    """What the question's time adds to each candidate's relevance (0 when it says nothing).
+
+    ``relevance``: each candidate's relevance before time (cosine + lexical share).
+    """
+    out = dict.fromkeys(times, 0.0)
+    if when.window is not None:
+        for key, t in times.items():
+            if in_window(t, when.window):
+                out[key] += WINDOW_WEIGHT
+    if when.order is not None and times:
+        scored = {k: relevance[k] + out[k] for k in times}
+        best = max(scored.values())
+        about = [k for k in times if scored[k] >= best - ORDER_MARGIN]
+        pick = min if when.order == "earliest" else max
+        out[pick(about, key=lambda k: times[k].instant)] += ORDER_MARGIN
+    return out
