@@ -9,14 +9,14 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from memory.rules import ranking
+from memory.rules import query_time, ranking
 from memory.rules.inputs import Args, memory_id
 from memory.rules.text import clean_text, normalize_tags
 from memory.rules.timestamps import format_timestamp, parse_timestamp
 from storage import memories as store
 from storage.rows import MemoryFilter, ScoredMemoryRow
 
-from . import recall_latest
+from . import recall_latest, recall_time
 from .deps import Deps
 from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
 from .shapes import explain_shape, full_shape, match_shape
@@ -40,6 +40,8 @@ class _Match:
     superseded_by: list[int] = field(default_factory=list)
     #: Moved up ahead of older matches it disagrees with.
     promoted: bool = False
+    #: The span of time the question asks about, if it names one.
+    window: query_time.Window | None = None
 
 
 async def _lexical_side(
@@ -67,9 +69,12 @@ async def _ranked(
     limit: int,
     min_score: float | None,
     tags: list[str],
+    as_of: datetime | None = None,
     explain: bool = False,
 ) -> list[_Match]:
-    """Hybrid recall: vector and lexical candidates, fused, then the learned ranking."""
+    """Hybrid recall: vector, lexical and time-window candidates, fused, then the learned
+    ranking; matches that disagree, the latest first (unless the question names a time)."""
+    as_of = as_of or datetime.now(UTC)
     w_s, w_c = deps.settings.rank_salience_weight, deps.settings.rank_context_weight
     # The query is embedded while a connection is awaited and the lexical side
     # (which needs no embedding) runs; started first, it joins the other queries
@@ -78,15 +83,31 @@ async def _ranked(
     try:
         async with deps.pool.connection() as conn:
             terms, lexical_ids = await _lexical_side(conn, user_id, query, limit=limit, tags=tags)
+            when = await recall_time.read(conn, user_id, query, as_of)
             embedded = await embedding
+            timely = await recall_time.window_ids(
+                conn, user_id, embedded, when, limit=limit, tags=tags
+            )
             found = await store.search_hybrid(
                 conn,
                 user_id,
                 embedded,
                 candidates=ranking.candidate_count(limit),
                 terms=[(t.term, t.weight) for t in terms],
-                lexical_ids=lexical_ids,
+                lexical_ids=[*lexical_ids, *timely],
                 tags=tags,
+            )
+            times = {c.scored.row.id: recall_time.event_time(c.scored.row) for c in found}
+            found = [c for c in found if query_time.visible(times[c.scored.row.id], when, as_of)]
+            boost = query_time.time_scores(
+                {c.scored.row.id: times[c.scored.row.id] for c in found},
+                when,
+                {
+                    c.scored.row.id: ranking.fused_score(
+                        c.scored.cosine, ranking.lexical_share(c.lexical, terms)
+                    )
+                    for c in found
+                },
             )
             by_id = {c.scored.row.id: c.scored for c in found}
             candidates = [
@@ -99,6 +120,7 @@ async def _ranked(
                     updated_at=c.scored.row.updated_at,
                     created_at=c.scored.row.created_at,
                     lexical=ranking.lexical_share(c.lexical, terms),
+                    time=boost[c.scored.row.id],
                 )
                 for c in found
             ]
@@ -115,7 +137,8 @@ async def _ranked(
                     limit=limit,
                     relations=deps.settings.relation_extractor != "off",
                 )
-                if deps.settings.recall_latest_first
+                # A question about a time asks what held then, not what holds now.
+                if deps.settings.recall_latest_first and when.window is None
                 else recall_latest.Marked([c.key for c in ordered[:limit]])
             )
     except BaseException as ex:
@@ -132,6 +155,7 @@ async def _ranked(
             older_than=marked.older_than.get(key, []),
             superseded_by=marked.superseded_by.get(key, []),
             promoted=key in marked.promoted,
+            window=when.window,
         )
         for key in marked.order
     ]
@@ -139,7 +163,7 @@ async def _ranked(
 
 def _search_args(
     deps: Deps, args: Args, query_field: str
-) -> tuple[str, int, float | None, list[str]]:
+) -> tuple[str, int, float | None, list[str], datetime | None]:
     settings = deps.settings
     query = clean_text(args.raw(query_field), field=query_field, max_chars=settings.max_text_chars)
     limit = args.integer(
@@ -147,16 +171,24 @@ def _search_args(
     )
     min_score = args.number("min_score", default=None, minimum=0.0, maximum=1.0)
     tags = list(_tag_filter(args))
+    as_of = parse_timestamp(args.raw("as_of"), field="as_of") if args.has("as_of") else None
     assert limit is not None
-    return query, limit, min_score, tags
+    return query, limit, min_score, tags, as_of
 
 
 async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
     args = Args(raw)
-    query, limit, min_score, tags = _search_args(deps, args, "query")
+    query, limit, min_score, tags, as_of = _search_args(deps, args, "query")
     explain = args.boolean("explain")
     found = await _ranked(
-        deps, user_id, query, limit=limit, min_score=min_score, tags=tags, explain=explain
+        deps,
+        user_id,
+        query,
+        limit=limit,
+        min_score=min_score,
+        tags=tags,
+        as_of=as_of,
+        explain=explain,
     )
     matches = []
     for m in found:
@@ -166,7 +198,9 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
         if m.superseded_by:
             shape["superseded_by"] = m.superseded_by
         if m.explanation is not None:
-            shape["explain"] = explain_shape(m.explanation, latest_first=m.promoted)
+            shape["explain"] = explain_shape(
+                m.explanation, latest_first=m.promoted, window=m.window
+            )
         matches.append(shape)
     return {"ok": True, "matches": matches}
 
@@ -175,9 +209,11 @@ async def build_context_prompt(
     deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
 ) -> dict[str, Any]:
     args = Args(raw)
-    user_prompt, limit, min_score, tags = _search_args(deps, args, "user_prompt")
+    user_prompt, limit, min_score, tags, as_of = _search_args(deps, args, "user_prompt")
     max_chars = args.integer("max_chars", minimum=1)
-    found = await _ranked(deps, user_id, user_prompt, limit=limit, min_score=min_score, tags=tags)
+    found = await _ranked(
+        deps, user_id, user_prompt, limit=limit, min_score=min_score, tags=tags, as_of=as_of
+    )
     tail = f"\n\n{PROMPT_SEPARATOR}\n\n{PROMPT_USER}\n\n{user_prompt}"
     head = f"{PROMPT_HEAD}\n\n"
     facts: list[str] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from memory.rules.query_time import Window
 from memory.rules.ranking import Explanation
 from memory.rules.timestamps import format_timestamp
 from storage.rows import MemoryRow, shape_fields
@@ -47,16 +48,20 @@ def match_shape(row: MemoryRow, score: float | None = None) -> dict[str, Any]:
     return out
 
 
-def explain_shape(e: Explanation, *, latest_first: bool = False) -> dict[str, Any]:
+def explain_shape(
+    e: Explanation, *, latest_first: bool = False, window: Window | None = None
+) -> dict[str, Any]:
     """A recall match's ``explain``: the parts its place in the ranking came from.
 
     ``fused = cosine + w·lexical``; ``final = fused + salience + context`` is
     what matches are ordered by (ties: newest first). Ranks are 1-based among
     all candidates; ``lexical_rank`` is null for a match with no query word.
     ``latest_first`` is true for a match moved up ahead of the older matches
-    it disagrees with (their ``older_than`` names it).
+    it disagrees with (their ``older_than`` names it). ``time`` is what the
+    question's time added (its ``window``, when it names one: ``[start, end)``,
+    null for an open side).
     """
-    return {
+    out: dict[str, Any] = {
         "cosine": round(e.cosine, 6),
         "vector_rank": e.vector_rank,
         "lexical": round(e.lexical, 6),
@@ -65,9 +70,13 @@ def explain_shape(e: Explanation, *, latest_first: bool = False) -> dict[str, An
         "fused_rank": e.fused_rank,
         "salience": round(e.salience, 6),
         "context": round(e.context, 6),
+        "time": round(e.time, 6),
         "final": round(e.final, 6),
         "latest_first": latest_first,
     }
+    if window is not None:
+        out["window"] = [format_timestamp(window.start), format_timestamp(window.end)]
+    return out
 
 
 def full_shape(row: MemoryRow) -> dict[str, Any]:

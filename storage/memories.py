@@ -33,6 +33,7 @@ from .memory_search import (
     query_term_stats,
     search_by_vector,
     search_hybrid,
+    window_candidates,
 )
 from .memory_sql import ACTIVE
 from .memory_writes import (
@@ -78,4 +79,5 @@ __all__ = [
     "tag_counts",
     "text_search",
     "update_fields",
+    "window_candidates",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection, sql
@@ -238,3 +239,66 @@ async def search_hybrid(
         )
         for d in await cur.fetchall()
     ]
+
+
+#: Rows of each kind (dated, undated, with a validity span) a time window reads, the
+#: latest first, before their distance to the query is taken: a window of years in a
+#: large store costs this many rows, not all of them.
+WINDOW_SCAN_ROWS = 2000
+
+
+async def window_candidates(
+    conn: AsyncConnection,
+    user_id: int,
+    query_embedding: Any,
+    *,
+    start: datetime | None,
+    end: datetime | None,
+    candidates: int,
+    tags: Sequence[str] = (),
+) -> list[int]:
+    """Ids of the ``candidates`` active rows nearest the query among those of a time window.
+
+    A row is in ``[start, end)`` (None: open) when its validity span
+    (``valid_from`` .. ``valid_to``) meets the window, or, without a span, when
+    its ``occurred_at`` (else its ``created_at``) falls inside. Each kind is read
+    through its own index, the latest first, at most ``WINDOW_SCAN_ROWS`` rows.
+    """
+    tag_filter = "AND m.tags && %(tags)s" if tags else ""
+    query = f"""
+        WITH near AS (
+            (SELECT m.id, m.embedding FROM memories m
+             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+               AND m.occurred_at >= %(start)s AND m.occurred_at < %(end)s
+               AND m.valid_from IS NULL AND m.valid_to IS NULL
+             ORDER BY m.occurred_at DESC LIMIT %(scan)s)
+            UNION ALL
+            (SELECT m.id, m.embedding FROM memories m
+             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+               AND m.created_at >= %(start)s AND m.created_at < %(end)s
+               AND m.occurred_at IS NULL AND m.valid_from IS NULL AND m.valid_to IS NULL
+             ORDER BY m.created_at DESC LIMIT %(scan)s)
+            UNION ALL
+            (SELECT m.id, m.embedding FROM memories m
+             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+               AND (m.valid_from IS NOT NULL OR m.valid_to IS NOT NULL)
+               AND coalesce(m.valid_from, '-infinity') < %(end)s
+               AND coalesce(m.valid_to, 'infinity') >= %(start)s
+             ORDER BY m.valid_from DESC NULLS LAST LIMIT %(scan)s)
+        )
+        SELECT id FROM near ORDER BY embedding <=> %(q)b LIMIT %(k)s
+    """
+    cur = await conn.execute(
+        query,
+        {
+            "user_id": user_id,
+            "tags": list(tags),
+            "start": start if start is not None else "-infinity",
+            "end": end if end is not None else "infinity",
+            "scan": WINDOW_SCAN_ROWS,
+            "q": query_embedding,
+            "k": candidates,
+        },
+        prepare=False,
+    )
+    return [int(r[0]) for r in await cur.fetchall()]

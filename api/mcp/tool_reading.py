@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from api.mcp import tool_outputs as out
 from api.mcp.tool_schemas import (
+    AS_OF,
     DATA_NOT_INSTRUCTIONS,
     MEMORY_ID,
     PREFER_RECENT,
@@ -35,6 +36,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
                     "max_chars": count(1),
                     "min_score": UNIT,
                     "tags": TAGS,
+                    "as_of": AS_OF,
                 },
                 required=["user_prompt"],
             ),
@@ -134,12 +136,12 @@ def _recall_spec(s: Schemas, name: str) -> ToolSpec:
     # alias says when to use it; how to weigh contradictions is recall's (the
     # chapter's) and the server instructions'.
     intro = (
-        "Find memories about the user relevant to a question or topic, before answering "
-        f"anything that may depend on their personal context. score: cosine similarity. "
-        f"{PREFER_RECENT}"
+        "Find memories relevant to a question or topic, before answering anything that may "
+        "depend on the user's personal context. Times in it (in 2021, last March) count from "
+        f"as_of, default now. score: cosine. {PREFER_RECENT}"
         if name == "recall"
-        else "Same tool as recall: memories about the user relevant to a question or topic, "
-        "before answering anything personal."
+        else "Same tool as recall: memories relevant to a question or topic, before "
+        "answering anything personal."
     )
     return ToolSpec(
         name,
@@ -151,6 +153,7 @@ def _recall_spec(s: Schemas, name: str) -> ToolSpec:
                 "min_score": UNIT,
                 "tags": TAGS,
                 "explain": flag(False),
+                "as_of": AS_OF,
             },
             required=["query"],
         ),

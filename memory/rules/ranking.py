@@ -174,12 +174,14 @@ class Candidate:
     created_at: datetime | None
     #: Lexical share in [0, 1] (:func:`lexical_share`); 0 for a pure vector search.
     lexical: float = 0.0
+    #: What the question's time adds to the relevance (:mod:`memory.rules.query_time`).
+    time: float = 0.0
 
 
 def final_score(c: Candidate, *, w_s: float, w_c: float, w_l: float = LEXICAL_WEIGHT) -> float:
     """The value results are ordered by (never reported)."""
     return blended_score(
-        fused_score(c.cosine, c.lexical, w_l), c.salience, c.context_match, w_s, w_c
+        fused_score(c.cosine, c.lexical, w_l) + c.time, c.salience, c.context_match, w_s, w_c
     )
 
 
@@ -223,10 +225,13 @@ class Explanation:
     #: ``cosine + w_l · lexical`` and rank by it among all candidates.
     fused: float
     fused_rank: int
-    #: What salience and learned context add: ``fused · w_s · salience``, ``fused · w_c · context_match``.
+    #: What the question's time adds (an event in its window; first or latest asked for).
+    time: float
+    #: What salience and learned context add: ``r · w_s · salience``, ``r · w_c · context_match``
+    #: with ``r = fused + time``.
     salience: float
     context: float
-    #: ``fused + salience + context``: the value the results are ordered by.
+    #: ``fused + time + salience + context``: the value the results are ordered by.
     final: float
 
 
@@ -241,6 +246,7 @@ def explain(
     out: dict[int, Explanation] = {}
     for c in candidates:
         f = fused[c.key]
+        r = f + c.time
         out[c.key] = Explanation(
             cosine=c.cosine,
             vector_rank=by_cosine[c.key],
@@ -248,8 +254,9 @@ def explain(
             lexical_rank=by_lexical.get(c.key),
             fused=f,
             fused_rank=by_fused[c.key],
-            salience=f * w_s * c.salience,
-            context=f * w_c * max(0.0, c.context_match),
+            time=c.time,
+            salience=r * w_s * c.salience,
+            context=r * w_c * max(0.0, c.context_match),
             final=final_score(c, w_s=w_s, w_c=w_c, w_l=w_l),
         )
     return out

@@ -119,6 +119,7 @@ async def test_explain_is_off_by_default_and_parts_add_up(deps, alice):
         "fused_rank",
         "salience",
         "context",
+        "time",
         "final",
         "latest_first",
     }
@@ -130,7 +131,10 @@ async def test_explain_is_off_by_default_and_parts_add_up(deps, alice):
         assert p["fused"] == pytest.approx(
             p["cosine"] + ranking.LEXICAL_WEIGHT * p["lexical"], abs=1e-5
         )
-        assert p["final"] == pytest.approx(p["fused"] + p["salience"] + p["context"], abs=1e-5)
+        assert p["time"] == 0.0  # the question names no time
+        assert p["final"] == pytest.approx(
+            p["fused"] + p["time"] + p["salience"] + p["context"], abs=1e-5
+        )
     finals = [p["final"] for p in parts]
     assert finals == sorted(finals, reverse=True)
     # Salience shows up as its own contribution.

@@ -1,0 +1,397 @@
+"""Time in a question: the span of time it asks about, and whether it wants the first or the latest.
+
+Pure: standard library only. :func:`read_question` is what ``recall``,
+``search_memory`` and ``build_context_prompt`` use (issue 17, "time in
+queries"); everything resolves against ``as_of`` (the caller's, default now),
+in UTC, and every window is half-open, ``[start, end)``.
+
+Spans (the first that matches wins, most specific first):
+
+- ``before`` / ``prior to`` a date (up to its start), ``until`` / ``till``
+  one (up to its end), ``after`` one (from its end) and ``since`` one (from
+  its start): open on one side. The date is anything below (``before 2023``,
+  ``since March 2021``, ``after 7 May 2023``, ``until last week``).
+- a day: ISO dates, month-name dates with a year, ``today``, ``yesterday``,
+  ``the day before yesterday``, ``last Tuesday``
+  (:func:`memory.rules.event_dates.event_date` reads these);
+- ``N days ago`` (that day), ``N weeks ago`` (the seven days around that day),
+  ``N months ago`` and ``N years ago`` (that calendar month or year);
+- a month with a year (``March 2023``, ``in Mar 2023``);
+- ``last March`` (the latest March that ended before as_of's month),
+  ``this March``, and ``in March`` / ``during March`` (the latest March that
+  began on or before as_of);
+- ``last`` / ``this`` / ``past`` ``week`` / ``month`` / ``year``: the calendar
+  week (Monday first), month or year before as_of's, or as_of's own;
+  ``the past week`` / ``month`` / ``year``: the seven days, 30 days or 365 days
+  up to as_of;
+- a year after ``in`` / ``during`` / ``of`` / ``from`` (``in 2023``); a bare
+  year is not read ("my 2019 Honda" is a model year, not a time).
+
+Anchors: ``before`` / ``after`` / ``since`` followed by something that is not
+a date ("before my trip to Rome") is returned as an :class:`Anchor` for the
+caller to place in time (the use case looks the phrase up among the memories).
+
+Order: "first", "earliest", "initially", "originally" ask for the earliest;
+"most recent", "latest", "last time", "recently", "lately", "currently",
+"these days", "now" for the latest. "first name", "first aid", "at first
+sight" and the like are not an order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from .event_dates import event_date
+
+_FLAGS = re.IGNORECASE | re.ASCII
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_MONTH_NUMBER = {
+    **{m: i + 1 for i, m in enumerate(_MONTHS)},
+    **{m[:3]: i + 1 for i, m in enumerate(_MONTHS)},
+    "sept": 9,
+}
+_MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True)) + r")\.?"
+_YEAR = r"(?P<year>(?:19|20)[0-9]{2})"
+_NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
+
+
+@dataclass(frozen=True)
+class Window:
+    """A span of time ``[start, end)`` in UTC; None leaves that side open."""
+
+    start: datetime | None
+    end: datetime | None
+    #: The words of the question it was read from.
+    said: str
+
+    def holds(self, instant: datetime) -> bool:
+        """Whether ``instant`` falls inside the window."""
+        return (self.start is None or instant >= self.start) and (
+            self.end is None or instant < self.end
+        )
+
+    def overlaps(self, start: datetime | None, end: datetime | None) -> bool:
+        """Whether the span ``[start, end]`` (None: open) meets the window."""
+        return (self.end is None or start is None or start < self.end) and (
+            self.start is None or end is None or end >= self.start
+        )
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """``before`` or ``after`` something the question names but does not date."""
+
+    side: str  # "before" | "after"
+    phrase: str
+
+
+@dataclass(frozen=True)
+class QuestionTime:
+    """What a question says about time."""
+
+    window: Window | None = None
+    #: "earliest", "latest" or None.
+    order: str | None = None
+    anchor: Anchor | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.window is None and self.order is None and self.anchor is None
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _month_start(year: int, month: int) -> datetime:
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def _month_window(year: int, month: int, said: str) -> Window | None:
+    if not 1 <= year <= 9998:
+        return None
+    nxt = (year + 1, 1) if month == 12 else (year, month + 1)
+    return Window(_month_start(year, month), _month_start(*nxt), said)
+
+
+def _year_window(year: int, said: str) -> Window | None:
+    if not 1 <= year <= 9998:
+        return None
+    return Window(_month_start(year, 1), _month_start(year + 1, 1), said)
+
+
+def _shift_months(year: int, month: int, by: int) -> tuple[int, int]:
+    index = year * 12 + (month - 1) + by
+    return index // 12, index % 12 + 1
+
+
+# --- spans -------------------------------------------------------------------
+
+_SIDE = re.compile(
+    r"\b(?P<side>before|until|till|prior\s+to|after|since)\s+(?P<rest>[^?.!,;]+)", _FLAGS
+)
+_MONTH_YEAR = re.compile(r"(?<![0-9A-Za-z])" + _MONTH + r",?\s+" + _YEAR + r"\b", _FLAGS)
+_NAMED_MONTH = re.compile(
+    r"\b(?P<which>last|this|in|during|of)\s+" + _MONTH + r"(?![A-Za-z0-9])(?!\s+[0-9])", _FLAGS
+)
+_CALENDAR = re.compile(
+    r"\b(?P<the>the\s+)?(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)\b"
+    r"(?!\s+of\b)",
+    _FLAGS,
+)
+_AGO = re.compile(
+    r"(?<![0-9A-Za-z])(?P<count>[0-9]{1,3}|" + "|".join(_NUMBER_WORDS) + r")\s+"
+    r"(?P<unit>day|week|month|year)s?\s+ago\b",
+    _FLAGS,
+)
+_IN_YEAR = re.compile(r"\b(?:in|during|of|from)\s+(?:the\s+year\s+)?" + _YEAR + r"\b", _FLAGS)
+_BARE_YEAR = re.compile(r"^\s*(?:the\s+year\s+)?" + _YEAR + r"\b", _FLAGS)
+
+
+def _calendar(m: re.Match[str], as_of: datetime) -> Window | None:
+    unit, which = m["unit"].lower(), m["which"].lower()
+    today = as_of.date()
+    said = m.group(0)
+    if which == "past" or (m["the"] and which == "last"):
+        # "the past month", "the last year": a rolling span up to now.
+        days = {"week": 7, "month": 30, "year": 365}[unit]
+        return Window(as_of - timedelta(days=days), as_of, said)
+    back = 0 if which == "this" else 1
+    if unit == "week":
+        monday = today - timedelta(days=today.weekday() + 7 * back)
+        return Window(_midnight(monday), _midnight(monday + timedelta(days=7)), said)
+    if unit == "month":
+        year, month = _shift_months(today.year, today.month, -back)
+        return _month_window(year, month, said)
+    return _year_window(today.year - back, said)
+
+
+def _named_month(m: re.Match[str], as_of: datetime) -> Window | None:
+    month = _MONTH_NUMBER[m["month"].lower()]
+    which = m["which"].lower()
+    today = as_of.date()
+    year = today.year
+    if which == "this":
+        return _month_window(year, month, m.group(0))
+    if which == "last":
+        # The latest such month wholly before as_of's month.
+        if month >= today.month:
+            year -= 1
+    elif month > today.month:
+        # "in March": the latest March that has begun.
+        year -= 1
+    return _month_window(year, month, m.group(0))
+
+
+def _ago(m: re.Match[str], as_of: datetime) -> Window | None:
+    raw = m["count"].lower()
+    count = _NUMBER_WORDS[raw] if raw in _NUMBER_WORDS else int(raw)
+    unit = m["unit"].lower()
+    today = as_of.date()
+    said = m.group(0)
+    try:
+        if unit == "day":
+            day = today - timedelta(days=count)
+            return Window(_midnight(day), _midnight(day + timedelta(days=1)), said)
+        if unit == "week":
+            day = today - timedelta(days=7 * count)
+            return Window(
+                _midnight(day - timedelta(days=3)), _midnight(day + timedelta(days=4)), said
+            )
+    except OverflowError:
+        return None
+    if unit == "month":
+        return _month_window(*_shift_months(today.year, today.month, -count), said)
+    return _year_window(today.year - count, said)
+
+
+def _span(text: str, as_of: datetime) -> Window | None:
+    """The span ``text`` names, most specific reading first; None if it names none."""
+    # Spans before days: event_dates reads "two weeks ago" and "last month" as one day.
+    m = _AGO.search(text)
+    if m:
+        return _ago(m, as_of)
+    m = _CALENDAR.search(text)
+    if m:
+        return _calendar(m, as_of)
+    day = event_date(text, as_of)
+    if day is not None:
+        if day.hour or day.minute or day.second:  # an instant: its day
+            day = _midnight(day.date())
+        return Window(day, day + timedelta(days=1), day.date().isoformat())
+    m = _MONTH_YEAR.search(text)
+    if m:
+        return _month_window(int(m["year"]), _MONTH_NUMBER[m["month"].lower()], m.group(0))
+    m = _NAMED_MONTH.search(text)
+    if m:
+        return _named_month(m, as_of)
+    m = _IN_YEAR.search(text) or _BARE_YEAR.search(text)
+    if m:
+        return _year_window(int(m["year"]), m.group(0).strip())
+    return None
+
+
+# --- order -------------------------------------------------------------------
+
+_NOT_ORDER = re.compile(
+    r"\bfirst\s+(?:name|aid|class|language|floor|person|date|impression|sight|of\s+all)\b"
+    r"|\bat\s+first\s+sight\b|\blast\s+name\b",
+    _FLAGS,
+)
+_EARLIEST = re.compile(r"\b(?:first|earliest|initially|originally|at\s+the\s+start)\b", _FLAGS)
+_LATEST = re.compile(
+    r"\b(?:most\s+recent(?:ly)?|latest|last\s+time|recently|lately|currently|these\s+days"
+    r"|right\s+now|now|newest)\b",
+    _FLAGS,
+)
+
+
+def _order(question: str) -> str | None:
+    text = _NOT_ORDER.sub(" ", question)
+    earliest, latest = _EARLIEST.search(text), _LATEST.search(text)
+    if earliest and not latest:
+        return "earliest"
+    if latest and not earliest:
+        return "latest"
+    return None
+
+
+# --- the question ------------------------------------------------------------
+
+_ANCHOR_START = re.compile(r"^(?:my|our|the|i|we|his|her|their|a|an)\b", _FLAGS)
+
+
+def read_question(question: str, as_of: datetime) -> QuestionTime:
+    """What ``question`` says about time, against ``as_of`` (an aware datetime)."""
+    if as_of.tzinfo is None or as_of.utcoffset() is None:
+        raise ValueError("read_question needs an aware as_of")
+    as_of = as_of.astimezone(UTC)
+    order = _order(question)
+    side = _SIDE.search(question)
+    if side:
+        word = " ".join(side["side"].lower().split())
+        span = _span(side["rest"], as_of)
+        if span is not None:
+            said = side.group(0).strip()
+            if word in ("before", "prior to"):
+                window = Window(None, span.start, said)
+            elif word in ("until", "till"):
+                window = Window(None, span.end, said)
+            elif word == "after":
+                window = Window(span.end, None, said)
+            else:  # since
+                window = Window(span.start, None, said)
+            return QuestionTime(window, order)
+        phrase = side["rest"].strip()
+        if _ANCHOR_START.match(phrase):
+            later = word in ("after", "since")
+            return QuestionTime(None, order, Anchor("after" if later else "before", phrase))
+    return QuestionTime(_span(question, as_of), order)
+
+
+# --- what it does to ranking ---------------------------------------------------
+
+#: Added to a candidate's relevance (cosine + lexical share, :mod:`memory.rules.ranking`)
+#: when its fact falls in the question's window: about the gap between a good match
+#: and a loose one, so an in-window fact that matches the question loosely outranks
+#: an out-of-window one that matches it well, but not one that does not match at all.
+WINDOW_WEIGHT = 0.3
+#: An "earliest" / "latest" question: among the candidates whose relevance is within
+#: this of the best one's (the ones about the thing asked), the first (or latest) in
+#: time gets as much added, so it leads them; the others keep their order.
+ORDER_MARGIN = 0.3
+
+
+@dataclass(frozen=True)
+class EventTime:
+    """When a candidate's fact happened or held (a memory's event-time fields)."""
+
+    occurred_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    #: When it was stored: the fact's time when it says nothing else.
+    created_at: datetime
+
+    @property
+    def instant(self) -> datetime:
+        """One point in time for ordering: occurred_at, else valid_from, else created_at."""
+        return self.occurred_at or self.valid_from or self.created_at
+
+    @property
+    def has_span(self) -> bool:
+        return self.valid_from is not None or self.valid_to is not None
+
+
+def visible(t: EventTime, when: QuestionTime, as_of: datetime) -> bool:
+    """Whether a fact may be recalled for this question at ``as_of``.
+
+    A fact with a validity span is hidden when the span misses the question's
+    window, or, when the question names none, when it does not hold at
+    ``as_of`` (it starts later or has ended). Facts without a span are always
+    visible.
+    """
+    if not t.has_span:
+        return True
+    if when.window is not None:
+        return when.window.overlaps(t.valid_from, t.valid_to)
+    return (t.valid_from is None or t.valid_from <= as_of) and (
+        t.valid_to is None or t.valid_to >= as_of
+    )
+
+
+def in_window(t: EventTime, window: Window) -> bool:
+    """Whether the fact happened (or held) inside ``window``."""
+    if t.has_span:
+        return window.overlaps(t.valid_from, t.valid_to)
+    return window.holds(t.occurred_at or t.created_at)
+
+
+def time_scores(
+    times: dict[int, EventTime], when: QuestionTime, relevance: dict[int, float]
+) -> dict[int, float]:
+    """What the question's time adds to each candidate's relevance (0 when it says nothing).
+
+    ``relevance``: each candidate's relevance before time (cosine + lexical share).
+    """
+    out = dict.fromkeys(times, 0.0)
+    if when.window is not None:
+        for key, t in times.items():
+            if in_window(t, when.window):
+                out[key] += WINDOW_WEIGHT
+    if when.order is not None and times:
+        scored = {k: relevance[k] + out[k] for k in times}
+        best = max(scored.values())
+        about = [k for k in times if scored[k] >= best - ORDER_MARGIN]
+        pick = min if when.order == "earliest" else max
+        out[pick(about, key=lambda k: times[k].instant)] += ORDER_MARGIN
+    return out

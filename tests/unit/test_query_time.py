@@ -1,0 +1,105 @@
+"""Time in a question (memory.rules.query_time): windows, order, anchors; pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory.rules.query_time import Anchor, read_question
+
+#: A Wednesday.
+AS_OF = datetime(2026, 5, 13, 15, 30, tzinfo=UTC)
+
+
+def d(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "end"),
+    [
+        ("What did I do in 2023?", d(2023, 1, 1), d(2024, 1, 1)),
+        ("Where did I live during 2021?", d(2021, 1, 1), d(2022, 1, 1)),
+        ("What did I cook in March 2024?", d(2024, 3, 1), d(2024, 4, 1)),
+        ("what happened last March", d(2026, 3, 1), d(2026, 4, 1)),
+        ("what did I read last May", d(2025, 5, 1), d(2025, 6, 1)),
+        ("what happened in March", d(2026, 3, 1), d(2026, 4, 1)),
+        ("plans for this December", d(2026, 12, 1), d(2027, 1, 1)),
+        ("what happened in June", d(2025, 6, 1), d(2025, 7, 1)),
+        ("What did I buy two weeks ago?", d(2026, 4, 26), d(2026, 5, 3)),
+        ("Who did I meet 3 days ago?", d(2026, 5, 10), d(2026, 5, 11)),
+        ("what did I start a month ago", d(2026, 4, 1), d(2026, 5, 1)),
+        ("where was I two years ago", d(2024, 1, 1), d(2025, 1, 1)),
+        ("What did I eat yesterday?", d(2026, 5, 12), d(2026, 5, 13)),
+        ("What did I do last Tuesday?", d(2026, 5, 12), d(2026, 5, 13)),
+        ("what did I do on 2025-12-24", d(2025, 12, 24), d(2025, 12, 25)),
+        ("what did I do on 7 May 2023", d(2023, 5, 7), d(2023, 5, 8)),
+        ("what did I do last week", d(2026, 5, 4), d(2026, 5, 11)),
+        ("what did I do this week", d(2026, 5, 11), d(2026, 5, 18)),
+        ("what did I do last month", d(2026, 4, 1), d(2026, 5, 1)),
+        ("what did I do last year", d(2025, 1, 1), d(2026, 1, 1)),
+        ("what did I do in the past month", d(2026, 4, 13, 15, 30), AS_OF),
+        ("What did I do before 2023?", None, d(2023, 1, 1)),
+        ("What did I do until 2023?", None, d(2024, 1, 1)),
+        ("What have I read since March 2025?", d(2025, 3, 1), None),
+        ("What did I do after 7 May 2023?", d(2023, 5, 8), None),
+    ],
+)
+def test_windows(question: str, start: datetime | None, end: datetime | None) -> None:
+    got = read_question(question, AS_OF)
+    assert got.window is not None, question
+    assert (got.window.start, got.window.end) == (start, end)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Where is my 2019 Honda Civic serviced?",  # a model year
+        "What is my sister's name?",
+        "What did I do on 03/04/2023?",  # day and month order unknown
+        "Which restaurant did I like on May 7?",  # no year: ambiguous
+    ],
+)
+def test_no_window(question: str) -> None:
+    assert read_question(question, AS_OF).window is None
+
+
+@pytest.mark.parametrize(
+    ("question", "order"),
+    [
+        ("What was the first car I owned?", "earliest"),
+        ("When did I originally move to Lisbon?", "earliest"),
+        ("What is my most recent hobby?", "latest"),
+        ("Where do I live now?", "latest"),
+        ("What am I currently reading?", "latest"),
+        ("What is my first name?", None),
+        ("Did I take a first aid course?", None),
+        ("What do I like?", None),
+    ],
+)
+def test_order(question: str, order: str | None) -> None:
+    assert read_question(question, AS_OF).order == order
+
+
+def test_an_undated_before_is_an_anchor_for_the_caller() -> None:
+    got = read_question("What did I buy before my trip to Rome?", AS_OF)
+    assert got.window is None
+    assert got.anchor == Anchor("before", "my trip to Rome")
+    after = read_question("Where did I eat after the wedding, and with whom?", AS_OF)
+    assert after.anchor == Anchor("after", "the wedding")
+
+
+def test_a_window_holds_and_overlaps() -> None:
+    window = read_question("in 2021", AS_OF).window
+    assert window is not None
+    assert window.holds(d(2021, 6, 1)) and not window.holds(d(2022, 1, 1))
+    assert window.overlaps(d(2019, 1, 1), d(2021, 2, 1))
+    assert window.overlaps(d(2020, 1, 1), None)
+    assert not window.overlaps(d(2022, 1, 1), None)
+    assert not window.overlaps(None, d(2020, 12, 31))
+
+
+def test_as_of_must_be_aware() -> None:
+    with pytest.raises(ValueError):
+        read_question("in 2021", datetime(2026, 1, 1))
