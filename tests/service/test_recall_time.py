@@ -56,16 +56,12 @@ async def test_validity_decides_what_held_then_and_what_holds_now(deps, alice):
         valid_from="2019-01-01T00:00:00Z",
         valid_to="2022-06-30T00:00:00Z",
     )
-    berlin = await _remember(
-        deps, alice, "I live in Berlin.", valid_from="2022-07-01T00:00:00Z"
-    )
+    berlin = await _remember(deps, alice, "I live in Berlin.", valid_from="2022-07-01T00:00:00Z")
     now = await call(deps, alice, "recall", query="Where do I live?", as_of=AS_OF)
     assert _ids(now) == [berlin]  # Lisbon's span has ended
     then = await call(deps, alice, "recall", query="Where did I live in 2021?", as_of=AS_OF)
     assert _ids(then) == [lisbon]  # Berlin's span had not begun
-    back = await call(
-        deps, alice, "recall", query="Where do I live?", as_of="2020-05-01T00:00:00Z"
-    )
+    back = await call(deps, alice, "recall", query="Where do I live?", as_of="2020-05-01T00:00:00Z")
     assert _ids(back) == [lisbon]
     # The same for the prompt a model without this server would get.
     prompt = await call(
