@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for n, conv in enumerate(conversations):
                 client = server.client_for(username("locomo", n, conv.sample_id))
                 started = time.perf_counter()
-                keys_of = ingest(
+                keys_of, refused = ingest(
                     client, conv.sample_id, conv.keys, [{"text": t} for t in conv.texts]
                 )
                 ingested = time.perf_counter() - started
@@ -192,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 asked = time.perf_counter() - started
                 client.close()
                 print(
-                    f"{conv.sample_id}: {len(conv.texts)} memories stored in {ingested:.1f}s, "
+                    f"{conv.sample_id}: {len(conv.texts)} turns sent in {ingested:.1f}s "
+                    f"({len(refused)} refused as secrets), "
                     f"{len(conv.queries)} questions in {asked:.1f}s",
                     flush=True,
                 )

@@ -33,7 +33,10 @@ with the pieces in :mod:`scripts.bench.recall_quality`):
   <role>: <content>"``, and nothing else: the tools have no field for when
   something happened (``last_confirmed_at`` is when a fact was last verified,
   not the date of the conversation), so the session's date travels in the
-  text only, the same text the baselines see;
+  text only, the same text the baselines see. A turn the server refuses as a
+  secret (``SECRET_REJECTED``; a failed item fails alone) is not stored, as for
+  any client: it counts as not recalled, the baselines still rank it, and the
+  run says how many there were and how many of them were evidence;
 - asks the question with ``recall`` (``limit`` 50 by default, the tool's
   maximum, so that ten distinct sessions can come back) and maps the returned
   ids back to turn keys; a memory stored for two identical turns counts for
@@ -280,13 +283,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"cosine baseline: {time.perf_counter() - started:.1f}s", flush=True)
 
     stored = asked = 0.0
+    refusals: list[tuple[Question, str]] = []
     with tempfile.TemporaryDirectory(prefix="ownsona-lme-", dir=args.workdir) as tmp:
         server = Server(Path(tmp), "lme")
         try:
             for n, q in enumerate(questions):
                 client = server.client_for(username("lme", n, q.id))
                 started = time.perf_counter()
-                keys_of = ingest(client, q.id, q.keys, [{"text": t} for t in q.texts])
+                keys_of, refused = ingest(client, q.id, q.keys, [{"text": t} for t in q.texts])
                 ingested = time.perf_counter() - started
                 started = time.perf_counter()
                 matches = client.call("recall", {"query": q.question, "limit": args.limit})[
@@ -295,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 recalled = time.perf_counter() - started
                 client.close()
                 stored, asked = stored + ingested, asked + recalled
+                refusals.extend((q, key) for key in refused)
                 ranked = {
                     "ownsona recall": [k for m in matches for k in keys_of[int(m["id"])]],
                     "BM25": [q.keys[i] for i in BM25(q.texts).top(q.question, args.limit)],
@@ -313,12 +318,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "abstention": q.abstention,
                         "evidence_sessions": q.evidence_sessions,
                         "evidence": q.evidence,
+                        "refused": refused,
                         **{s.split()[0].lower(): keys for s, keys in ranked.items()},
                     }
                 )
                 print(
-                    f"{n + 1}/{len(questions)} {q.id} ({q.type}): {len(q.texts)} memories "
-                    f"stored in {ingested:.1f}s, recall {recalled * 1000:.0f} ms",
+                    f"{n + 1}/{len(questions)} {q.id} ({q.type}): {len(q.texts)} turns sent in "
+                    f"{ingested:.1f}s ({len(refused)} refused as secrets), "
+                    f"recall {recalled * 1000:.0f} ms",
                     flush=True,
                 )
         finally:
@@ -332,6 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Turn level (questions with a stored evidence turn; {args.roles} turns stored):")
     print(table(turns, groups, TURN_METRICS))
     print()
+    print(
+        f"{len(refusals)} turns refused as secrets (SECRET_REJECTED), in "
+        f"{len({q.id for q, _ in refusals})} questions; evidence among them: "
+        f"{sum(key in q.evidence for q, key in refusals)} turns, "
+        f"{sum(q.session_of[key] in q.evidence_sessions for q, key in refusals)} in evidence "
+        "sessions"
+    )
     print(
         f"wall time {time.perf_counter() - began:.0f}s; remember_batch {stored:.0f}s in all "
         f"({sum(len(q.texts) for q in questions) / max(stored, 1e-9):.0f} memories/s), "

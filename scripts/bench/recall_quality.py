@@ -268,16 +268,25 @@ def username(prefix: str, n: int, sample_id: str) -> str:
 
 def ingest(
     client: McpClient, label: str, keys: Sequence[str], items: Sequence[dict[str, Any]]
-) -> dict[int, list[str]]:
-    """Store every item (``remember`` arguments) with remember_batch; memory id -> turn keys."""
+) -> tuple[dict[int, list[str]], list[str]]:
+    """Store every item (``remember`` arguments) with remember_batch.
+
+    Returns memory id -> turn keys, and the keys of the turns the server refused
+    as secrets (``SECRET_REJECTED``: a failed item fails alone, as for any client;
+    such a turn is not stored and cannot be recalled). Any other failure ends the run.
+    """
     by_id: dict[int, list[str]] = collections.defaultdict(list)
+    refused: list[str] = []
     for start in range(0, len(items), BATCH):
         out = client.call(
             "remember_batch",
             {"items": list(items[start : start + BATCH]), "dedup_policy": "insert"},
         )
-        if out["summary"]["failed"]:
-            raise SystemExit(f"{label}: remember_batch failed for some items: {out['results']}")
         for key, result in zip(keys[start : start + BATCH], out["results"], strict=True):
-            by_id[int(result["memory_id"])].append(key)  # an exact repeat maps to the first copy
-    return by_id
+            if result["ok"]:
+                by_id[int(result["memory_id"])].append(key)  # an exact repeat: the first copy
+            elif result["error"]["code"] == "SECRET_REJECTED":
+                refused.append(key)
+            else:
+                raise SystemExit(f"{label}: remember_batch failed for {key}: {result['error']}")
+    return by_id, refused
