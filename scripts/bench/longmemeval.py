@@ -30,10 +30,12 @@ with the pieces in :mod:`scripts.bench.recall_quality`):
   at session level (their evidence session's user turns are stored) and are
   left out of the turn-level figures;
 - stores each turn's ``text`` as the data gives it, ``"[<session date>]
-  <role>: <content>"``, and nothing else: the tools have no field for when
-  something happened (``last_confirmed_at`` is when a fact was last verified,
-  not the date of the conversation), so the session's date travels in the
-  text only, the same text the baselines see. A turn the server refuses as a
+  <role>: <content>"`` (the same text the baselines see), with the session's
+  date as the turn's ``occurred_at`` (event time, issue 17), and asks each
+  question with ``as_of`` its ``question_date``, as a client that knows when
+  a conversation happened and when it is asked would; ``--no-event-time``
+  stores the text alone and asks at the server's now (the data's dates, taken
+  as UTC, are all in the past). A turn the server refuses as a
   secret (``SECRET_REJECTED``; a failed item fails alone) is not stored, as for
   any client: it counts as not recalled, the baselines still rank it, and the
   run says how many there were and how many of them were evidence;
@@ -131,6 +133,9 @@ class Question:
     evidence_sessions: tuple[str, ...]
     #: The stored turns LongMemEval labels has_answer.
     evidence: tuple[str, ...]
+    #: Each stored turn's session date, and when the question is asked (RFC 3339, UTC).
+    dates: tuple[str, ...] = ()
+    asked_at: str | None = None
 
 
 def load(paths: Sequence[Path], roles: frozenset[str]) -> list[Question]:
@@ -151,9 +156,22 @@ def load(paths: Sequence[Path], roles: frozenset[str]) -> list[Question]:
                 session_of={m["key"]: m["session"] for m in turns},
                 evidence_sessions=tuple(query["evidence_sessions"]),
                 evidence=tuple(m["key"] for m in turns if m["has_answer"]),
+                dates=tuple(_rfc3339(m["date_iso"]) for m in turns),
+                asked_at=_rfc3339(_iso_of(query["question_date"])),
             )
         )
     return out
+
+
+def _iso_of(lme_date: str) -> str:
+    """LongMemEval's ``2024/01/08 (Mon) 09:27`` as ``2024-01-08T09:27``."""
+    day, _weekday, clock = lme_date.split()
+    return f"{day.replace('/', '-')}T{clock}"
+
+
+def _rfc3339(iso_minutes: str) -> str:
+    """``2023-06-13T19:33`` (the data's local time, taken as UTC) as RFC 3339."""
+    return f"{iso_minutes}:00Z"
 
 
 def pick(questions: Sequence[Question], n: int | None) -> list[Question]:
@@ -250,6 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "server's fresh data directory goes under it",
     )
     parser.add_argument(
+        "--no-event-time",
+        action="store_true",
+        help="store the text only and ask at the server's now (default: each turn's "
+        "occurred_at is its session's date, and recall's as_of the question's date)",
+    )
+    parser.add_argument(
         "--self-check", action="store_true", help="check the metrics on hand-made cases and exit"
     )
     args = parser.parse_args(argv)
@@ -290,12 +314,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             for n, q in enumerate(questions):
                 client = server.client_for(username("lme", n, q.id))
                 started = time.perf_counter()
-                keys_of, refused = ingest(client, q.id, q.keys, [{"text": t} for t in q.texts])
+                items = (
+                    [{"text": t} for t in q.texts]
+                    if args.no_event_time
+                    else [
+                        {"text": t, "occurred_at": d} for t, d in zip(q.texts, q.dates, strict=True)
+                    ]
+                )
+                keys_of, refused = ingest(client, q.id, q.keys, items)
                 ingested = time.perf_counter() - started
                 started = time.perf_counter()
-                matches = client.call("recall", {"query": q.question, "limit": args.limit})[
-                    "matches"
-                ]
+                ask: dict[str, Any] = {"query": q.question, "limit": args.limit}
+                if not args.no_event_time and q.asked_at:
+                    ask["as_of"] = q.asked_at
+                matches = client.call("recall", ask)["matches"]
                 recalled = time.perf_counter() - started
                 client.close()
                 stored, asked = stored + ingested, asked + recalled
