@@ -137,8 +137,11 @@ async def _ranked(
                     limit=limit,
                     relations=deps.settings.relation_extractor != "off",
                 )
-                # A question about a time asks what held then, not what holds now.
-                if deps.settings.recall_latest_first and when.window is None
+                # A question about a time asks what held then, not what holds now; one
+                # that asks for the first wants the earliest, not the latest.
+                if deps.settings.recall_latest_first
+                and when.window is None
+                and when.order != "earliest"
                 else recall_latest.Marked([c.key for c in ordered[:limit]])
             )
     except BaseException as ex:

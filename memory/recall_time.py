@@ -43,12 +43,13 @@ async def read(
         return replace(when, anchor=None)
     instant = event_time(row).instant
     said = f"{when.anchor.side} {when.anchor.phrase}"
-    window = (
-        query_time.Window(None, instant, said)
-        if when.anchor.side == "before"
+    if when.anchor.side == "before":
+        window = query_time.Window(None, instant, said)
+    elif instant < datetime.max.replace(tzinfo=instant.tzinfo):
         # After the anchor's own moment: the anchor itself is not "after" it.
-        else query_time.Window(instant + timedelta(microseconds=1), None, said)
-    )
+        window = query_time.Window(instant + timedelta(microseconds=1), None, said)
+    else:
+        return replace(when, anchor=None)  # nothing comes after the end of the calendar
     return query_time.QuestionTime(window, when.order, None)
 
 

@@ -52,14 +52,14 @@ _MONTHS = {
     "november": 11,
     "december": 12,
 }
-_MONTH_NUMBER = {
+MONTH_NUMBER = {
     **_MONTHS,
     **{name[:3]: n for name, n in _MONTHS.items()},
     "sept": 9,
 }
-_MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True)) + r")\.?"
+MONTH_PATTERN = r"(?P<month>" + "|".join(sorted(MONTH_NUMBER, key=len, reverse=True)) + r")\.?"
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBER_WORDS = {
+NUMBER_WORDS = {
     "a": 1,
     "an": 1,
     "one": 1,
@@ -103,13 +103,13 @@ _DAY_MONTH_YEAR = re.compile(
     r"(?<![0-9A-Za-z])(?P<day>[0-9]{1,2})"
     + _ORDINAL
     + r"(?:\s+of)?\s+"
-    + _MONTH
+    + MONTH_PATTERN
     + r",?\s+(?P<year>[0-9]{4})(?![0-9A-Za-z])",
     _FLAGS,
 )
 _MONTH_DAY_YEAR = re.compile(
     r"(?<![0-9A-Za-z])"
-    + _MONTH
+    + MONTH_PATTERN
     + r"\s+(?P<day>[0-9]{1,2})"
     + _ORDINAL
     + r",?\s+(?P<year>[0-9]{4})(?![0-9A-Za-z])",
@@ -126,7 +126,7 @@ _LAST_SPAN = re.compile(
     r"(?<!the )(?<!this )(?<!past )\blast\s+(?P<unit>week|month|year)\b(?!\s+of\b)", _FLAGS
 )
 _AGO = re.compile(
-    r"(?<![0-9A-Za-z])(?P<count>[0-9]{1,4}|" + "|".join(_NUMBER_WORDS) + r")\s+"
+    r"(?<![0-9A-Za-z])(?P<count>[0-9]{1,4}|" + "|".join(NUMBER_WORDS) + r")\s+"
     r"(?P<unit>day|week|month|year)s?\s+ago\b",
     _FLAGS,
 )
@@ -143,13 +143,13 @@ _AMBIGUOUS = (
         r"(?<![0-9A-Za-z])[0-9]{1,2}"
         + _ORDINAL
         + r"(?:\s+of)?\s+"
-        + _MONTH.replace("(?P<month>", "(?:")
+        + MONTH_PATTERN.replace("(?P<month>", "(?:")
         + r"(?![A-Za-z])",
         _FLAGS,
     ),
     re.compile(
         r"(?<![0-9A-Za-z])"
-        + _MONTH.replace("(?P<month>", "(?:")
+        + MONTH_PATTERN.replace("(?P<month>", "(?:")
         + r"\s+[0-9]{1,2}"
         + _ORDINAL
         + r"(?![0-9A-Za-z:])",
@@ -195,13 +195,13 @@ def _blank(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
-def _midnight(day: date) -> datetime:
+def midnight(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _day(year: int, month: int, day: int) -> datetime | None:
     try:
-        return _midnight(date(year, month, day))
+        return midnight(date(year, month, day))
     except ValueError:
         return None
 
@@ -229,7 +229,7 @@ def _iso(match: re.Match[str], _today: date) -> datetime | None:
 
 
 def _named(match: re.Match[str], _today: date) -> datetime | None:
-    month = _MONTH_NUMBER[match["month"].lower()]
+    month = MONTH_NUMBER[match["month"].lower()]
     return _day(int(match["year"]), month, int(match["day"]))
 
 
@@ -255,7 +255,7 @@ def _last_span(match: re.Match[str], today: date) -> datetime | None:
 
 def _ago(match: re.Match[str], today: date) -> datetime | None:
     raw = match["count"].lower()
-    count = _NUMBER_WORDS[raw] if raw in _NUMBER_WORDS else int(raw)
+    count = NUMBER_WORDS[raw] if raw in NUMBER_WORDS else int(raw)
     unit = match["unit"].lower()
     if unit == "day":
         return _minus(today, days=count)
@@ -274,7 +274,7 @@ def _minus(today: date, *, days: int = 0, months: int = 0) -> datetime | None:
             if year < 1:
                 return None
             today = date(year, month, min(today.day, monthrange(year, month)[1]))
-        return _midnight(today - timedelta(days=days))
+        return midnight(today - timedelta(days=days))
     except (ValueError, OverflowError):
         return None
 

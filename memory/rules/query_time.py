@@ -41,48 +41,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from .event_dates import event_date
+from .event_dates import MONTH_NUMBER, MONTH_PATTERN, NUMBER_WORDS, event_date, midnight
 
 _FLAGS = re.IGNORECASE | re.ASCII
-_MONTHS = (
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-)
-_MONTH_NUMBER = {
-    **{m: i + 1 for i, m in enumerate(_MONTHS)},
-    **{m[:3]: i + 1 for i, m in enumerate(_MONTHS)},
-    "sept": 9,
-}
-_MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True)) + r")\.?"
 _YEAR = r"(?P<year>(?:19|20)[0-9]{2})"
-_NUMBER_WORDS = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-}
+#: The months a lower-case word may also be ("may", "march"): read only when capitalised.
+_WORD_MONTHS = frozenset({"may", "march"})
 
 
 @dataclass(frozen=True)
@@ -129,10 +95,6 @@ class QuestionTime:
         return self.window is None and self.order is None and self.anchor is None
 
 
-def _midnight(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
-
-
 def _month_start(year: int, month: int) -> datetime:
     return datetime(year, month, 1, tzinfo=UTC)
 
@@ -158,11 +120,13 @@ def _shift_months(year: int, month: int, by: int) -> tuple[int, int]:
 # --- spans -------------------------------------------------------------------
 
 _SIDE = re.compile(
-    r"\b(?P<side>before|until|till|prior\s+to|after|since)\s+(?P<rest>[^?.!,;]+)", _FLAGS
+    # "the day before yesterday" is a day, read by event_dates, not "before yesterday".
+    r"\b(?<!day )(?P<side>before|until|till|prior\s+to|after|since)\s+(?P<rest>[^?.!,;]+)",
+    _FLAGS,
 )
-_MONTH_YEAR = re.compile(r"(?<![0-9A-Za-z])" + _MONTH + r",?\s+" + _YEAR + r"\b", _FLAGS)
+_MONTH_YEAR = re.compile(r"(?<![0-9A-Za-z])" + MONTH_PATTERN + r",?\s+" + _YEAR + r"\b", _FLAGS)
 _NAMED_MONTH = re.compile(
-    r"\b(?P<which>last|this|in|during|of)\s+" + _MONTH + r"(?![A-Za-z0-9])(?!\s+[0-9])", _FLAGS
+    r"\b(?P<which>last|this|in|during)\s+" + MONTH_PATTERN + r"(?![A-Za-z0-9])(?!\s+[0-9])", _FLAGS
 )
 _CALENDAR = re.compile(
     r"\b(?P<the>the\s+)?(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)\b"
@@ -170,7 +134,7 @@ _CALENDAR = re.compile(
     _FLAGS,
 )
 _AGO = re.compile(
-    r"(?<![0-9A-Za-z])(?P<count>[0-9]{1,3}|" + "|".join(_NUMBER_WORDS) + r")\s+"
+    r"(?<![0-9A-Za-z])(?P<count>[0-9]{1,3}|" + "|".join(NUMBER_WORDS) + r")\s+"
     r"(?P<unit>day|week|month|year)s?\s+ago\b",
     _FLAGS,
 )
@@ -189,7 +153,7 @@ def _calendar(m: re.Match[str], as_of: datetime) -> Window | None:
     back = 0 if which == "this" else 1
     if unit == "week":
         monday = today - timedelta(days=today.weekday() + 7 * back)
-        return Window(_midnight(monday), _midnight(monday + timedelta(days=7)), said)
+        return Window(midnight(monday), midnight(monday + timedelta(days=7)), said)
     if unit == "month":
         year, month = _shift_months(today.year, today.month, -back)
         return _month_window(year, month, said)
@@ -197,7 +161,9 @@ def _calendar(m: re.Match[str], as_of: datetime) -> Window | None:
 
 
 def _named_month(m: re.Match[str], as_of: datetime) -> Window | None:
-    month = _MONTH_NUMBER[m["month"].lower()]
+    if m["month"].lower() in _WORD_MONTHS and not m["month"][0].isupper():
+        return None  # "this may sound odd", "in march order": words, not months
+    month = MONTH_NUMBER[m["month"].lower()]
     which = m["which"].lower()
     today = as_of.date()
     year = today.year
@@ -215,18 +181,18 @@ def _named_month(m: re.Match[str], as_of: datetime) -> Window | None:
 
 def _ago(m: re.Match[str], as_of: datetime) -> Window | None:
     raw = m["count"].lower()
-    count = _NUMBER_WORDS[raw] if raw in _NUMBER_WORDS else int(raw)
+    count = NUMBER_WORDS[raw] if raw in NUMBER_WORDS else int(raw)
     unit = m["unit"].lower()
     today = as_of.date()
     said = m.group(0)
     try:
         if unit == "day":
             day = today - timedelta(days=count)
-            return Window(_midnight(day), _midnight(day + timedelta(days=1)), said)
+            return Window(midnight(day), midnight(day + timedelta(days=1)), said)
         if unit == "week":
             day = today - timedelta(days=7 * count)
             return Window(
-                _midnight(day - timedelta(days=3)), _midnight(day + timedelta(days=4)), said
+                midnight(day - timedelta(days=3)), midnight(day + timedelta(days=4)), said
             )
     except OverflowError:
         return None
@@ -235,7 +201,7 @@ def _ago(m: re.Match[str], as_of: datetime) -> Window | None:
     return _year_window(today.year - count, said)
 
 
-def _span(text: str, as_of: datetime) -> Window | None:
+def _read_span(text: str, as_of: datetime) -> Window | None:
     """The span ``text`` names, most specific reading first; None if it names none."""
     # Spans before days: event_dates reads "two weeks ago" and "last month" as one day.
     m = _AGO.search(text)
@@ -247,11 +213,11 @@ def _span(text: str, as_of: datetime) -> Window | None:
     day = event_date(text, as_of)
     if day is not None:
         if day.hour or day.minute or day.second:  # an instant: its day
-            day = _midnight(day.date())
+            day = midnight(day.date())
         return Window(day, day + timedelta(days=1), day.date().isoformat())
     m = _MONTH_YEAR.search(text)
     if m:
-        return _month_window(int(m["year"]), _MONTH_NUMBER[m["month"].lower()], m.group(0))
+        return _month_window(int(m["year"]), MONTH_NUMBER[m["month"].lower()], m.group(0))
     m = _NAMED_MONTH.search(text)
     if m:
         return _named_month(m, as_of)
@@ -288,7 +254,19 @@ def _order(question: str) -> str | None:
 
 # --- the question ------------------------------------------------------------
 
-_ANCHOR_START = re.compile(r"^(?:my|our|the|i|we|his|her|their|a|an)\b", _FLAGS)
+#: An undated anchor is a noun phrase ("my trip to Rome", "the wedding"), not a clause
+#: ("since I'm vegetarian", "since we fly in June": a reason, not a time).
+_ANCHOR_START = re.compile(r"^(?:my|our|the|his|her|their)\b", _FLAGS)
+#: What a date after before/after/since/until starts with: a clause that merely holds a
+#: date later on ("since we fly to Rome in June") is no bound.
+_DATE_START = re.compile(
+    r"^\s*(?:the\s+)?(?:[0-9]|last\b|this\b|past\b|previous\b|yesterday\b|today\b|"
+    + MONTH_PATTERN
+    + r"|(?:"
+    + "|".join(NUMBER_WORDS)
+    + r")\s+(?:day|week|month|year)s?\s+ago\b)",
+    _FLAGS,
+)
 
 
 def read_question(question: str, as_of: datetime) -> QuestionTime:
@@ -300,7 +278,7 @@ def read_question(question: str, as_of: datetime) -> QuestionTime:
     side = _SIDE.search(question)
     if side:
         word = " ".join(side["side"].lower().split())
-        span = _span(side["rest"], as_of)
+        span = _span(side["rest"], as_of) if _DATE_START.match(side["rest"]) else None
         if span is not None:
             said = side.group(0).strip()
             if word in ("before", "prior to"):
@@ -317,6 +295,14 @@ def read_question(question: str, as_of: datetime) -> QuestionTime:
             later = word in ("after", "since")
             return QuestionTime(None, order, Anchor("after" if later else "before", phrase))
     return QuestionTime(_span(question, as_of), order)
+
+
+def _span(text: str, as_of: datetime) -> Window | None:
+    """The span ``text`` names (:func:`_read_span`); none at the calendar's ends."""
+    try:
+        return _read_span(text, as_of)
+    except (OverflowError, ValueError):
+        return None  # "on 9999-12-31", "last week" as of year 1: off the calendar
 
 
 # --- what it does to ranking ---------------------------------------------------

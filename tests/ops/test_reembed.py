@@ -303,11 +303,15 @@ _EVENT_TIMES = (
 
 
 def _set_event_times(url: str, memory_id: int) -> list[tuple[Any, ...]]:
-    """Give a row an event time (issue 17) that re-embedding must keep; return it as stored."""
+    """Give a row an event time (issue 17) that re-embedding must keep; return it as stored.
+
+    The span still holds today (valid_to far ahead): recall hides facts that no longer
+    hold, and the tests recall this row after the run.
+    """
     sql(
         url,
         "UPDATE memories SET occurred_at = '2023-05-07T00:00:00Z', occurred_at_parsed = true,"
-        " valid_from = '2023-01-01T00:00:00Z', valid_to = '2024-01-01T00:00:00Z' WHERE id = %s",
+        " valid_from = '2023-01-01T00:00:00Z', valid_to = '2999-01-01T00:00:00Z' WHERE id = %s",
         memory_id,
     )
     stored = sql(url, _EVENT_TIMES, memory_id)

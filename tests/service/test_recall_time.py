@@ -103,6 +103,19 @@ async def test_first_and_most_recent(deps, alice):
     assert second in _ids(latest)
 
 
+async def test_first_wins_over_latest_truth_first_and_recurring_events_are_no_conflict(deps, alice):
+    first = await _remember(deps, alice, "I ran the Berlin half marathon in 2019.")
+    again = await _remember(deps, alice, "I ran the Berlin half marathon in 2023.")
+    out = await call(deps, alice, "recall", query="When did I first run the Berlin half marathon?")
+    assert _ids(out)[:2] == [first, again]
+    # Two runs in two years are two events, not one fact that changed.
+    assert not any("older_than" in m for m in out["matches"])
+    latest = await call(
+        deps, alice, "recall", query="When did I last run the Berlin half marathon?"
+    )
+    assert again in _ids(latest)
+
+
 async def test_a_window_brings_in_facts_of_that_time_beyond_the_nearest(deps, alice):
     fillers = [f"I went to a concert with friend number {i}." for i in range(60)]
     await call(

@@ -44,6 +44,8 @@ def d(*parts: int) -> datetime:
         ("What did I do until 2023?", None, d(2024, 1, 1)),
         ("What have I read since March 2025?", d(2025, 3, 1), None),
         ("What did I do after 7 May 2023?", d(2023, 5, 8), None),
+        ("What did I cook the day before yesterday?", d(2026, 5, 11), d(2026, 5, 12)),
+        ("What did I plant in May?", d(2026, 5, 1), d(2026, 6, 1)),
     ],
 )
 def test_windows(question: str, start: datetime | None, end: datetime | None) -> None:
@@ -59,6 +61,10 @@ def test_windows(question: str, start: datetime | None, end: datetime | None) ->
         "What is my sister's name?",
         "What did I do on 03/04/2023?",  # day and month order unknown
         "Which restaurant did I like on May 7?",  # no year: ambiguous
+        "This may sound odd, but where do I work?",  # "may", the word
+        "Since I'm vegetarian, what should I cook tonight?",  # a reason, not a time
+        "What do we eat on the Fourth of July?",  # a feast, not the month
+        "What happened on 9999-12-31?",  # the calendar's last day has no next
     ],
 )
 def test_no_window(question: str) -> None:
@@ -88,6 +94,24 @@ def test_an_undated_before_is_an_anchor_for_the_caller() -> None:
     assert got.anchor == Anchor("before", "my trip to Rome")
     after = read_question("Where did I eat after the wedding, and with whom?", AS_OF)
     assert after.anchor == Anchor("after", "the wedding")
+
+
+def test_a_clause_after_since_is_no_bound_but_its_month_still_counts() -> None:
+    got = read_question("What should I pack, since we fly to Rome in June?", AS_OF)
+    assert got.anchor is None
+    assert got.window is not None and got.window.start == d(2025, 6, 1)
+
+
+@pytest.mark.parametrize(
+    ("question", "as_of"),
+    [
+        ("what did I do last week", datetime(1, 1, 1, tzinfo=UTC)),
+        ("what did I do this week", datetime(9999, 12, 31, tzinfo=UTC)),
+        ("what happened two years ago", datetime(1, 6, 1, tzinfo=UTC)),
+    ],
+)
+def test_the_ends_of_the_calendar_read_as_no_time(question: str, as_of: datetime) -> None:
+    assert read_question(question, as_of).window is None
 
 
 def test_a_window_holds_and_overlaps() -> None:
