@@ -148,3 +148,10 @@ async def test_a_bad_as_of_is_refused_with_the_field_named(deps, alice):
     await _remember(deps, alice, "I live in Berlin.")
     error = await fails(deps, alice, "recall", "INVALID_INPUT", query="where", as_of="last week")
     assert (error.detail or {}).get("field") == "as_of"
+
+
+async def test_another_users_facts_of_the_window_never_come_in(deps, alice, bob):
+    await _remember(deps, bob, "We saw a jazz band downtown.", occurred_at="2021-08-20T00:00:00Z")
+    mine = await _remember(deps, alice, "I like quiet evenings at home.")
+    out = await call(deps, alice, "recall", query="Which concert did I go to in 2021?", as_of=AS_OF)
+    assert _ids(out) == [mine]
