@@ -316,6 +316,8 @@ WINDOW_WEIGHT = 0.3
 #: this of the best one's (the ones about the thing asked), the first (or latest) in
 #: time gets as much added, so it leads them; the others keep their order.
 ORDER_MARGIN = 0.3
+#: ... provided their times span at least this much.
+ORDER_SPREAD = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -378,6 +380,10 @@ def time_scores(
         scored = {k: relevance[k] + out[k] for k in times}
         best = max(scored.values())
         about = [k for k in times if scored[k] >= best - ORDER_MARGIN]
-        pick = min if when.order == "earliest" else max
-        out[pick(about, key=lambda k: times[k].instant)] += ORDER_MARGIN
+        instants = [times[k].instant for k in about]
+        # Facts all told within a day (an import, a batch) have no order worth trusting:
+        # their stored times say when they were written down, not what came first.
+        if max(instants) - min(instants) >= ORDER_SPREAD:
+            pick = min if when.order == "earliest" else max
+            out[pick(about, key=lambda k: times[k].instant)] += ORDER_MARGIN
     return out

@@ -104,8 +104,12 @@ async def test_first_and_most_recent(deps, alice):
 
 
 async def test_first_wins_over_latest_truth_first_and_recurring_events_are_no_conflict(deps, alice):
-    first = await _remember(deps, alice, "I ran the Berlin half marathon in 2019.")
-    again = await _remember(deps, alice, "I ran the Berlin half marathon in 2023.")
+    first = await _remember(
+        deps, alice, "I ran the Berlin half marathon in 2019.", occurred_at="2019-04-07T09:00:00Z"
+    )
+    again = await _remember(
+        deps, alice, "I ran the Berlin half marathon in 2023.", occurred_at="2023-04-02T09:00:00Z"
+    )
     out = await call(deps, alice, "recall", query="When did I first run the Berlin half marathon?")
     assert _ids(out)[:2] == [first, again]
     # Two runs in two years are two events, not one fact that changed.

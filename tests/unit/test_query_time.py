@@ -127,3 +127,19 @@ def test_a_window_holds_and_overlaps() -> None:
 def test_as_of_must_be_aware() -> None:
     with pytest.raises(ValueError):
         read_question("in 2021", datetime(2026, 1, 1))
+
+
+def test_first_lifts_the_earliest_of_the_relevant_and_only_when_times_are_spread() -> None:
+    from memory.rules.query_time import ORDER_MARGIN, EventTime, time_scores
+
+    first = read_question("What was the first car I bought?", AS_OF)
+    times = {
+        1: EventTime(d(2012, 3, 1), None, None, AS_OF),
+        2: EventTime(d(2018, 9, 1), None, None, AS_OF),
+        3: EventTime(d(2001, 1, 1), None, None, AS_OF),  # earliest, but not about cars
+    }
+    relevance = {1: 0.6, 2: 0.85, 3: 0.2}
+    assert time_scores(times, first, relevance) == {1: ORDER_MARGIN, 2: 0.0, 3: 0.0}
+    # Written down the same day, with no event time: no order to trust.
+    same_day = {k: EventTime(None, None, None, AS_OF.replace(hour=h)) for k, h in ((1, 9), (2, 10))}
+    assert time_scores(same_day, first, {1: 0.6, 2: 0.85}) == {1: 0.0, 2: 0.0}
