@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg import AsyncConnection
-
 from memory.rules import query_time, ranking
 from memory.rules.inputs import Args, memory_id
 from memory.rules.text import clean_text, normalize_tags
@@ -16,7 +14,7 @@ from memory.rules.timestamps import format_timestamp, parse_timestamp
 from storage import memories as store
 from storage.rows import MemoryFilter, ScoredMemoryRow
 
-from . import recall_latest, recall_time
+from . import lexical, recall_latest, recall_time
 from .deps import Deps
 from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
 from .shapes import explain_shape, full_shape, match_shape
@@ -44,23 +42,6 @@ class _Match:
     window: query_time.Window | None = None
 
 
-async def _lexical_side(
-    conn: AsyncConnection, user_id: int, query: str, *, limit: int, tags: list[str]
-) -> tuple[list[ranking.QueryTerm], list[int]]:
-    """The query's weighted terms and the ids of its lexical candidates."""
-    counted = await store.query_term_stats(conn, user_id, query)
-    terms = ranking.weigh_terms(counted.terms, counted.total)
-    ids = await store.lexical_candidates(
-        conn,
-        user_id,
-        terms=[(t.term, t.weight) for t in terms],
-        probe=ranking.probe_terms(terms),
-        candidates=ranking.lexical_candidate_count(limit),
-        tags=tags,
-    )
-    return terms, ids
-
-
 async def _ranked(
     deps: Deps,
     user_id: int,
@@ -82,7 +63,9 @@ async def _ranked(
     embedding = asyncio.ensure_future(deps.embedder.embed_one(query))
     try:
         async with deps.pool.connection() as conn:
-            terms, lexical_ids = await _lexical_side(conn, user_id, query, limit=limit, tags=tags)
+            terms, lexical_ids = await lexical.lexical_side(
+                conn, user_id, query, candidates=ranking.lexical_candidate_count(limit), tags=tags
+            )
             when = await recall_time.read(conn, user_id, query, as_of)
             embedded = await embedding
             timely = await recall_time.window_ids(

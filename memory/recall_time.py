@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from psycopg import AsyncConnection
 
+from memory import lexical
 from memory.rules import query_time, ranking
 from storage import memories as store
 from storage.rows import MemoryRow
@@ -29,15 +30,7 @@ async def read(
     when = query_time.read_question(question, as_of)
     if when.anchor is None:
         return when
-    counted = await store.query_term_stats(conn, user_id, when.anchor.phrase)
-    terms = ranking.weigh_terms(counted.terms, counted.total)
-    ids = await store.lexical_candidates(
-        conn,
-        user_id,
-        terms=[(t.term, t.weight) for t in terms],
-        probe=ranking.probe_terms(terms),
-        candidates=1,
-    )
+    _, ids = await lexical.lexical_side(conn, user_id, when.anchor.phrase, candidates=1)
     row = await store.get_memory(conn, user_id, ids[0]) if ids else None
     if row is None:
         return replace(when, anchor=None)

@@ -58,7 +58,7 @@ MONTH_NUMBER = {
     "sept": 9,
 }
 MONTH_PATTERN = r"(?P<month>" + "|".join(sorted(MONTH_NUMBER, key=len, reverse=True)) + r")\.?"
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 NUMBER_WORDS = {
     "a": 1,
     "an": 1,
@@ -120,7 +120,7 @@ _YESTERDAY = re.compile(r"\byesterday\b", _FLAGS)
 _TODAY = re.compile(r"\btoday\b", _FLAGS)
 # "the last week" is a span of time, not a day.
 _LAST_WEEKDAY = re.compile(
-    r"(?<!the )\blast\s+(?P<weekday>" + "|".join(_WEEKDAYS) + r")\b(?!\s+of\b)", _FLAGS
+    r"(?<!the )\blast\s+(?P<weekday>" + "|".join(WEEKDAYS) + r")\b(?!\s+of\b)", _FLAGS
 )
 _LAST_SPAN = re.compile(
     r"(?<!the )(?<!this )(?<!past )\blast\s+(?P<unit>week|month|year)\b(?!\s+of\b)", _FLAGS
@@ -241,7 +241,7 @@ def _days_back(days: int) -> _Resolver:
 
 
 def _last_weekday(match: re.Match[str], today: date) -> datetime | None:
-    wanted = _WEEKDAYS.index(match["weekday"].lower())
+    wanted = WEEKDAYS.index(match["weekday"].lower())
     back = (today.weekday() - wanted - 1) % 7 + 1  # 1..7: strictly before today
     return _minus(today, days=back)
 

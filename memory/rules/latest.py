@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Generic, TypeVar
 
+from .event_dates import MONTH_NUMBER, WEEKDAYS
+
 K = TypeVar("K", bound=Hashable)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -167,29 +169,8 @@ _NUMBER_WORDS = frozenset(
         "no",
     ]
 )
-_MONTHS = frozenset(
-    [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-    ]
-)
+#: Month and day names: dates, left out of both values and words.
+_MONTHS = frozenset(MONTH_NUMBER) | frozenset(WEEKDAYS)
 _STOP = frozenset(
     [
         "a",
