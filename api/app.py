@@ -140,7 +140,10 @@ def create_app(
     app.add_error_handler(OAuthError, handle_oauth_error)
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(deps.pool, deps.embedder, runtime.settings.redis_url))
-    app.add_route("/metrics", MetricsResource(settings, metrics, deps.pool, runtime.write_queue))
+    app.add_route(
+        "/metrics",
+        MetricsResource(settings, metrics, deps.pool, runtime.write_queue, dispatcher.admission),
+    )
     add_console_routes(
         app,
         ConsoleServices(

@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 from psycopg_pool import AsyncConnectionPool
 
+from api.mcp.admission import Admission
 from config.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -109,6 +110,12 @@ class Metrics:
         self.pool_max = Gauge(
             "ownsona_db_pool_max", "Most connections the pool may open.", ["pool"], registry=r
         )
+        self.queries_waiting = Gauge(
+            "ownsona_queries_waiting",
+            "recall/search_memory/build_context_prompt calls held back while lighter reads run "
+            "(BUSY_RECALL_LIMIT).",
+            registry=r,
+        )
 
     # --- observers: called on the hot paths, so cheap and never raising ----------
 
@@ -131,8 +138,12 @@ class Metrics:
 
     # --- scrape time -----------------------------------------------------------
 
-    async def refresh(self, pool: AsyncConnectionPool, queue: Any) -> None:
+    async def refresh(
+        self, pool: AsyncConnectionPool, queue: Any, admission: Admission | None = None
+    ) -> None:
         """Read the values that are only worth reading when someone looks."""
+        if admission is not None:
+            self.queries_waiting.set(admission.waiting)
         stats = pool.get_stats()
         name = pool.name
         self.pool_size.labels(name).set(stats.get("pool_size", 0))
@@ -183,11 +194,13 @@ class MetricsResource:
         metrics: Metrics | None,
         pool: AsyncConnectionPool,
         write_queue: Any,
+        admission: Admission | None = None,
     ) -> None:
         self._token = settings.metrics_token
         self._metrics = metrics
         self._pool = pool
         self._write_queue = write_queue
+        self._admission = admission
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         if self._metrics is None:
@@ -200,7 +213,7 @@ class MetricsResource:
                 description="Send Authorization: Bearer <METRICS_TOKEN>.",
                 challenges=['Bearer realm="metrics"'],
             )
-        await self._metrics.refresh(self._pool, self._write_queue)
+        await self._metrics.refresh(self._pool, self._write_queue, self._admission)
         resp.data, resp.content_type = self._metrics.render(req.get_header("Accept"))
         resp.set_header("Cache-Control", "no-store")
 

@@ -41,6 +41,9 @@ class Settings:
     embedding_timeout_s: float = 30.0
     #: onnxruntime threads per local model run (EMBEDDING_THREADS); None: every CPU.
     embedding_threads: int | None = None
+    #: Query calls (recall...) run at once while reads that embed nothing run
+    #: (BUSY_RECALL_LIMIT); None: 2 per CPU with the local model, else no limit; 0: no limit.
+    busy_recall_limit: int | None = None
 
     relation_extractor: str = "rules"
     llm_base_url: str | None = None
@@ -163,6 +166,7 @@ class Settings:
             embedding_model_dir=_optional_path(env.text("EMBEDDING_MODEL_DIR")),
             embedding_timeout_s=env.number("EMBEDDING_TIMEOUT", 30.0, minimum=0.1, maximum=600),
             embedding_threads=env.optional_integer("EMBEDDING_THREADS", minimum=1, maximum=256),
+            busy_recall_limit=env.optional_integer("BUSY_RECALL_LIMIT", minimum=0, maximum=10_000),
             relation_extractor=env.choice("RELATION_EXTRACTOR", "rules", ("rules", "llm", "off")),
             llm_base_url=env.text("LLM_BASE_URL"),
             llm_api_key=env.text("LLM_API_KEY"),

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from api.errors import SURROGATE_MESSAGE, internal_payload, tool_failure_payload
 from api.mcp import jsonrpc, versions
+from api.mcp.admission import Admission
 from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from api.mcp.tools import ToolSpec
 from api.mcp.versions import (
@@ -32,6 +33,8 @@ from api.mcp.versions import (
 from api.runtime import WriteQueue
 from auth.connected_apps import CLI_CLIENT_ID
 from auth.scopes import required_scope
+from config.machine import available_cpus
+from config.settings import Settings
 from memory.audit import AuditLog
 from memory.commands import parse_command
 from memory.deps import Deps
@@ -144,6 +147,7 @@ class McpDispatcher:
         self._use_cases = use_cases
         self._deps = deps
         self._write_queue = write_queue
+        self.admission = Admission(busy_recall_limit(deps.settings))
 
     def required_scope(self, message: Message) -> str | None:
         """The scope a request needs beyond a valid token, or None.
@@ -243,7 +247,20 @@ class McpDispatcher:
         # The app this call speaks for goes with its write (memory.writers): a memory it
         # stores records its writer on the row.
         with writing_as(writer_of(ctx)):
-            payload = await self._run(spec, args, request_id, ctx, explicit_key, extra_arguments)
+            if spec.embeds_query:
+                async with self.admission.query():
+                    payload = await self._run(
+                        spec, args, request_id, ctx, explicit_key, extra_arguments
+                    )
+            elif spec.light:
+                with self.admission.light():
+                    payload = await self._run(
+                        spec, args, request_id, ctx, explicit_key, extra_arguments
+                    )
+            else:
+                payload = await self._run(
+                    spec, args, request_id, ctx, explicit_key, extra_arguments
+                )
         seconds = time.perf_counter() - started
         ok = payload.get("ok") is True
         error_code = None if ok else _payload_error_code(payload)
@@ -317,6 +334,20 @@ class McpDispatcher:
             return payload
         except Exception as ex:
             return tool_failure_payload(ex, tool=spec.name, user_id=ctx.user_id)
+
+
+def busy_recall_limit(settings: Settings) -> int:
+    """How many query calls run at once while light calls run (``Admission``); 0: no limit.
+
+    BUSY_RECALL_LIMIT when set; otherwise 2 per CPU with the local model, whose runs
+    share this machine's cores with the event loop (measured best in BENCHMARKS.md,
+    issue 16), and no limit with a provider over HTTP, whose latency is not ours to queue.
+    """
+    if settings.busy_recall_limit is not None:
+        return settings.busy_recall_limit
+    if settings.embedding_provider != "local":
+        return 0
+    return 2 * available_cpus()
 
 
 def writer_of(ctx: CallContext) -> Writer | None:

@@ -44,6 +44,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             READ_HINTS,
             "build_context_prompt",
             queued=False,
+            embeds_query=True,
         ),
         ToolSpec(
             "list_memories",
@@ -161,4 +162,5 @@ def _recall_spec(s: Schemas, name: str) -> ToolSpec:
         READ_HINTS,
         name,
         queued=False,
+        embeds_query=True,
     )

@@ -21,6 +21,14 @@ class ToolSpec:
     use_case: str
     #: True: runs on a worker through ``Runtime.write_queue``; False: inline.
     queued: bool
+    #: True: an inline call that embeds a query (recall...): ``api.mcp.admission`` lets
+    #: the inline calls that embed nothing go first.
+    embeds_query: bool = False
+
+    @property
+    def light(self) -> bool:
+        """An inline call that embeds nothing: never made to wait behind query embeddings."""
+        return not self.queued and not self.embeds_query
 
     @property
     def argument_names(self) -> frozenset[str]:

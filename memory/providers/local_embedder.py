@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.resources
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from config.machine import available_cpus
 from memory.errors import MemoryServiceError
 from memory.providers.embedding import (
     Coalescer,
@@ -56,13 +56,6 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 class LocalEmbedder(Observable):
@@ -131,7 +124,7 @@ class LocalEmbedder(Observable):
                 )
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = intra_op_threads or _available_cpus()
+        options.intra_op_num_threads = intra_op_threads or available_cpus()
         # NOTE: idle intra-op threads sleep instead of spinning. Spinning takes a
         # core from the event loop and PostgreSQL between model runs; in two
         # alternating load.py runs on 2 busy cores, single-client recall went

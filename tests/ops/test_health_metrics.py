@@ -324,6 +324,8 @@ async def test_tool_calls_show_as_latency_errors_write_wait_and_embedder_metrics
     assert count("ownsona_http_requests_total", method="POST", route="/mcp", status="200") == 8
     assert count("ownsona_db_pool_max", pool="tests") == 8
     assert count("ownsona_queue_depth", queue="ownsona-writes") == 0
+    # No recall is held back once every call has answered.
+    assert count("ownsona_queries_waiting") == 0
 
 
 @pytest.mark.parametrize("mode", ["in-process", "redis"])
