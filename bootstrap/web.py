@@ -32,6 +32,7 @@ from auth.metadata_fetch import MetadataFetcher
 from config.settings import Settings
 from memory.audit import AuditLog
 from memory.deps import Deps
+from memory.own_indexes import own_indexes_forever
 from memory.relations import sweep_forever
 from storage.migrate import migrate
 from tasks.actors import extraction_hook
@@ -142,17 +143,9 @@ class WebProcess:
             sweep = asyncio.create_task(
                 sweep_forever(deps, everything_first=not self.settings.redis_url)
             )
-
-            async def stop_sweep() -> None:
-                # A cancellation that lands inside a sweep's database work can be
-                # swallowed there (seen when closing right after opening, as `ownsona
-                # stdio` does for an unknown --user): cancel again until it ends.
-                while not sweep.done():
-                    sweep.cancel()
-                    await asyncio.wait({sweep}, timeout=1)
-                await asyncio.gather(sweep, return_exceptions=True)
-
-            hooks.append(stop_sweep)  # stops first, before the worker, broker and pool it uses
+            hooks.append(_stopper(sweep))  # stops first, before the worker, broker and pool it uses
+            # Large users' own HNSW indexes (issue 16): one process at a time builds them.
+            hooks.append(_stopper(asyncio.create_task(own_indexes_forever(deps.pool))))
         except BaseException:
             await self.close()
             raise
@@ -192,3 +185,18 @@ def metadata_fetcher(settings: Settings) -> MetadataFetcher:
         lambda: ssl.create_default_context(cafile=cafile),
         allow_loopback=settings.cimd_allow_loopback,
     )
+
+
+def _stopper(task: asyncio.Task[None]) -> CloseHook:
+    """A close hook that cancels a background loop and waits for it to end."""
+
+    async def stop() -> None:
+        # A cancellation that lands inside the loop's database work can be swallowed
+        # there (seen when closing right after opening, as `ownsona stdio` does for an
+        # unknown --user): cancel again until it ends.
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1)
+        await asyncio.gather(task, return_exceptions=True)
+
+    return stop

@@ -1,0 +1,156 @@
+"""A large user's own HNSW index (issue 16): recall as if they were alone in the store.
+
+A filtered scan of the table-wide index has to step over every other user's rows
+near the query; with a budget of visited rows (``hnsw.max_scan_tuples``, lowered
+here so a few thousand rows stand for a million) it runs out before reaching a
+large user's nearest rows. Their own partial index holds their rows only. The
+planner picks it, the smaller of the two indexes that can order by distance, when
+the statement is planned with the user's id (the searches run unprepared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+from memory.own_indexes import keep_own_indexes
+from storage import memories as store
+from storage import own_indexes
+from storage.memory_sql import EXACT_SEARCH_ROWS, M_ACTIVE, nearest_ids
+
+from ..conftest import TEST_DIMENSIONS
+
+_SCAN_BUDGET = 1000
+#: The test's bound: the large user below holds just over the exact-search switch.
+_MIN_ROWS = EXACT_SEARCH_ROWS
+#: A bound for the tests of the plan alone (which users, when): fewer rows to seed.
+_SMALL_BOUND = 200
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    out: np.ndarray = (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+    return out
+
+
+def _seed(dsn: str, user_id: int, vectors: np.ndarray) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                " embedding_model, tags) FROM STDIN"
+            ) as copy,
+        ):
+            for i, v in enumerate(vectors):
+                copy.write_row([user_id, f"row {i}", f"row {i}", v, "test", "test", ["t"]])
+        ids = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT id FROM memories WHERE user_id = %s ORDER BY id", (user_id,)
+            ).fetchall()
+        ]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE memories")
+    return ids
+
+
+def _indexes(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'"
+            " AND indexname LIKE 'memories_embedding_user_%'"
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+async def _top10(pool: Any, user_id: int, q: np.ndarray) -> list[int]:
+    """The ids of the nearest-rows subquery every vector search shares (memory_sql)."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {_SCAN_BUDGET}")
+        # At a few thousand rows the planner sorts the user's rows by distance itself; in
+        # a store of a million it reads an HNSW index, as it must here without sorting.
+        await conn.execute("SET LOCAL enable_sort = off")
+        cur = await conn.execute(
+            nearest_ids(distance_to="%(q)b", filters=M_ACTIVE),
+            {"q": q, "user_id": user_id, "k": 10},
+            prepare=False,
+        )
+        return [int(r[0]) for r in await cur.fetchall()]
+
+
+@pytest.fixture(autouse=True)
+def _drop_own_indexes(clean_db: str) -> Iterator[None]:
+    """Own indexes outlive the rows a test deletes; the next test's users reuse the ids."""
+    yield
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        for name in _indexes(clean_db):
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+async def test_a_large_user_in_a_crowd_is_served_by_an_own_index(clean_db, pool, alice, bob):
+    rng = np.random.default_rng(18)
+    q = _unit(rng.normal(size=TEST_DIMENSIONS))
+    hers = _unit(q + rng.normal(scale=0.08, size=(_MIN_ROWS + 100, TEST_DIMENSIONS)))
+    his = _unit(q + rng.normal(scale=0.02, size=(3000, TEST_DIMENSIONS)))
+    ids = _seed(clean_db, alice, hers)
+    _seed(clean_db, bob, his)  # nearer the query than any of hers; the larger share
+    exact = [ids[i] for i in np.argsort(-(hers @ q), kind="stable")[:10]]
+
+    shared = await _top10(pool, alice, q)
+    assert len(set(shared) & set(exact)) < 5  # the crowd exhausts the shared index's budget
+
+    done = await keep_own_indexes(pool, min_rows=_MIN_ROWS)
+    assert done.locked and done.built == [alice] and done.dropped == []  # bob holds > 1/2
+    assert _indexes(clean_db) == {own_indexes.own_index_name(alice)}
+    own = await _top10(pool, alice, q)
+    assert len(set(own) & set(exact)) >= 9
+
+    again = await keep_own_indexes(pool, min_rows=_MIN_ROWS)
+    assert again.built == [] and again.dropped == []
+
+
+async def test_the_own_index_goes_when_its_user_shrinks(clean_db, pool, alice, bob):
+    rng = np.random.default_rng(19)
+    ids = _seed(clean_db, alice, _unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
+    _seed(clean_db, bob, _unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
+    assert (await keep_own_indexes(pool, min_rows=_SMALL_BOUND)).built == [alice]
+    async with pool.connection() as conn:
+        # Down to just above half the bound: kept, so a user at the bound does not flap.
+        await store.soft_delete(
+            conn, alice, ids[: _SMALL_BOUND // 2 - 1], reason="t", replaced_by_id=None
+        )
+    kept = await keep_own_indexes(pool, min_rows=_SMALL_BOUND)
+    assert kept.dropped == [] and own_indexes.own_index_name(alice) in _indexes(clean_db)
+    async with pool.connection() as conn:
+        await store.soft_delete(
+            conn, alice, ids[: _SMALL_BOUND // 2 + 1], reason="t", replaced_by_id=None
+        )
+    gone = await keep_own_indexes(pool, min_rows=_SMALL_BOUND)
+    assert gone.dropped == [own_indexes.own_index_name(alice)]
+    assert _indexes(clean_db) == set()
+
+
+async def test_one_process_at_a_time_keeps_the_indexes(clean_db, pool, alice, bob):
+    rng = np.random.default_rng(20)
+    _seed(clean_db, alice, _unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
+    _seed(clean_db, bob, _unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
+    async with pool.connection() as other:
+        assert await own_indexes.try_lock_own_indexes(other)
+        try:
+            busy = await keep_own_indexes(pool, min_rows=_SMALL_BOUND)
+        finally:
+            await own_indexes.unlock_own_indexes(other)
+    assert not busy.locked and busy.built == [] and _indexes(clean_db) == set()
+    assert (await keep_own_indexes(pool, min_rows=_SMALL_BOUND)).built == [alice]
+
+
+async def test_only_own_index_names_are_dropped(pool) -> None:
+    async with pool.connection() as conn:
+        with pytest.raises(ValueError):
+            await own_indexes.drop_own_index(conn, "memories_embedding_hnsw")
