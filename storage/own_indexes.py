@@ -115,9 +115,13 @@ async def own_index_plan(
     )
     existing = {str(name): (bool(valid), int(docs)) for name, valid, docs in await cur.fetchall()}
     build = [u for u in qualifying if not existing.get(own_index_name(u), (False, 0))[0]]
+    wanted = {own_index_name(u) for u in qualifying}
     # Half the bound before dropping: a user deleting a few rows at the bound keeps theirs.
+    # An invalid index (an interrupted build) of a user who no longer qualifies goes too.
     drop = sorted(
-        name for name, (_, docs) in existing.items() if docs * 2 < min_rows and _NAME.match(name)
+        name
+        for name, (valid, docs) in existing.items()
+        if docs * 2 < min_rows or (not valid and name not in wanted)
     )
     return OwnIndexPlan(build, drop)
 
