@@ -60,6 +60,9 @@ class Settings:
     rank_context_weight: float = 0.2
     #: Recalled memories that disagree about one thing: the freshest first (RECALL_LATEST_FIRST).
     recall_latest_first: bool = True
+    #: Recall adds the memories stored next to its best matches in their session
+    #: (RECALL_SESSION_HOP).
+    recall_session_hop: bool = True
 
     access_token_ttl_s: int = 3600
     refresh_token_ttl_s: int = 30 * 24 * 3600
@@ -180,6 +183,7 @@ class Settings:
             rank_salience_weight=env.number("RANK_SALIENCE_WEIGHT", 0.2, minimum=0.0, maximum=10.0),
             rank_context_weight=env.number("RANK_CONTEXT_WEIGHT", 0.2, minimum=0.0, maximum=10.0),
             recall_latest_first=env.boolean("RECALL_LATEST_FIRST", True),
+            recall_session_hop=env.boolean("RECALL_SESSION_HOP", True),
             access_token_ttl_s=env.integer("ACCESS_TOKEN_TTL", 3600, minimum=10, maximum=86400 * 7),
             refresh_token_ttl_s=env.integer(
                 "REFRESH_TOKEN_TTL", 30 * 86400, minimum=60, maximum=86400 * 365

@@ -14,10 +14,10 @@ from memory.rules.timestamps import format_timestamp, parse_timestamp
 from storage import memories as store
 from storage.rows import MemoryFilter, ScoredMemoryRow
 
-from . import lexical, recall_latest, recall_time
+from . import lexical, recall_hops, recall_latest, recall_time
 from .deps import Deps
 from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
-from .shapes import explain_shape, full_shape, match_shape
+from .shapes import explain_shape, full_shape, hop_explain_shape, match_shape
 
 PROMPT_HEAD = "The following are previously known facts:"
 PROMPT_SEPARATOR = "-----------------"
@@ -40,6 +40,8 @@ class _Match:
     promoted: bool = False
     #: The span of time the question asks about, if it names one.
     window: query_time.Window | None = None
+    #: Brought by the session hop: the match it was stored next to.
+    hop_from: int | None = None
 
 
 async def _ranked(
@@ -127,6 +129,23 @@ async def _ranked(
                 and when.order != "earliest"
                 else recall_latest.Marked([c.key for c in ordered[:limit]])
             )
+            hopped = (
+                await recall_hops.session_hop(
+                    conn,
+                    user_id,
+                    marked.order,
+                    embedded,
+                    limit=limit,
+                    min_score=min_score,
+                    tags=tags,
+                    visible=lambda row: query_time.visible(
+                        recall_time.event_time(row), when, as_of
+                    ),
+                )
+                if deps.settings.recall_session_hop
+                else recall_hops.Hopped(marked.order)
+            )
+            by_id.update(hopped.rows)
     except BaseException as ex:
         embedding.cancel()
         outcome = (await asyncio.gather(embedding, return_exceptions=True))[0]
@@ -142,8 +161,9 @@ async def _ranked(
             superseded_by=marked.superseded_by.get(key, []),
             promoted=key in marked.promoted,
             window=when.window,
+            hop_from=hopped.seed_of.get(key),
         )
-        for key in marked.order
+        for key in hopped.order
     ]
 
 
@@ -183,7 +203,9 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
             shape["older_than"] = m.older_than
         if m.superseded_by:
             shape["superseded_by"] = m.superseded_by
-        if m.explanation is not None:
+        if explain and m.hop_from is not None:
+            shape["explain"] = hop_explain_shape(m.scored.cosine, m.hop_from)
+        elif m.explanation is not None:
             shape["explain"] = explain_shape(
                 m.explanation, latest_first=m.promoted, window=m.window
             )

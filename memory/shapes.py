@@ -59,7 +59,8 @@ def explain_shape(
     ``latest_first`` is true for a match moved up ahead of the older matches
     it disagrees with (their ``older_than`` names it). ``time`` is what the
     question's time added (its ``window``, when it names one: ``[start, end)``,
-    null for an open side).
+    null for an open side). ``hop`` is what brought the match: ``search`` (the
+    first ranking) here, ``session`` in :func:`hop_explain_shape`.
     """
     out: dict[str, Any] = {
         "cosine": round(e.cosine, 6),
@@ -73,6 +74,7 @@ def explain_shape(
         "time": round(e.time, 6),
         "final": round(e.final, 6),
         "latest_first": latest_first,
+        "hop": "search",
     }
     if window is not None:
         out["window"] = [format_timestamp(window.start), format_timestamp(window.end)]
@@ -91,3 +93,9 @@ def full_shape(row: MemoryRow) -> dict[str, Any]:
         out[name] = value
     out["salience"] = round(row.salience, 6)  # as in every shape (_learning)
     return out
+
+
+def hop_explain_shape(cosine: float, hop_from: int) -> dict[str, Any]:
+    """The ``explain`` of a match the session hop brought: stored next to ``hop_from`` in
+    its session (``memory.recall_hops``), placed after the first ranking's best."""
+    return {"cosine": round(cosine, 6), "hop": "session", "hop_from": hop_from}

@@ -158,9 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for n, conv in enumerate(conversations):
                 client = server.client_for(username("locomo", n, conv.sample_id))
                 started = time.perf_counter()
-                keys_of, refused = ingest(
-                    client, conv.sample_id, conv.keys, [{"text": t} for t in conv.texts]
-                )
+                # Each LoCoMo session is one conversation: its turns share a session_id.
+                items = [
+                    {"text": t, "session_id": f"{conv.sample_id}:{k.split(':')[0]}"}
+                    for k, t in zip(conv.keys, conv.texts, strict=True)
+                ]
+                keys_of, refused = ingest(client, conv.sample_id, conv.keys, items)
                 ingested = time.perf_counter() - started
                 bm25 = BM25(conv.texts)
                 started = time.perf_counter()

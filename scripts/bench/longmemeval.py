@@ -314,13 +314,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             for n, q in enumerate(questions):
                 client = server.client_for(username("lme", n, q.id))
                 started = time.perf_counter()
-                items = (
-                    [{"text": t} for t in q.texts]
-                    if args.no_event_time
-                    else [
-                        {"text": t, "occurred_at": d} for t, d in zip(q.texts, q.dates, strict=True)
-                    ]
-                )
+                # Each history session is one conversation: its turns share a session_id.
+                items: list[dict[str, Any]] = [
+                    {"text": t, "session_id": f"{q.id}:{q.session_of[k]}"}
+                    for k, t in zip(q.keys, q.texts, strict=True)
+                ]
+                if not args.no_event_time:
+                    for item, d in zip(items, q.dates, strict=True):
+                        item["occurred_at"] = d
                 keys_of, refused = ingest(client, q.id, q.keys, items)
                 ingested = time.perf_counter() - started
                 started = time.perf_counter()

@@ -122,6 +122,7 @@ async def test_explain_is_off_by_default_and_parts_add_up(deps, alice):
         "time",
         "final",
         "latest_first",
+        "hop",
     }
     assert (
         parts[0]["lexical"] == 1.0 and parts[0]["lexical_rank"] == 1 and parts[0]["fused_rank"] == 1
