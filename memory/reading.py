@@ -135,6 +135,7 @@ async def _ranked(
                     user_id,
                     marked.order,
                     embedded,
+                    session_of={key: by_id[key].row.session_id for key in marked.order},
                     limit=limit,
                     min_score=min_score,
                     tags=tags,

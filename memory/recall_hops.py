@@ -18,7 +18,7 @@ most :data:`HOP_KEEP` has no room for them (the hop is skipped).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,7 @@ async def session_hop(
     order: Sequence[int],
     query_embedding: Any,
     *,
+    session_of: Mapping[int, str | None],
     limit: int,
     min_score: float | None,
     tags: Sequence[str],
@@ -61,13 +62,16 @@ async def session_hop(
 ) -> Hopped:
     """``order`` (the first ranking, at most ``limit`` ids) with the seeds' neighbours merged in.
 
-    ``visible``: whether a memory may be recalled for this question (its event
-    time against the question's, as the first ranking's candidates were judged).
+    ``session_of``: each match's ``session_id`` (seeds without one are skipped, and
+    with none the statement is not sent). ``visible``: whether a memory may be
+    recalled for this question (its event time against the question's, as the
+    first ranking's candidates were judged).
     """
-    if limit <= HOP_KEEP or not order:
+    seeds = [i for i in order[:HOP_SEEDS] if session_of.get(i)]
+    if limit <= HOP_KEEP or not seeds:
         return Hopped(list(order))
     neighbours = await store.session_neighbours(
-        conn, user_id, order[:HOP_SEEDS], query_embedding, window=HOP_WINDOW, tags=tags
+        conn, user_id, seeds, query_embedding, window=HOP_WINDOW, tags=tags
     )
     floor = max(HOP_MIN_COSINE, min_score or 0.0)
     kept = set(order[:HOP_KEEP])
