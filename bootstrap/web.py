@@ -143,7 +143,9 @@ class WebProcess:
             sweep = asyncio.create_task(
                 sweep_forever(deps, everything_first=not self.settings.redis_url)
             )
-            hooks.append(_stopper(sweep))  # stops first, before the worker, broker and pool it uses
+            # The background loops stop first (hooks run in reverse), before the worker,
+            # broker and pool they use.
+            hooks.append(_stopper(sweep))
             # Large users' own HNSW indexes (issue 16): one process at a time builds them.
             hooks.append(_stopper(asyncio.create_task(own_indexes_forever(deps.pool))))
         except BaseException:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from storage import own_indexes
 from storage import reembed as store
 from storage.schema import stored_dimensions
 
@@ -225,7 +226,13 @@ async def finish(deps: Deps, plan: Plan) -> int:
     swap the column in; the swap refuses a column without a valid index.
     """
     target = plan.target
-    async with deps.pool.connection() as conn, conn.transaction():
+    async with (
+        deps.pool.connection() as conn,
+        # The swap locks the table: behind a running own-index build (minutes) that
+        # lock would wait with every request queued behind it. Wait for the build here.
+        own_indexes.hold_own_index_lock(conn),
+        conn.transaction(),
+    ):
         if plan.staged:
             await store.lock_memories(conn)
         left = await store.count_stale(

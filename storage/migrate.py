@@ -12,6 +12,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from .errors import StorageError
+from .own_indexes import OWN_INDEX_LOCK
 from .schema import applied_versions, available_migrations, current_version, stored_dimensions
 
 # Serialises concurrent migrators (two web processes starting together).
@@ -48,11 +49,14 @@ async def migrate(dsn: str, *, dimensions: int) -> list[int]:
                     f"the database holds {stored}-dimension embeddings but the configured "
                     f"embedding model has {dimensions}; switch back or run `ownsona reembed`"
                 )
+            pending = [m for m in migrations if m.version not in done]
+            if pending and done:
+                # A migration's CREATE INDEX or ALTER TABLE would wait behind a running
+                # own-index build with every write queued behind it: wait here instead.
+                await conn.execute("SELECT pg_advisory_lock(%s, %s)", OWN_INDEX_LOCK)
             # Every migration not yet recorded, in number order (a branch that
             # lands a lower number later still gets it applied).
-            for migration in migrations:
-                if migration.version in done:
-                    continue
+            for migration in pending:
                 text = migration.sql.replace("{dim}", str(int(dimensions)))
                 try:
                     async with conn.transaction():
@@ -65,5 +69,5 @@ async def migrate(dsn: str, *, dimensions: int) -> list[int]:
                     raise StorageError(f"migration {migration.name} failed: {ex}") from ex
                 applied.append(migration.version)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
+            await conn.execute("SELECT pg_advisory_unlock_all()")
     return applied

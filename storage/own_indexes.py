@@ -26,9 +26,13 @@ column and with it these indexes; they are built again for the new one.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from psycopg import AsyncConnection, sql
+from psycopg_pool import AsyncConnectionPool
 
 __all__ = [
     "OWN_INDEX_MAX_SHARE",
@@ -36,6 +40,8 @@ __all__ = [
     "OwnIndexPlan",
     "build_own_index",
     "drop_own_index",
+    "hold_own_index_lock",
+    "maintenance_connection",
     "own_index_name",
     "own_index_plan",
     "try_lock_own_indexes",
@@ -52,6 +58,40 @@ BUILD_MEMORY = "256MB"
 _NAME = re.compile(r"memories_embedding_user_(\d+)_hnsw")
 #: ``pg_try_advisory_lock(class, object)`` key: one process at a time keeps the indexes.
 OWN_INDEX_LOCK = (0x4F53_4F4E, 7)
+
+
+@asynccontextmanager
+async def maintenance_connection(pool: AsyncConnectionPool) -> AsyncIterator[AsyncConnection]:
+    """A connection of its own to ``pool``'s database (autocommit), closed afterwards.
+
+    A build holds its connection for minutes: taken from the pool it would leave
+    the requests one fewer (none, with ``DB_POOL_MAX=1``), and a session lock a
+    cancelled pass failed to release would go back into the pool with it.
+    Closing the connection always releases the lock.
+    """
+    conninfo: Any = pool.conninfo
+    if callable(conninfo):  # the process's DatabaseAddress: resolved once, remembered
+        conninfo = await conninfo()
+    conn = await AsyncConnection.connect(str(conninfo), autocommit=True)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def hold_own_index_lock(conn: AsyncConnection) -> AsyncIterator[None]:
+    """Wait for any own-index build to end and keep new ones off until the block ends.
+
+    For work that takes a lock on ``memories`` that a running ``CREATE INDEX
+    CONCURRENTLY`` would make it wait for, while every request queued behind
+    it (re-embedding's swap): it waits here instead, holding nothing.
+    """
+    await conn.execute("SELECT pg_advisory_lock(%s, %s)", OWN_INDEX_LOCK)
+    try:
+        yield
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s, %s)", OWN_INDEX_LOCK)
 
 
 async def try_lock_own_indexes(conn: AsyncConnection) -> bool:

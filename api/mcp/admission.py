@@ -88,8 +88,13 @@ class Admission:
         if not self._waiting and self._has_room():
             self._queries += 1
             return
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        turn: asyncio.Future[None] = loop.create_future()
         self._waiting.append(turn)
+        # Light calls may stop coming while the admitted queries are still running
+        # (waiting for a connection, an embedder timeout): once the window has passed
+        # there is no limit, and the queue must not wait for a query to end to see it.
+        loop.call_later(self._light_window_s, self._admit)
         try:
             await turn
         except asyncio.CancelledError:

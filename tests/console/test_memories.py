@@ -150,6 +150,34 @@ async def test_a_search_says_which_match_a_newer_memory_contradicts(
     assert "Latest truth" in page.text
 
 
+async def test_a_search_shows_a_match_the_session_hop_brought(
+    browser: Browser, owner_mcp: Mcp
+) -> None:
+    crowd = [
+        "Porto has a lot of bakeries near the river.",
+        "I bought bread at a bakery in Porto on Saturday.",
+        "The bakery on my street in Porto opens at seven.",
+        "I ate too many pastries in Porto last year.",
+        "Porto's best bakeries are busy on Sundays.",
+        "A bakery in Porto sells croissants with ham.",
+        "The hotel in Porto served pastries for breakfast.",
+        "There is a famous bakery chain in Porto.",
+    ]
+    await owner_mcp.call_tool("remember_batch", {"items": [{"text": t} for t in crowd]})
+    chat = [
+        "Which bakery in Porto had the best pastries?",
+        "Definitely Manteigaria, their pastel de nata was amazing.",
+    ]
+    stored = await owner_mcp.call_tool(
+        "remember_batch", {"items": [{"text": t, "session_id": "chat-1"} for t in chat]}
+    )
+    question, answer = (r["memory_id"] for r in stored["structuredContent"]["results"])
+    page = await browser.get("/console/memories?q=which+bakery+in+porto+did+i+like&explain=1")
+    assert page.status_code == 200
+    assert answer in _shown_ids(page.text)
+    assert f'stored next to <a href="/console/memories/{question}">#{question}</a>' in page.text
+
+
 async def test_bulk_forget_takes_the_memories_out_of_recall(
     browser: Browser, owner_mcp: Mcp
 ) -> None:

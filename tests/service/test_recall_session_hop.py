@@ -81,10 +81,28 @@ async def test_no_hop_across_sessions_nor_to_forgotten_memories(deps, alice):
     out = await call(deps, alice, "recall", query=ASKED, limit=LIMIT)
     assert question in _ids(out) and elsewhere not in _ids(out)
 
-    question2, answer2 = await _store(deps, alice, [QUESTION, ANSWER], session="chat-3")
+    # Other words: a text stored twice is the same memory (exact duplicates are not stored).
+    question2, answer2 = await _store(
+        deps,
+        alice,
+        [
+            "Which bakery in Porto did we think had the best pastries?",
+            "Manteigaria for sure, the pastel de nata there was amazing.",
+        ],
+        session="chat-3",
+    )
+    assert answer2 in _ids(await call(deps, alice, "recall", query=ASKED, limit=LIMIT))
     await call(deps, alice, "forget", id=answer2)
     out = await call(deps, alice, "recall", query=ASKED, limit=LIMIT)
     assert answer2 not in _ids(out)
+
+
+async def test_another_users_memories_in_a_session_of_the_same_name_stay_theirs(deps, alice, bob):
+    await _store(deps, alice, CROWD)
+    (question,) = await _store(deps, alice, [QUESTION], session="chat-1")
+    (theirs,) = await _store(deps, bob, [ANSWER], session="chat-1")  # stored right after
+    out = await call(deps, alice, "recall", query=ASKED, limit=LIMIT)
+    assert question in _ids(out) and theirs not in _ids(out)
 
 
 async def test_a_recall_of_few_matches_is_left_as_the_first_ranking_made_it(deps, alice):

@@ -150,6 +150,38 @@ async def test_one_process_at_a_time_keeps_the_indexes(clean_db, pool, alice, bo
     assert (await keep_own_indexes(pool, min_rows=_SMALL_BOUND)).built == [alice]
 
 
+def _invalid_index(dsn: str, user_id: int) -> None:
+    """What an interrupted build leaves: an index of the user's name that is not valid."""
+    name = own_indexes.own_index_name(user_id)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.UniqueViolation):  # the user has many rows
+            conn.execute(
+                f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON memories (user_id)"
+                f" WHERE user_id = {int(user_id)}"
+            )
+        row = conn.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,)
+        ).fetchone()
+    assert row is not None and row[0] is False
+
+
+async def test_an_interrupted_build_is_built_again_or_dropped(clean_db, pool, alice, bob):
+    rng = np.random.default_rng(21)
+    _seed(clean_db, alice, _unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
+    _seed(clean_db, bob, _unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
+    _invalid_index(clean_db, alice)  # alice qualifies: her index is built again
+    _invalid_index(clean_db, bob)  # bob holds over half the table: his goes
+    done = await keep_own_indexes(pool, min_rows=_SMALL_BOUND)
+    assert done.built == [alice] and done.dropped == [own_indexes.own_index_name(bob)]
+    with psycopg.connect(clean_db) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname LIKE 'memories_embedding_user_%'"
+        ).fetchall()
+    assert len(rows) == 1 and rows[0][0] == own_indexes.own_index_name(alice) and rows[0][1]
+    assert "hnsw" in rows[0][2]
+
+
 async def test_only_own_index_names_are_dropped(pool) -> None:
     async with pool.connection() as conn:
         with pytest.raises(ValueError):

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from api.mcp.admission import Admission
-from api.mcp.dispatch import busy_recall_limit
+from api.mcp.dispatch import CallContext, McpDispatcher, busy_recall_limit
 from api.mcp.tools import tool_specs
 from config.settings import Settings
+from memory.deps import Deps
 
 
 async def _settle() -> None:
@@ -173,3 +175,34 @@ def test_busy_recall_limit_is_read_and_checked() -> None:
     assert Settings.from_env({}).busy_recall_limit is None
     with pytest.raises(Exception, match="BUSY_RECALL_LIMIT"):
         Settings.from_env({"BUSY_RECALL_LIMIT": "-1"})
+
+
+async def test_the_dispatcher_holds_query_calls_back_but_never_a_light_read() -> None:
+    settings = Settings(busy_recall_limit=1)
+    specs = tool_specs(settings)
+    gate = asyncio.Event()
+
+    async def slow(deps: Any, user_id: int, args: dict[str, Any], **_: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"ok": True, "matches": []}
+
+    async def quick(deps: Any, user_id: int, args: dict[str, Any], **_: Any) -> dict[str, Any]:
+        return {"ok": True, "memory": {"id": 1, "text": "x"}}
+
+    dispatcher = McpDispatcher(
+        specs,
+        {"recall": slow, "search_memory": slow, "get_memory": quick},
+        deps=Deps(settings=settings, pool=None, embedder=None),  # type: ignore[arg-type]
+        write_queue=None,  # type: ignore[arg-type]
+    )
+    ctx = CallContext(user_id=1)
+    first = asyncio.create_task(dispatcher.call_tool(specs["recall"], {"query": "a"}, ctx))
+    await _settle()
+    # A light read answers while a recall runs, and from then on the limit holds.
+    assert (await dispatcher.call_tool(specs["get_memory"], {"id": 1}, ctx))["ok"] is True
+    second = asyncio.create_task(dispatcher.call_tool(specs["search_memory"], {"query": "b"}, ctx))
+    await _settle()
+    assert dispatcher.admission.waiting == 1 and not second.done()
+    gate.set()
+    assert (await first)["ok"] is True and (await second)["ok"] is True
+    assert dispatcher.admission.waiting == 0
