@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from pgvector.psycopg import register_vector
 
 from memory.own_indexes import keep_own_indexes
 from storage import memories as store
@@ -24,40 +23,13 @@ from storage import own_indexes
 from storage.memory_sql import EXACT_SEARCH_ROWS, M_ACTIVE, nearest_ids
 
 from ..conftest import TEST_DIMENSIONS
+from .vectors import seed, unit
 
 _SCAN_BUDGET = 1000
 #: The test's bound: the large user below holds just over the exact-search switch.
 _MIN_ROWS = EXACT_SEARCH_ROWS
 #: A bound for the tests of the plan alone (which users, when): fewer rows to seed.
 _SMALL_BOUND = 200
-
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    out: np.ndarray = (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
-    return out
-
-
-def _seed(dsn: str, user_id: int, vectors: np.ndarray) -> list[int]:
-    with psycopg.connect(dsn) as conn:
-        register_vector(conn)
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-                " embedding_model, tags) FROM STDIN"
-            ) as copy,
-        ):
-            for i, v in enumerate(vectors):
-                copy.write_row([user_id, f"row {i}", f"row {i}", v, "test", "test", ["t"]])
-        ids = [
-            int(r[0])
-            for r in conn.execute(
-                "SELECT id FROM memories WHERE user_id = %s ORDER BY id", (user_id,)
-            ).fetchall()
-        ]
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("ANALYZE memories")
-    return ids
 
 
 def _indexes(dsn: str) -> set[str]:
@@ -95,11 +67,11 @@ def _drop_own_indexes(clean_db: str) -> Iterator[None]:
 
 async def test_a_large_user_in_a_crowd_is_served_by_an_own_index(clean_db, pool, alice, bob):
     rng = np.random.default_rng(18)
-    q = _unit(rng.normal(size=TEST_DIMENSIONS))
-    hers = _unit(q + rng.normal(scale=0.08, size=(_MIN_ROWS + 100, TEST_DIMENSIONS)))
-    his = _unit(q + rng.normal(scale=0.02, size=(3000, TEST_DIMENSIONS)))
-    ids = _seed(clean_db, alice, hers)
-    _seed(clean_db, bob, his)  # nearer the query than any of hers; the larger share
+    q = unit(rng.normal(size=TEST_DIMENSIONS))
+    hers = unit(q + rng.normal(scale=0.08, size=(_MIN_ROWS + 100, TEST_DIMENSIONS)))
+    his = unit(q + rng.normal(scale=0.02, size=(3000, TEST_DIMENSIONS)))
+    ids = seed(clean_db, alice, hers)
+    seed(clean_db, bob, his)  # nearer the query than any of hers; the larger share
     exact = [ids[i] for i in np.argsort(-(hers @ q), kind="stable")[:10]]
 
     shared = await _top10(pool, alice, q)
@@ -117,8 +89,8 @@ async def test_a_large_user_in_a_crowd_is_served_by_an_own_index(clean_db, pool,
 
 async def test_the_own_index_goes_when_its_user_shrinks(clean_db, pool, alice, bob):
     rng = np.random.default_rng(19)
-    ids = _seed(clean_db, alice, _unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
-    _seed(clean_db, bob, _unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
+    ids = seed(clean_db, alice, unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
+    seed(clean_db, bob, unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
     assert (await keep_own_indexes(pool, min_rows=_SMALL_BOUND)).built == [alice]
     async with pool.connection() as conn:
         # Down to just above half the bound: kept, so a user at the bound does not flap.
@@ -138,8 +110,8 @@ async def test_the_own_index_goes_when_its_user_shrinks(clean_db, pool, alice, b
 
 async def test_one_process_at_a_time_keeps_the_indexes(clean_db, pool, alice, bob):
     rng = np.random.default_rng(20)
-    _seed(clean_db, alice, _unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
-    _seed(clean_db, bob, _unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
+    seed(clean_db, alice, unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
+    seed(clean_db, bob, unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
     async with pool.connection() as other:
         assert await own_indexes.try_lock_own_indexes(other)
         try:
@@ -167,8 +139,8 @@ def _invalid_index(dsn: str, user_id: int) -> None:
 
 async def test_an_interrupted_build_is_built_again_or_dropped(clean_db, pool, alice, bob):
     rng = np.random.default_rng(21)
-    _seed(clean_db, alice, _unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
-    _seed(clean_db, bob, _unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
+    seed(clean_db, alice, unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
+    seed(clean_db, bob, unit(rng.normal(size=(_SMALL_BOUND + 500, TEST_DIMENSIONS))))
     _invalid_index(clean_db, alice)  # alice qualifies: her index is built again
     _invalid_index(clean_db, bob)  # bob holds over half the table: his goes
     done = await keep_own_indexes(pool, min_rows=_SMALL_BOUND)

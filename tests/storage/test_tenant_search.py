@@ -13,45 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import psycopg
 import pytest
-from pgvector.psycopg import register_vector
 
 from storage import memories as store
 from storage.memory_sql import EXACT_SEARCH_MAX_ROWS
 
 from ..conftest import TEST_DIMENSIONS
+from .vectors import seed, unit
 
 #: A scan budget the crowd of other users' rows below exhausts.
 _SCAN_BUDGET = 1000
-
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    out: np.ndarray = (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
-    return out
-
-
-def _seed(dsn: str, user_id: int, vectors: np.ndarray, prefix: str) -> list[int]:
-    """COPY one row per vector into the user's store; the ids in order."""
-    with psycopg.connect(dsn) as conn:
-        register_vector(conn)
-        with conn.cursor() as cur:
-            with cur.copy(
-                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-                " embedding_model, tags) FROM STDIN"
-            ) as copy:
-                for i, v in enumerate(vectors):
-                    text = f"{prefix} row {i}"
-                    copy.write_row([user_id, text, text, v, "test", "test", ["t"]])
-            ids = [
-                int(r[0])
-                for r in conn.execute(
-                    "SELECT id FROM memories WHERE user_id = %s ORDER BY id", (user_id,)
-                ).fetchall()
-            ]
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("ANALYZE memories")
-    return ids
 
 
 def _exact(ids: list[int], vectors: np.ndarray, q: np.ndarray, k: int) -> list[int]:
@@ -63,12 +34,12 @@ def _exact(ids: list[int], vectors: np.ndarray, q: np.ndarray, k: int) -> list[i
 def crowded(clean_db: str, alice: int, bob: int) -> dict[str, Any]:
     """Alice: 40 rows loosely around the query. Bob: 3,000 rows nearer to it than any of hers."""
     rng = np.random.default_rng(16)
-    q = _unit(rng.normal(size=TEST_DIMENSIONS))
-    hers = _unit(q + rng.normal(scale=0.08, size=(40, TEST_DIMENSIONS)))
-    his = _unit(q + rng.normal(scale=0.02, size=(3000, TEST_DIMENSIONS)))
+    q = unit(rng.normal(size=TEST_DIMENSIONS))
+    hers = unit(q + rng.normal(scale=0.08, size=(40, TEST_DIMENSIONS)))
+    his = unit(q + rng.normal(scale=0.02, size=(3000, TEST_DIMENSIONS)))
     assert float((his @ q).min()) > float((hers @ q).max())
-    alice_ids = _seed(clean_db, alice, hers, "alice")
-    _seed(clean_db, bob, his, "bob")
+    alice_ids = seed(clean_db, alice, hers, "alice")
+    seed(clean_db, bob, his, "bob")
     return {"q": q, "ids": alice_ids, "vectors": hers}
 
 
@@ -119,10 +90,10 @@ async def test_forgotten_rows_stay_out_of_the_exact_search(pool, alice, crowded)
 
 async def test_a_large_user_gets_the_nearest_rows_through_the_index(clean_db, pool, alice, bob):
     rng = np.random.default_rng(17)
-    vectors = _unit(rng.normal(size=(EXACT_SEARCH_MAX_ROWS + 1, TEST_DIMENSIONS)))
-    ids = _seed(clean_db, bob, vectors, "bob")
-    _seed(clean_db, alice, _unit(rng.normal(size=(20, TEST_DIMENSIONS))), "alice")
-    q = _unit(vectors[123] + rng.normal(scale=0.05, size=TEST_DIMENSIONS))
+    vectors = unit(rng.normal(size=(EXACT_SEARCH_MAX_ROWS + 1, TEST_DIMENSIONS)))
+    ids = seed(clean_db, bob, vectors, "bob")
+    seed(clean_db, alice, unit(rng.normal(size=(20, TEST_DIMENSIONS))), "alice")
+    q = unit(vectors[123] + rng.normal(scale=0.05, size=TEST_DIMENSIONS))
     async with pool.connection() as conn:
         found = await store.search_by_vector(conn, bob, q, candidates=40)
     top = [s.row.id for s in found[:10]]
