@@ -45,7 +45,6 @@ __all__ = [
     "own_index_name",
     "own_index_plan",
     "try_lock_own_indexes",
-    "unlock_own_indexes",
 ]
 
 #: Users with at least this many rows (not soft-deleted) get their own index...
@@ -99,11 +98,6 @@ async def try_lock_own_indexes(conn: AsyncConnection) -> bool:
     cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", OWN_INDEX_LOCK)
     row = await cur.fetchone()
     return bool(row and row[0])
-
-
-async def unlock_own_indexes(conn: AsyncConnection) -> None:
-    """Give the lock of :func:`try_lock_own_indexes` back."""
-    await conn.execute("SELECT pg_advisory_unlock(%s, %s)", OWN_INDEX_LOCK)
 
 
 def own_index_name(user_id: int) -> str:

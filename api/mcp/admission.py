@@ -55,6 +55,19 @@ class Admission:
         """Query calls waiting for their turn now."""
         return sum(1 for f in self._waiting if not f.done())
 
+    @contextlib.asynccontextmanager
+    async def call(self, *, embeds_query: bool, light: bool) -> AsyncIterator[None]:
+        """Run one tool call as its kind asks: a query call waits its turn, a light one
+        is counted, any other (a queued write) runs untouched."""
+        if embeds_query:
+            async with self.query():
+                yield
+        elif light:
+            with self.light():
+                yield
+        else:
+            yield
+
     @contextlib.contextmanager
     def light(self) -> Iterator[None]:
         """Run a light call: at once, holding query calls to ``busy_limit`` meanwhile."""

@@ -247,17 +247,7 @@ class McpDispatcher:
         # The app this call speaks for goes with its write (memory.writers): a memory it
         # stores records its writer on the row.
         with writing_as(writer_of(ctx)):
-            if spec.embeds_query:
-                async with self.admission.query():
-                    payload = await self._run(
-                        spec, args, request_id, ctx, explicit_key, extra_arguments
-                    )
-            elif spec.light:
-                with self.admission.light():
-                    payload = await self._run(
-                        spec, args, request_id, ctx, explicit_key, extra_arguments
-                    )
-            else:
+            async with self.admission.call(embeds_query=spec.embeds_query, light=spec.light):
                 payload = await self._run(
                     spec, args, request_id, ctx, explicit_key, extra_arguments
                 )

@@ -99,6 +99,23 @@ async def test_the_limit_ends_once_light_calls_stop_coming() -> None:
     await asyncio.gather(*tasks)
 
 
+async def test_waiting_queries_go_in_once_light_calls_stop_though_others_still_run() -> None:
+    admission = Admission(1, light_window_s=0.05)
+    with admission.light():
+        pass
+    calls = Calls(admission)
+    first = calls.query("q1")
+    second = calls.query("q2")
+    await _settle()
+    assert calls.started == ["q1"]
+    await asyncio.sleep(0.1)  # past the window, with q1 still running
+    await _settle()
+    assert calls.started == ["q1", "q2"]
+    for event in calls.release.values():
+        event.set()
+    await asyncio.gather(first, second)
+
+
 async def test_a_cancelled_waiter_takes_no_slot() -> None:
     admission = Admission(1, light_window_s=60)
     with admission.light():
