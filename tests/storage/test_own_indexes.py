@@ -22,7 +22,7 @@ from storage import memories as store
 from storage import own_indexes
 from storage.memory_sql import EXACT_SEARCH_ROWS, M_ACTIVE, nearest_ids
 
-from ..conftest import TEST_DIMENSIONS
+from ..conftest import TEST_DIMENSIONS, make_user
 from .vectors import seed, unit
 
 _SCAN_BUDGET = 1000
@@ -152,6 +152,24 @@ async def test_an_interrupted_build_is_built_again_or_dropped(clean_db, pool, al
         ).fetchall()
     assert len(rows) == 1 and rows[0][0] == own_indexes.own_index_name(alice) and rows[0][1]
     assert "hnsw" in rows[0][2]
+
+
+async def test_one_failing_build_does_not_keep_the_others_waiting(clean_db, pool, alice, bob):
+    carol = make_user(clean_db, "carol")
+    rng = np.random.default_rng(22)
+    for user in (alice, carol):
+        seed(clean_db, user, unit(rng.normal(size=(_SMALL_BOUND, TEST_DIMENSIONS))))
+    seed(clean_db, bob, unit(rng.normal(size=(2 * _SMALL_BOUND + 100, TEST_DIMENSIONS))))
+    blocker = own_indexes.own_index_name(alice)
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {blocker} (x int)")  # her index's name is taken
+    try:
+        done = await keep_own_indexes(pool, min_rows=_SMALL_BOUND)
+        assert done.failed == [alice] and done.built == [carol]
+        assert _indexes(clean_db) == {own_indexes.own_index_name(carol)}
+    finally:
+        with psycopg.connect(clean_db, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE {blocker}")
 
 
 async def test_only_own_index_names_are_dropped(pool) -> None:
