@@ -85,7 +85,17 @@ def create_app(
         # Shutdown hooks run in reverse: the console's jobs stop (and record it) before
         # the lifespan closes the pool.
         *([_StopJobs(jobs)] if lifespan is not None and console_jobs is None else []),
-        *([MetricsWiring(metrics, deps.embedder)] if metrics is not None else []),
+        *(
+            [
+                MetricsWiring(
+                    metrics,
+                    deps.embedder,
+                    deps.reranker.reranker if deps.reranker is not None else None,
+                )
+            ]
+            if metrics is not None
+            else []
+        ),
         # First of the request hooks: every answer, refusals included, gets its id and log line.
         RequestLog(metrics.request_answered if metrics is not None else None),
         _BodyCap(settings.max_body_bytes, settings.console_upload_max_bytes),

@@ -89,6 +89,14 @@ class Metrics:
             "ownsona_embed_errors", "Embedding provider calls that failed.", ["provider"],
             registry=r,
         )  # fmt: skip
+        self.rerank_duration = Histogram(
+            "ownsona_rerank_duration_seconds", "Reranker (RERANK_PROVIDER) call latency.",
+            buckets=EMBED_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.rerank_errors = Counter(
+            "ownsona_rerank_errors",
+            "Reranker calls that failed (recall then used its first ranking).", registry=r,
+        )  # fmt: skip
         self.http_requests = Counter(
             "ownsona_http_requests", "HTTP requests answered.", ["method", "route", "status"],
             registry=r,
@@ -133,6 +141,11 @@ class Metrics:
         if not ok:
             self.embed_errors.labels(provider).inc()
 
+    def reranked(self, seconds: float, ok: bool) -> None:
+        self.rerank_duration.observe(seconds)
+        if not ok:
+            self.rerank_errors.inc()
+
     def request_answered(self, method: str, route: str, status: int, seconds: float) -> None:
         self.http_requests.labels(method, route, str(status)).inc()
 
@@ -166,23 +179,28 @@ class Metrics:
 
 
 class MetricsWiring:
-    """Falcon lifespan middleware: watch the embedder while the app runs."""
+    """Falcon lifespan middleware: watch the embedder and the reranker while the app runs."""
 
-    def __init__(self, metrics: Metrics, embedder: Any) -> None:
+    def __init__(self, metrics: Metrics, embedder: Any, reranker: Any = None) -> None:
         self._metrics = metrics
         self._embedder = embedder
+        self._reranker = reranker
         self._watched = False
 
     async def process_startup(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
         if self._embedder is not None and hasattr(self._embedder, "add_observer"):
             self._embedder.add_observer(self._metrics.embedded)
             self._watched = True
+        if self._reranker is not None and hasattr(self._reranker, "add_observer"):
+            self._reranker.add_observer(self._metrics.reranked)
 
     async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
         # A test's embedder outlives its app: leave it as it was found.
         if self._watched:
             self._embedder.remove_observer(self._metrics.embedded)
             self._watched = False
+        if self._reranker is not None and hasattr(self._reranker, "remove_observer"):
+            self._reranker.remove_observer(self._metrics.reranked)
 
 
 class MetricsResource:

@@ -12,6 +12,8 @@ from config.settings import Settings, SettingsError
 from memory.providers.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from memory.providers.extractors import Extractor, LLMExtractor, RulesExtractor
 from memory.providers.fact_extractor import LLMFactExtractor
+from memory.providers.reranker import HttpReranker
+from memory.recall_rerank import RerankStage
 
 __all__ = [
     "embedding_client",
@@ -19,6 +21,7 @@ __all__ = [
     "make_embedder",
     "make_extractor",
     "make_fact_extractor",
+    "make_rerank_stage",
 ]
 
 
@@ -91,6 +94,29 @@ def make_embedder(
             f"the local model gives {embedder.dimensions} dimensions, not {wanted}",
         )
     return embedder
+
+
+def make_rerank_stage(settings: Settings) -> RerankStage | None:
+    """Recall's second stage RERANK_PROVIDER asks for; None when it is ``off``.
+
+    The reranker gets an HTTP client of its own, which its ``aclose`` closes.
+    """
+    if settings.rerank_provider == "off":
+        return None
+    if not settings.rerank_base_url:
+        raise SettingsError(
+            "RERANK_BASE_URL", f"is required with RERANK_PROVIDER={settings.rerank_provider}"
+        )
+    reranker = HttpReranker(
+        style=settings.rerank_provider,
+        base_url=settings.rerank_base_url,
+        model=settings.rerank_model,
+        api_key=settings.rerank_api_key,
+        timeout_s=settings.rerank_timeout_s,
+        client=httpx.AsyncClient(),
+        owns_client=True,
+    )
+    return RerankStage(reranker, depth=settings.rerank_candidates)
 
 
 def make_extractor(

@@ -39,7 +39,7 @@ from tasks.actors import extraction_hook
 from tasks.queue import DramatiqWriteQueue
 
 from .database import DatabaseAddress, open_pool, process_pool
-from .providers import embedding_client, make_embedder, make_fact_extractor
+from .providers import embedding_client, make_embedder, make_fact_extractor, make_rerank_stage
 from .worker import ActorDeps, build_broker, require_broker
 
 _log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ class WebProcess:
         # The embedding provider's client (unused by the local model); closed after the embedder.
         self._http = embedding_client(settings)
         self._embedder = make_embedder(settings, client=self._http)
+        self._rerank = make_rerank_stage(settings)
         pool = process_pool(settings, self._address, name="web")
         run_worker = (not settings.redis_url) if in_process_worker is None else in_process_worker
         self._broker = build_broker(
@@ -91,6 +92,7 @@ class WebProcess:
                 embedder=self._embedder,
                 on_text_stored=extraction_hook(self._broker.actors),
                 fact_extractor=make_fact_extractor(settings),
+                reranker=self._rerank,
             ),
             write_queue=self._queue,
             keystore=keystore,
@@ -112,6 +114,8 @@ class WebProcess:
             if self.runtime.metadata_fetcher is not None:
                 hooks.append(self.runtime.metadata_fetcher.aclose)
             hooks.append(self._embedder.aclose)
+            if self._rerank is not None:
+                hooks.append(self._rerank.reranker.aclose)
             dsn = await self._address()
             dimensions = await self._embedder.ensure_ready()
             await migrate(dsn, dimensions=dimensions)

@@ -63,6 +63,15 @@ class Settings:
     #: Recall adds the memories stored next to its best matches in their session
     #: (RECALL_SESSION_HOP).
     recall_session_hop: bool = True
+    #: Recall's second stage (RERANK_PROVIDER): "off", or the wire format of a
+    #: ``/rerank`` endpoint, "tei" or "jina" (memory.providers.reranker).
+    rerank_provider: str = "off"
+    rerank_base_url: str | None = None
+    rerank_api_key: str | None = None
+    rerank_model: str | None = None
+    rerank_timeout_s: float = 5.0
+    #: The first ranking's candidates the reranker reads (at least the recall's limit).
+    rerank_candidates: int = 30
 
     access_token_ttl_s: int = 3600
     refresh_token_ttl_s: int = 30 * 24 * 3600
@@ -184,6 +193,12 @@ class Settings:
             rank_context_weight=env.number("RANK_CONTEXT_WEIGHT", 0.2, minimum=0.0, maximum=10.0),
             recall_latest_first=env.boolean("RECALL_LATEST_FIRST", True),
             recall_session_hop=env.boolean("RECALL_SESSION_HOP", True),
+            rerank_provider=env.choice("RERANK_PROVIDER", "off", ("off", "tei", "jina")),
+            rerank_base_url=env.text("RERANK_BASE_URL"),
+            rerank_api_key=env.text("RERANK_API_KEY"),
+            rerank_model=env.text("RERANK_MODEL"),
+            rerank_timeout_s=env.number("RERANK_TIMEOUT", 5.0, minimum=0.1, maximum=120),
+            rerank_candidates=env.integer("RERANK_CANDIDATES", 30, minimum=2, maximum=200),
             access_token_ttl_s=env.integer("ACCESS_TOKEN_TTL", 3600, minimum=10, maximum=86400 * 7),
             refresh_token_ttl_s=env.integer(
                 "REFRESH_TOKEN_TTL", 30 * 86400, minimum=60, maximum=86400 * 365
@@ -259,6 +274,13 @@ class Settings:
                 if not value:
                     raise SettingsError(name, "is required with RELATION_EXTRACTOR=llm")
             env.url("LLM_BASE_URL", "")
+        if settings.rerank_provider != "off":
+            if not settings.rerank_base_url:
+                raise SettingsError(
+                    "RERANK_BASE_URL",
+                    f"is required with RERANK_PROVIDER={settings.rerank_provider}",
+                )
+            env.url("RERANK_BASE_URL", "")
         if settings.redis_url:
             _check_redis_url(settings.redis_url)
         if settings.database_url:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from memory.chat_import import FactExtractor
     from memory.providers.embedders import Embedder
     from memory.providers.extractors import Extractor
+    from memory.recall_rerank import RerankStage
 
 #: ``(user_id, memory_ids)``: memories whose text was just stored or changed.
 TextStoredHook = Callable[[int, list[int]], None]
@@ -38,3 +39,5 @@ class Deps:
     #: The chat import's fact extractor (an LLM: LLM_BASE_URL and LLM_MODEL); None:
     #: not configured, and a chat import can only store the user's own messages.
     fact_extractor: FactExtractor | None = None
+    #: Recall's second stage (RERANK_PROVIDER); None: recall returns its first ranking.
+    reranker: RerankStage | None = None

@@ -14,7 +14,7 @@ from memory.rules.timestamps import format_timestamp, parse_timestamp
 from storage import memories as store
 from storage.rows import MemoryFilter, ScoredMemoryRow
 
-from . import lexical, recall_hops, recall_latest, recall_time
+from . import lexical, recall_hops, recall_latest, recall_rerank, recall_time
 from .deps import Deps
 from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
 from .shapes import explain_shape, full_shape, hop_explain_shape, match_shape
@@ -42,6 +42,21 @@ class _Match:
     window: query_time.Window | None = None
     #: Brought by the session hop: the match it was stored next to.
     hop_from: int | None = None
+    #: The reranker's score, and the match's 1-based place before it (when it read it).
+    rerank_score: float | None = None
+    first_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class _FirstRanking:
+    """Every candidate in the first ranking's order, and what the later steps need."""
+
+    #: As found (what ``explain`` ranks each signal among).
+    candidates: list[ranking.Candidate]
+    ordered: list[ranking.Candidate]
+    by_id: dict[int, ScoredMemoryRow]
+    when: query_time.QuestionTime
+    embedded: Any
 
 
 async def _ranked(
@@ -56,104 +71,72 @@ async def _ranked(
     explain: bool = False,
 ) -> list[_Match]:
     """Hybrid recall: vector, lexical and time-window candidates, fused, then the learned
-    ranking; matches that disagree, the latest first (unless the question names a time)."""
+    ranking; the reranker's order when one is set; matches that disagree, the latest first
+    (unless the question names a time); then the session hop."""
     as_of = as_of or datetime.now(UTC)
-    w_s, w_c = deps.settings.rank_salience_weight, deps.settings.rank_context_weight
     # The query is embedded while a connection is awaited and the lexical side
     # (which needs no embedding) runs; started first, it joins the other queries
     # waiting for the embedder (the local one batches them) even when the pool is busy.
     embedding = asyncio.ensure_future(deps.embedder.embed_one(query))
     try:
         async with deps.pool.connection() as conn:
-            terms, lexical_ids = await lexical.lexical_side(
-                conn, user_id, query, candidates=ranking.lexical_candidate_count(limit), tags=tags
-            )
-            when = await recall_time.read(conn, user_id, query, as_of)
-            embedded = await embedding
-            timely = await recall_time.window_ids(
-                conn, user_id, embedded, when, limit=limit, tags=tags
-            )
-            found = await store.search_hybrid(
+            first = await _first_ranking(
                 conn,
+                deps,
                 user_id,
-                embedded,
-                candidates=ranking.candidate_count(limit),
-                terms=[(t.term, t.weight) for t in terms],
-                lexical_ids=[*lexical_ids, *timely],
+                query,
+                embedding,
+                limit=limit,
+                min_score=min_score,
                 tags=tags,
+                as_of=as_of,
             )
-            times = {c.scored.row.id: recall_time.event_time(c.scored.row) for c in found}
-            found = [c for c in found if query_time.visible(times[c.scored.row.id], when, as_of)]
-            boost = query_time.time_scores(
-                {c.scored.row.id: times[c.scored.row.id] for c in found},
-                when,
-                {
-                    c.scored.row.id: ranking.fused_score(
-                        c.scored.cosine, ranking.lexical_share(c.lexical, terms)
-                    )
-                    for c in found
-                },
-            )
-            by_id = {c.scored.row.id: c.scored for c in found}
-            candidates = [
-                ranking.Candidate(
-                    key=c.scored.row.id,
-                    cosine=c.scored.cosine,
-                    salience=c.scored.row.salience,
-                    context_match=c.scored.context_match,
-                    last_confirmed_at=c.scored.row.last_confirmed_at,
-                    updated_at=c.scored.row.updated_at,
-                    created_at=c.scored.row.created_at,
-                    lexical=ranking.lexical_share(c.lexical, terms),
-                    time=boost[c.scored.row.id],
-                )
-                for c in found
-            ]
-            # Every candidate in order: the latest-truth step may pull one up from below
-            # the limit.
-            ordered = ranking.rank(
-                candidates, w_s=w_s, w_c=w_c, min_score=min_score, limit=len(candidates)
-            )
-            marked = (
-                await recall_latest.latest_first(
+            if deps.reranker is None:
+                reranked = recall_rerank.Reranked([c.key for c in first.ordered])
+                marked, hopped = await _settled(
                     conn,
+                    deps,
                     user_id,
-                    [by_id[c.key].row for c in ordered],
-                    limit=limit,
-                    relations=deps.settings.relation_extractor != "off",
-                )
-                # A question about a time asks what held then, not what holds now; one
-                # that asks for the first wants the earliest, not the latest.
-                if deps.settings.recall_latest_first
-                and when.window is None
-                and when.order != "earliest"
-                else recall_latest.Marked([c.key for c in ordered[:limit]])
-            )
-            hopped = (
-                await recall_hops.session_hop(
-                    conn,
-                    user_id,
-                    marked.order,
-                    embedded,
-                    session_of={key: by_id[key].row.session_id for key in marked.order},
+                    first,
+                    reranked.order,
                     limit=limit,
                     min_score=min_score,
                     tags=tags,
-                    visible=lambda row: query_time.visible(
-                        recall_time.event_time(row), when, as_of
-                    ),
+                    as_of=as_of,
                 )
-                if deps.settings.recall_session_hop
-                else recall_hops.Hopped(marked.order)
+        if deps.reranker is not None:
+            # No connection is held while the reranker is asked.
+            order = [c.key for c in first.ordered]
+            reranked = await deps.reranker.rerank(
+                query, order, {key: first.by_id[key].row.text for key in order}, limit=limit
             )
-            by_id.update(hopped.rows)
+            async with deps.pool.connection() as conn:
+                marked, hopped = await _settled(
+                    conn,
+                    deps,
+                    user_id,
+                    first,
+                    reranked.order,
+                    limit=limit,
+                    min_score=min_score,
+                    tags=tags,
+                    as_of=as_of,
+                )
     except BaseException as ex:
         embedding.cancel()
         outcome = (await asyncio.gather(embedding, return_exceptions=True))[0]
         if isinstance(outcome, Exception) and outcome is not ex:
             raise outcome from None  # an embedding failure is the one to report
         raise
-    parts = ranking.explain(candidates, w_s=w_s, w_c=w_c) if explain else {}
+    settings = deps.settings
+    parts = (
+        ranking.explain(
+            first.candidates, w_s=settings.rank_salience_weight, w_c=settings.rank_context_weight
+        )
+        if explain
+        else {}
+    )
+    by_id = {**first.by_id, **hopped.rows}
     return [
         _Match(
             by_id[key],
@@ -161,11 +144,121 @@ async def _ranked(
             older_than=marked.older_than.get(key, []),
             superseded_by=marked.superseded_by.get(key, []),
             promoted=key in marked.promoted,
-            window=when.window,
+            window=first.when.window,
             hop_from=hopped.seed_of.get(key),
+            rerank_score=reranked.scores.get(key),
+            first_rank=reranked.first_rank.get(key),
         )
         for key in hopped.order
     ]
+
+
+async def _first_ranking(
+    conn: Any,
+    deps: Deps,
+    user_id: int,
+    query: str,
+    embedding: asyncio.Future[Any],
+    *,
+    limit: int,
+    min_score: float | None,
+    tags: list[str],
+    as_of: datetime,
+) -> _FirstRanking:
+    """Every candidate of the query (vector, lexical, time window), fused and ranked."""
+    w_s, w_c = deps.settings.rank_salience_weight, deps.settings.rank_context_weight
+    terms, lexical_ids = await lexical.lexical_side(
+        conn, user_id, query, candidates=ranking.lexical_candidate_count(limit), tags=tags
+    )
+    when = await recall_time.read(conn, user_id, query, as_of)
+    embedded = await embedding
+    timely = await recall_time.window_ids(conn, user_id, embedded, when, limit=limit, tags=tags)
+    found = await store.search_hybrid(
+        conn,
+        user_id,
+        embedded,
+        candidates=ranking.candidate_count(limit),
+        terms=[(t.term, t.weight) for t in terms],
+        lexical_ids=[*lexical_ids, *timely],
+        tags=tags,
+    )
+    times = {c.scored.row.id: recall_time.event_time(c.scored.row) for c in found}
+    found = [c for c in found if query_time.visible(times[c.scored.row.id], when, as_of)]
+    boost = query_time.time_scores(
+        {c.scored.row.id: times[c.scored.row.id] for c in found},
+        when,
+        {
+            c.scored.row.id: ranking.fused_score(
+                c.scored.cosine, ranking.lexical_share(c.lexical, terms)
+            )
+            for c in found
+        },
+    )
+    candidates = [
+        ranking.Candidate(
+            key=c.scored.row.id,
+            cosine=c.scored.cosine,
+            salience=c.scored.row.salience,
+            context_match=c.scored.context_match,
+            last_confirmed_at=c.scored.row.last_confirmed_at,
+            updated_at=c.scored.row.updated_at,
+            created_at=c.scored.row.created_at,
+            lexical=ranking.lexical_share(c.lexical, terms),
+            time=boost[c.scored.row.id],
+        )
+        for c in found
+    ]
+    # Every candidate in order: the reranker and the latest-truth step may pull one up
+    # from below the limit.
+    ordered = ranking.rank(candidates, w_s=w_s, w_c=w_c, min_score=min_score, limit=len(candidates))
+    return _FirstRanking(
+        candidates, ordered, {c.scored.row.id: c.scored for c in found}, when, embedded
+    )
+
+
+async def _settled(
+    conn: Any,
+    deps: Deps,
+    user_id: int,
+    first: _FirstRanking,
+    order: list[int],
+    *,
+    limit: int,
+    min_score: float | None,
+    tags: list[str],
+    as_of: datetime,
+) -> tuple[recall_latest.Marked, recall_hops.Hopped]:
+    """``order`` cut to the limit: the latest truth first, then the session hop's additions."""
+    when, by_id = first.when, first.by_id
+    marked = (
+        await recall_latest.latest_first(
+            conn,
+            user_id,
+            [by_id[key].row for key in order],
+            limit=limit,
+            relations=deps.settings.relation_extractor != "off",
+        )
+        # A question about a time asks what held then, not what holds now; one
+        # that asks for the first wants the earliest, not the latest.
+        if deps.settings.recall_latest_first and when.window is None and when.order != "earliest"
+        else recall_latest.Marked(order[:limit])
+    )
+    hopped = (
+        await recall_hops.session_hop(
+            conn,
+            user_id,
+            marked.order,
+            first.embedded,
+            session_of={key: by_id[key].row.session_id for key in marked.order},
+            limit=limit,
+            min_score=min_score,
+            tags=tags,
+            visible=lambda row: query_time.visible(recall_time.event_time(row), when, as_of),
+        )
+        if deps.settings.recall_session_hop
+        else recall_hops.Hopped(marked.order)
+    )
+    return marked, hopped
 
 
 def _search_args(
@@ -208,7 +301,12 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
             shape["explain"] = hop_explain_shape(m.scored.cosine, m.hop_from)
         elif m.explanation is not None:
             shape["explain"] = explain_shape(
-                m.explanation, latest_first=m.promoted, window=m.window
+                m.explanation,
+                latest_first=m.promoted,
+                window=m.window,
+                rerank=None
+                if m.rerank_score is None or m.first_rank is None
+                else (m.rerank_score, m.first_rank),
             )
         matches.append(shape)
     return {"ok": True, "matches": matches}

@@ -49,7 +49,11 @@ def match_shape(row: MemoryRow, score: float | None = None) -> dict[str, Any]:
 
 
 def explain_shape(
-    e: Explanation, *, latest_first: bool = False, window: Window | None = None
+    e: Explanation,
+    *,
+    latest_first: bool = False,
+    window: Window | None = None,
+    rerank: tuple[float, int] | None = None,
 ) -> dict[str, Any]:
     """A recall match's ``explain``: the parts its place in the ranking came from.
 
@@ -60,7 +64,9 @@ def explain_shape(
     it disagrees with (their ``older_than`` names it). ``time`` is what the
     question's time added (its ``window``, when it names one: ``[start, end)``,
     null for an open side). ``hop`` is what brought the match: ``search`` (the
-    first ranking) here, ``session`` in :func:`hop_explain_shape`.
+    first ranking) here, ``session`` in :func:`hop_explain_shape`. ``rerank``, when a
+    reranker (RERANK_PROVIDER) read the match: its ``score`` and the match's
+    ``first_rank``, its place before the reranker re-ordered the first ranking.
     """
     out: dict[str, Any] = {
         "cosine": round(e.cosine, 6),
@@ -78,6 +84,8 @@ def explain_shape(
     }
     if window is not None:
         out["window"] = [format_timestamp(window.start), format_timestamp(window.end)]
+    if rerank is not None:
+        out["rerank"] = {"score": round(rerank[0], 6), "first_rank": rerank[1]}
     return out
 
 

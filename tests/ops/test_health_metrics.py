@@ -7,6 +7,7 @@ Dramatiq write queue on Redis, to a worker running in this process.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -24,12 +25,15 @@ from auth.tokens import issue_access_token
 from config.settings import Settings
 from memory.deps import Deps
 from memory.providers.embedders import OpenAIEmbedder
+from memory.providers.reranker import HttpReranker
+from memory.recall_rerank import RerankStage
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tests.api.conftest import Mcp
 from tests.conftest import QUEUE_NAMESPACE, make_user
+from tests.providers import rerank_server
 from tests.providers.test_openai_embedder import FakeProvider, Reply, serve_provider
 from tests.tasks.test_queue import _count
 
@@ -326,6 +330,33 @@ async def test_tool_calls_show_as_latency_errors_write_wait_and_embedder_metrics
     assert count("ownsona_queue_depth", queue="ownsona-writes") == 0
     # No recall is held back once every call has answered.
     assert count("ownsona_queries_waiting") == 0
+
+
+async def test_reranker_calls_and_failures_are_counted(served: Any) -> None:
+    settings, runtime, token, *_ = served
+    fake = rerank_server.FakeReranker(style="tei")
+    fake.script.append(rerank_server.Reply(status=502, body=b"{}"))
+    with rerank_server.serve_reranker(fake) as base_url:
+        reranker = HttpReranker(
+            style="tei", base_url=base_url, client=httpx.AsyncClient(), owns_client=True
+        )
+        clock = [0.0]
+        stage = RerankStage(reranker, depth=5, clock=lambda: clock[0])
+        reranking = dataclasses.replace(
+            runtime, deps=dataclasses.replace(runtime.deps, reranker=stage)
+        )
+        async with falcon.testing.ASGIConductor(create_app(settings, runtime=reranking)) as c:
+            mcp = Mcp(c, token)
+            batch = [{"text": t} for t in ("I grew up in Lyon.", "I moved to Porto in 2020.")]
+            assert (await mcp.call_tool("remember_batch", {"items": batch}))["isError"] is False
+            assert (await mcp.call_tool("recall", {"query": "Lyon"}))["isError"] is False
+            clock[0] += 60  # past the rest a failure earns
+            assert (await mcp.call_tool("recall", {"query": "Porto"}))["isError"] is False
+            page = samples((await c.simulate_get("/metrics", headers=scrape_headers())).text)
+        await reranker.aclose()
+    assert len(fake.requests) == 2
+    assert value(page, "ownsona_rerank_duration_seconds_count") == 2
+    assert value(page, "ownsona_rerank_errors_total") == 1
 
 
 @pytest.mark.parametrize("mode", ["in-process", "redis"])

@@ -1,0 +1,94 @@
+"""Recall's optional second stage: a cross-encoder re-orders the first ranking's best.
+
+A cross-encoder reads the question and a memory together, so it can tell
+"what does Ana's daughter study?" from a memory that merely shares its words;
+it is also too slow to read every memory. It re-orders the first ``depth``
+candidates of the first ranking (RERANK_CANDIDATES, at least the recall's
+limit); the rest keep their places after them. The match's ``score`` stays
+the raw cosine (the chapter's meaning); ``explain`` shows the reranker's score
+and the match's place before it.
+
+A reranker that fails (down, slow, malformed answer) costs the recall its
+second stage, never the recall: the first ranking is returned, a warning is
+logged, and the reranker is left alone for :data:`REST_S` so that a dead
+endpoint does not add its time-out to every recall.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+logger = logging.getLogger(__name__)
+
+#: Seconds without reranking after a failure.
+REST_S = 30.0
+
+
+class RerankError(Exception):
+    """The reranker could not score the documents; the message holds no text and no key."""
+
+
+class Reranker(Protocol):
+    """A cross-encoder (``memory.providers.reranker.HttpReranker``)."""
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        """One score per document, in the documents' order (higher: more relevant)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Reranked:
+    """The candidates' keys in their new order, and what the reranker said of those it read."""
+
+    order: list[int]
+    #: The reranker's score of each candidate it read.
+    scores: dict[int, float] = field(default_factory=dict)
+    #: Each read candidate's 1-based place in the first ranking.
+    first_rank: dict[int, int] = field(default_factory=dict)
+
+
+class RerankStage:
+    """A reranker, how deep it reads, and the rest it takes after a failure."""
+
+    def __init__(
+        self,
+        reranker: Reranker,
+        *,
+        depth: int,
+        rest_s: float = REST_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.reranker = reranker
+        self.depth = depth
+        self._rest_s = rest_s
+        self._clock = clock
+        self._resting_until = float("-inf")
+
+    async def rerank(
+        self, query: str, order: Sequence[int], texts: Mapping[int, str], *, limit: int
+    ) -> Reranked:
+        """``order`` with its first ``max(limit, depth)`` keys re-ordered by the reranker.
+
+        Ties keep their first-ranking order. Unchanged when resting after a failure.
+        """
+        head = list(order[: max(limit, self.depth)])
+        if len(head) < 2 or self._clock() < self._resting_until:
+            return Reranked(list(order))
+        try:
+            scores = await self.reranker.rerank(query, [texts[key] for key in head])
+        except RerankError as ex:
+            self._resting_until = self._clock() + self._rest_s
+            logger.warning(
+                "reranking failed, recall uses its first ranking for %g s: %s", self._rest_s, ex
+            )
+            return Reranked(list(order))
+        by_key = dict(zip(head, scores, strict=True))
+        place = {key: i for i, key in enumerate(head, start=1)}
+        reordered = sorted(head, key=lambda key: (-by_key[key], place[key]))
+        return Reranked([*reordered, *order[len(head) :]], by_key, place)
