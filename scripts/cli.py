@@ -57,6 +57,9 @@ def _serve(settings: Settings) -> None:
             else "in-process worker"
         )
         print(f"  queue: {queue}", flush=True)
+        if settings.rerank_provider != "off":
+            endpoint = f"{(settings.rerank_base_url or '').rstrip('/')}/rerank"
+            print(f"  reranker: {settings.rerank_provider} at {endpoint}", flush=True)
         for notice in notices:
             print(f"  {notice}", flush=True)
 
