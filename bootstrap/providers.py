@@ -6,14 +6,18 @@ too, so nothing under ``memory/`` opens a connection pool of its own.
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 
 from config.settings import Settings, SettingsError
 from memory.providers.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from memory.providers.extractors import Extractor, LLMExtractor, RulesExtractor
 from memory.providers.fact_extractor import LLMFactExtractor
-from memory.providers.reranker import HttpReranker
+from memory.providers.reranker import HttpReranker, shown_url
 from memory.recall_rerank import RerankStage
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "embedding_client",
@@ -22,6 +26,7 @@ __all__ = [
     "make_extractor",
     "make_fact_extractor",
     "make_rerank_stage",
+    "rerank_endpoint",
 ]
 
 
@@ -96,6 +101,13 @@ def make_embedder(
     return embedder
 
 
+def rerank_endpoint(settings: Settings) -> str | None:
+    """Where the reranker is asked, as an operator may be shown it (no user:password)."""
+    if settings.rerank_provider == "off" or not settings.rerank_base_url:
+        return None
+    return shown_url(f"{settings.rerank_base_url.rstrip('/')}/rerank")
+
+
 def make_rerank_stage(settings: Settings) -> RerankStage | None:
     """Recall's second stage RERANK_PROVIDER asks for; None when it is ``off``.
 
@@ -116,6 +128,9 @@ def make_rerank_stage(settings: Settings) -> RerankStage | None:
         client=httpx.AsyncClient(),
         owns_client=True,
     )
+    if settings.rerank_provider == "jina" and not settings.rerank_model:
+        # Jina's and Cohere's APIs refuse a request without one; self-hosted servers do not.
+        _log.warning("RERANK_MODEL is not set: Jina's and Cohere's rerank APIs require one")
     return RerankStage(reranker, depth=settings.rerank_candidates)
 
 

@@ -124,8 +124,12 @@ class Env:
 
     def url(self, name: str, default: str) -> str:
         raw = self.text(name) or default
-        parts = urlsplit(raw)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        try:
+            parts = urlsplit(raw)
+            port = parts.port  # raises for a port out of range or not a number
+        except ValueError:
+            raise SettingsError(name, f"must be an http:// or https:// URL, got {raw!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
             raise SettingsError(name, f"must be an http:// or https:// URL, got {raw!r}")
         if parts.query or parts.fragment:
             raise SettingsError(name, "must not carry a query or fragment")

@@ -71,8 +71,9 @@ async def _ranked(
     explain: bool = False,
 ) -> list[_Match]:
     """Hybrid recall: vector, lexical and time-window candidates, fused, then the learned
-    ranking; the reranker's order when one is set; matches that disagree, the latest first
-    (unless the question names a time); then the session hop."""
+    ranking; the reranker's order when one is set (unless the question names a time or
+    asks for the first); matches that disagree, the latest first (unless the
+    question names a time); then the session hop."""
     as_of = as_of or datetime.now(UTC)
     # The query is embedded while a connection is awaited and the lexical side
     # (which needs no embedding) runs; started first, it joins the other queries
@@ -91,37 +92,30 @@ async def _ranked(
                 tags=tags,
                 as_of=as_of,
             )
-            if deps.reranker is None:
-                reranked = recall_rerank.Reranked([c.key for c in first.ordered])
-                marked, hopped = await _settled(
-                    conn,
-                    deps,
-                    user_id,
-                    first,
-                    reranked.order,
-                    limit=limit,
-                    min_score=min_score,
-                    tags=tags,
-                    as_of=as_of,
-                )
-        if deps.reranker is not None:
-            # No connection is held while the reranker is asked.
             order = [c.key for c in first.ordered]
-            reranked = await deps.reranker.rerank(
-                query, order, {key: first.by_id[key].row.text for key in order}, limit=limit
+            stage = deps.reranker
+            asks = (
+                stage is not None
+                and first.when.window is None
+                and first.when.order != "earliest"
+                and stage.will_ask(min(len(order), max(limit, stage.depth)))
             )
+            if not asks:
+                reranked = recall_rerank.Reranked(order)
+                marked, hopped = await _settled(
+                    conn, deps, user_id, first, order, limit=limit, min_score=min_score,
+                    tags=tags, as_of=as_of,
+                )  # fmt: skip
+        if asks:
+            # No connection is held while the reranker is asked.
+            assert stage is not None
+            texts = {key: first.by_id[key].row.text for key in order}
+            reranked = await stage.rerank(query, order, texts, limit=limit)
             async with deps.pool.connection() as conn:
                 marked, hopped = await _settled(
-                    conn,
-                    deps,
-                    user_id,
-                    first,
-                    reranked.order,
-                    limit=limit,
-                    min_score=min_score,
-                    tags=tags,
-                    as_of=as_of,
-                )
+                    conn, deps, user_id, first, reranked.order, limit=limit,
+                    min_score=min_score, tags=tags, as_of=as_of,
+                )  # fmt: skip
     except BaseException as ex:
         embedding.cancel()
         outcome = (await asyncio.gather(embedding, return_exceptions=True))[0]

@@ -9,9 +9,16 @@ the raw cosine (the chapter's meaning); ``explain`` shows the reranker's score
 and the match's place before it.
 
 A reranker that fails (down, slow, malformed answer) costs the recall its
-second stage, never the recall: the first ranking is returned, a warning is
-logged, and the reranker is left alone for :data:`REST_S` so that a dead
-endpoint does not add its time-out to every recall.
+second stage, never the recall: the first ranking is returned and a warning
+is logged. A failure of the endpoint (unreachable, time-out, 5xx, 429, a
+refused key) also leaves it alone for :data:`REST_S`, so that a dead endpoint
+does not add its time-out to every recall; one the request itself caused (a
+400, 413 or 422: an input the model would not take) costs that call only.
+
+A question that names a time ("last March") or asks for the first is not
+reranked: the first ranking placed its matches in time, and a cross-encoder
+knows nothing of when. One that asks for the latest is: the latest-truth step
+after it still puts the freshest of disagreeing memories first.
 """
 
 from __future__ import annotations
@@ -31,12 +38,18 @@ REST_S = 30.0
 class RerankError(Exception):
     """The reranker could not score the documents; the message holds no text and no key."""
 
+    def __init__(self, message: str, *, endpoint_failed: bool = True) -> None:
+        super().__init__(message)
+        #: False when the request was refused for its input: the next one may do.
+        self.endpoint_failed = endpoint_failed
+
 
 class Reranker(Protocol):
     """A cross-encoder (``memory.providers.reranker.HttpReranker``)."""
 
-    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
-        """One score per document, in the documents' order (higher: more relevant)."""
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float | None]:
+        """One score per document, in the documents' order (higher: more relevant; None:
+        the reranker left it unscored)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -70,25 +83,43 @@ class RerankStage:
         self._clock = clock
         self._resting_until = float("-inf")
 
+    def will_ask(self, candidates: int) -> bool:
+        """Whether :meth:`rerank` would ask the reranker about this many candidates now."""
+        return candidates >= 2 and self._clock() >= self._resting_until
+
     async def rerank(
         self, query: str, order: Sequence[int], texts: Mapping[int, str], *, limit: int
     ) -> Reranked:
         """``order`` with its first ``max(limit, depth)`` keys re-ordered by the reranker.
 
-        Ties keep their first-ranking order. Unchanged when resting after a failure.
+        Ties keep their first-ranking order; candidates the reranker left unscored
+        follow the scored ones. Unchanged when resting after a failure, or when the
+        reranker fails.
         """
         head = list(order[: max(limit, self.depth)])
-        if len(head) < 2 or self._clock() < self._resting_until:
+        if not self.will_ask(len(head)):
             return Reranked(list(order))
         try:
             scores = await self.reranker.rerank(query, [texts[key] for key in head])
-        except RerankError as ex:
-            self._resting_until = self._clock() + self._rest_s
-            logger.warning(
-                "reranking failed, recall uses its first ranking for %g s: %s", self._rest_s, ex
-            )
+            if len(scores) != len(head):
+                raise RerankError(f"the reranker gave {len(scores)} scores for {len(head)} texts")
+        except Exception as ex:
+            # Whatever went wrong, the recall goes on with its first ranking.
+            self._failed(ex)
             return Reranked(list(order))
-        by_key = dict(zip(head, scores, strict=True))
+        by_key = {key: score for key, score in zip(head, scores, strict=True) if score is not None}
         place = {key: i for i, key in enumerate(head, start=1)}
-        reordered = sorted(head, key=lambda key: (-by_key[key], place[key]))
+        reordered = sorted(
+            head, key=lambda key: (key not in by_key, -by_key.get(key, 0), place[key])
+        )
         return Reranked([*reordered, *order[len(head) :]], by_key, place)
+
+    def _failed(self, ex: Exception) -> None:
+        said = str(ex) if isinstance(ex, RerankError) else f"unexpected {type(ex).__name__}"
+        if isinstance(ex, RerankError) and not ex.endpoint_failed:
+            logger.warning("reranking failed, this recall uses its first ranking: %s", said)
+            return
+        self._resting_until = self._clock() + self._rest_s
+        logger.warning(
+            "reranking failed, recall uses its first ranking for %g s: %s", self._rest_s, said
+        )

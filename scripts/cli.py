@@ -33,6 +33,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _serve(settings: Settings) -> None:
+    from bootstrap.providers import rerank_endpoint
     from bootstrap.serve import fast_event_loop, serve
     from scripts.account_commands import record_public_url
 
@@ -57,8 +58,8 @@ def _serve(settings: Settings) -> None:
             else "in-process worker"
         )
         print(f"  queue: {queue}", flush=True)
-        if settings.rerank_provider != "off":
-            endpoint = f"{(settings.rerank_base_url or '').rstrip('/')}/rerank"
+        endpoint = rerank_endpoint(settings)
+        if endpoint is not None:
             print(f"  reranker: {settings.rerank_provider} at {endpoint}", flush=True)
         for notice in notices:
             print(f"  {notice}", flush=True)

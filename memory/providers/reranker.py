@@ -3,8 +3,9 @@
 Two wire formats, the ones rerank servers speak today:
 
 - ``tei``: Hugging Face text-embeddings-inference. ``POST {base_url}/rerank``
-  with ``{"query", "texts", "truncate": true}``; the answer is a list of
-  ``{"index", "score"}``.
+  with ``{"query", "texts", "truncate": true}``, at most :data:`TEI_BATCH`
+  texts per request (its ``--max-client-batch-size`` default); the answer is a
+  list of ``{"index", "score"}``.
 - ``jina``: Jina's ``/v1/rerank``, also spoken by Cohere (``/v2/rerank``),
   vLLM and llama.cpp's OpenAI-compatible servers, and Infinity.
   ``POST {base_url}/rerank`` with ``{"model", "query", "documents", "top_n"}``;
@@ -22,6 +23,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -36,6 +38,13 @@ RERANK_STYLES = ("tei", "jina")
 #: 2,000 characters of English, so a 16,000-character memory would only cost
 #: bandwidth, and some servers (vLLM) refuse an input over the model's length.
 MAX_DOCUMENT_CHARS = 2000
+#: The question is cut to this many characters: a model reads it beside each document.
+MAX_QUERY_CHARS = 1000
+#: Most texts in one TEI request (TEI answers 422 above its ``--max-client-batch-size``,
+#: 32 by default); more are sent as several requests at once.
+TEI_BATCH = 32
+#: Answers that refuse the request's own input: the endpoint itself is fine.
+_INPUT_REFUSED = frozenset({400, 413, 422})
 
 #: ``(seconds, ok)`` of one call, for the composition root's metrics.
 RerankObserver = Callable[[float, bool], None]
@@ -73,6 +82,8 @@ class HttpReranker:
         self.style = style
         self.model = model
         self._url = f"{base_url.rstrip('/')}/rerank"
+        #: The URL as messages and logs show it: without any user:password.
+        self.endpoint = shown_url(self._url)
         self._api_key = api_key
         self._timeout_s = timeout_s
         self._client = client
@@ -80,7 +91,7 @@ class HttpReranker:
         self._observers: tuple[RerankObserver, ...] = ()
 
     def __repr__(self) -> str:  # never show the key
-        return f"HttpReranker(style={self.style!r}, url={self._url!r}, model={self.model!r})"
+        return f"HttpReranker(style={self.style!r}, url={self.endpoint!r}, model={self.model!r})"
 
     def add_observer(self, observer: RerankObserver) -> None:
         self._observers = (*self._observers, observer)
@@ -92,19 +103,27 @@ class HttpReranker:
         if self._owns_client:
             await self._client.aclose()
 
-    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float | None]:
         if not documents:
             return []
+        query = clip(query, MAX_QUERY_CHARS)
+        texts = [clip(d) for d in documents]
+        batch = TEI_BATCH if self.style == "tei" else len(texts)
         started = time.perf_counter()
         ok = False
         try:
-            scores = await self._rerank(query, [clip(d) for d in documents])
+            parts = await asyncio.gather(
+                *(self._rerank(query, texts[i : i + batch]) for i in range(0, len(texts), batch))
+            )
             ok = True
-            return scores
+            return [score for part in parts for score in part]
+        except asyncio.CancelledError:
+            ok = True  # the caller gave up (a client went away): no failure of the reranker's
+            raise
         finally:
             self._notify(time.perf_counter() - started, ok)
 
-    async def _rerank(self, query: str, documents: list[str]) -> list[float]:
+    async def _rerank(self, query: str, documents: list[str]) -> list[float | None]:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         try:
             # httpx's timeout bounds each read; this bounds the whole exchange.
@@ -115,58 +134,59 @@ class HttpReranker:
                     headers=headers,
                     timeout=httpx.Timeout(self._timeout_s),
                 )
-        except TimeoutError:
-            raise RerankError(f"{self._url} did not answer within {self._timeout_s:g} s") from None
-        except httpx.HTTPError as ex:
-            raise RerankError(f"{self._url} could not be reached ({type(ex).__name__})") from None
+        except (TimeoutError, httpx.TimeoutException):
+            raise RerankError(
+                f"{self.endpoint} did not answer within {self._timeout_s:g} s"
+            ) from None
+        except (httpx.HTTPError, httpx.InvalidURL) as ex:
+            raise RerankError(
+                f"{self.endpoint} could not be reached ({type(ex).__name__})"
+            ) from None
         if response.status_code != 200:
-            raise RerankError(f"{self._url} answered HTTP {response.status_code}")
+            raise RerankError(
+                f"{self.endpoint} answered HTTP {response.status_code}",
+                endpoint_failed=response.status_code not in _INPUT_REFUSED,
+            )
         try:
             payload = response.json()
-        except ValueError:
-            raise RerankError(f"{self._url} answered with something other than JSON") from None
+        except (ValueError, RecursionError):
+            raise RerankError(f"{self.endpoint} answered with something other than JSON") from None
         return self._scores(payload, len(documents))
 
     def _body(self, query: str, documents: list[str]) -> dict[str, Any]:
         if self.style == "tei":
             return {"query": query, "texts": documents, "truncate": True}
-        body: dict[str, Any] = {
-            "query": query,
-            "documents": documents,
-            "top_n": len(documents),
-            "return_documents": False,
-        }
+        body: dict[str, Any] = {"query": query, "documents": documents, "top_n": len(documents)}
         if self.model:
             body["model"] = self.model
         return body
 
-    def _scores(self, payload: Any, count: int) -> list[float]:
-        """The scores in document order; every index once, every score a finite number."""
+    def _scores(self, payload: Any, count: int) -> list[float | None]:
+        """The scores in document order: every index at most once, every score a finite
+        number; a document left out (a server capping ``top_n``) is None."""
         if self.style == "tei":
             entries, key = payload, "score"
         else:
             entries = payload.get("results") if isinstance(payload, dict) else None
             key = "relevance_score"
         if not isinstance(entries, list):
-            raise RerankError(f"{self._url} answered without a list of scores")
+            raise RerankError(f"{self.endpoint} answered without a list of scores")
+        if count and not entries:
+            raise RerankError(f"{self.endpoint} scored none of {count} documents")
         scores: list[float | None] = [None] * count
         for entry in entries:
             index = entry.get("index") if isinstance(entry, dict) else None
-            score = entry.get(key) if isinstance(entry, dict) else None
+            score = _number(entry.get(key)) if isinstance(entry, dict) else None
             if (
                 not isinstance(index, int)
                 or isinstance(index, bool)
                 or not 0 <= index < count
                 or scores[index] is not None
-                or not isinstance(score, int | float)
-                or isinstance(score, bool)
-                or not math.isfinite(score)
+                or score is None
             ):
-                raise RerankError(f"{self._url} answered with a malformed score entry")
-            scores[index] = float(score)
-        if any(s is None for s in scores):
-            raise RerankError(f"{self._url} scored {len(entries)} of {count} documents")
-        return [s for s in scores if s is not None]
+                raise RerankError(f"{self.endpoint} answered with a malformed score entry")
+            scores[index] = score
+        return scores
 
     def _notify(self, seconds: float, ok: bool) -> None:
         for observer in self._observers:
@@ -174,3 +194,26 @@ class HttpReranker:
                 observer(seconds, ok)
             except Exception:
                 logger.exception("a rerank observer failed")
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float; None for anything else (strings, booleans, 1e400)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def shown_url(url: str) -> str:
+    """``url`` without the ``user:password@`` a base URL may carry."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -18,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _WORD = re.compile(r"\w{4,}")
+#: TEI's ``--max-client-batch-size`` default: more texts in one request get a 422.
+TEI_MAX_CLIENT_BATCH = 32
 
 
 def relevance(query: str, document: str) -> float:
@@ -45,6 +47,8 @@ class FakeReranker:
     """Answers ``POST .../rerank`` in the ``style`` it is told: "tei" or "jina"."""
 
     style: str
+    #: Most documents scored in one answer (a server capping ``top_n``); None: all.
+    top_n_cap: int | None = None
     script: list[Reply] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -54,14 +58,21 @@ class FakeReranker:
             self.requests.append(request)
             return self.script.pop(0) if self.script else Reply()
 
-    def answer(self, body: dict[str, Any]) -> bytes:
+    def answer(self, body: dict[str, Any]) -> tuple[int, bytes]:
         key = "texts" if self.style == "tei" else "documents"
+        if self.style == "tei" and len(body[key]) > TEI_MAX_CLIENT_BATCH:
+            return 422, json.dumps({
+                "error": f"batch size {len(body[key])} > maximum allowed batch size 32",
+                "error_type": "Validation",
+            }).encode()  # fmt: skip
         scored = [(i, relevance(body["query"], document)) for i, document in enumerate(body[key])]
         scored.sort(key=lambda pair: -pair[1])  # both servers answer best first
+        if self.top_n_cap is not None:
+            scored = scored[: self.top_n_cap]
         if self.style == "tei":
-            return json.dumps([{"index": i, "score": s} for i, s in scored]).encode()
+            return 200, json.dumps([{"index": i, "score": s} for i, s in scored]).encode()
         results = [{"index": i, "relevance_score": s} for i, s in scored]
-        return json.dumps({"model": body.get("model"), "results": results}).encode()
+        return 200, json.dumps({"model": body.get("model"), "results": results}).encode()
 
 
 def _handler(fake: FakeReranker) -> type[BaseHTTPRequestHandler]:
@@ -75,9 +86,11 @@ def _handler(fake: FakeReranker) -> type[BaseHTTPRequestHandler]:
                 time.sleep(reply.delay_s)
             if not request.path.endswith("/rerank"):
                 reply = Reply(404, b'{"error": "not found"}')
-            content = reply.body if reply.body is not None else fake.answer(body)
+            status, content = reply.status, reply.body
+            if content is None:
+                status, content = fake.answer(body)
             try:
-                self.send_response(reply.status)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(content)))
                 self.end_headers()

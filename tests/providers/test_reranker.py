@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -10,7 +11,14 @@ import pytest
 
 from bootstrap.providers import make_rerank_stage
 from config.settings import Settings, SettingsError
-from memory.providers.reranker import MAX_DOCUMENT_CHARS, HttpReranker, clip
+from memory.providers.reranker import (
+    MAX_DOCUMENT_CHARS,
+    MAX_QUERY_CHARS,
+    TEI_BATCH,
+    HttpReranker,
+    clip,
+    shown_url,
+)
 from memory.recall_rerank import RerankError
 
 from .rerank_server import FakeReranker, Reply, relevance, serve_reranker
@@ -79,7 +87,6 @@ async def test_scores_come_back_in_document_order(
             "query": QUERY,
             "documents": DOCUMENTS,
             "top_n": 3,
-            "return_documents": False,
         }
 
 
@@ -104,7 +111,11 @@ async def test_long_documents_are_cut_at_a_space(
         (Reply(status=401, body=b'{"error": "bad key"}'), "HTTP 401", "HTTP 401"),
         (Reply(body=b"<html>gateway</html>"), "other than JSON", "other than JSON"),
         (Reply(body=b'{"unexpected": true}'), "without a list", "without a list"),
-        (Reply(body=b"[]"), "scored 0 of 3", "without a list"),
+        (Reply(body=b"[]"), "scored none of 3", "without a list"),
+        (Reply(body=b'{"results": []}'), "without a list", "scored none of 3"),
+        (Reply(body=b'{"results": [{"index": 0, "relevance_score": 1' + b"0" * 400 + b"}]}"),
+         "without a list", "malformed"),
+        (Reply(body=b"[" * 100_000 + b"]" * 100_000), "other than JSON", "other than JSON"),
         (Reply(body=b'{"results": [{"index": 7, "relevance_score": 1}]}'), "without a list",
          "malformed"),
         (Reply(body=b'[{"index": 0, "score": "high"}]'), "malformed", "without a list"),
@@ -126,6 +137,81 @@ async def test_bad_answers_raise_a_rerank_error_without_texts(
     message = str(caught.value)
     assert (tei_says if fake.style == "tei" else jina_says) in message
     assert "Ana" not in message and QUERY not in message and API_KEY not in message
+
+
+async def test_input_refusals_are_told_apart_from_a_failing_endpoint(
+    server: tuple[FakeReranker, str], make: MakeReranker
+) -> None:
+    fake, _ = server
+    for status, endpoint_failed in ((422, False), (413, False), (400, False), (401, True),
+                                    (404, True), (429, True), (503, True)):  # fmt: skip
+        fake.script.append(Reply(status=status, body=b'{"error": "no"}'))
+        with pytest.raises(RerankError) as caught:
+            await make().rerank(QUERY, DOCUMENTS)
+        assert caught.value.endpoint_failed is endpoint_failed, status
+
+
+async def test_more_texts_than_a_tei_batch_go_in_several_requests(
+    server: tuple[FakeReranker, str], make: MakeReranker
+) -> None:
+    fake, _ = server
+    documents = [f"note {i} about my sister" if i % 7 == 0 else f"note {i}" for i in range(70)]
+    scores = await make().rerank("my sister", documents)
+
+    assert scores == [relevance("my sister", d) for d in documents]
+    sizes = sorted(
+        len(r.body["texts" if fake.style == "tei" else "documents"]) for r in fake.requests
+    )
+    assert sizes == ([6, TEI_BATCH, TEI_BATCH] if fake.style == "tei" else [70])
+
+
+async def test_documents_a_capped_answer_leaves_out_have_no_score(
+    server: tuple[FakeReranker, str], make: MakeReranker
+) -> None:
+    fake, _ = server
+    fake.top_n_cap = 2
+    scores = await make().rerank(QUERY, DOCUMENTS)
+    assert scores == [None, relevance(QUERY, DOCUMENTS[1]), relevance(QUERY, DOCUMENTS[2])]
+
+
+async def test_a_long_question_is_cut_too(
+    server: tuple[FakeReranker, str], make: MakeReranker
+) -> None:
+    fake, _ = server
+    await make().rerank("sister " * 1000, DOCUMENTS)
+    (request,) = fake.requests
+    assert request.body["query"] == clip("sister " * 1000, MAX_QUERY_CHARS)
+    assert len(request.body["query"]) <= MAX_QUERY_CHARS
+
+
+async def test_a_cancelled_call_is_not_counted_as_a_failure(
+    server: tuple[FakeReranker, str], make: MakeReranker
+) -> None:
+    fake, _ = server
+    fake.script.append(Reply(delay_s=0.5))
+    seen: list[bool] = []
+    reranker = make()
+    reranker.add_observer(lambda seconds, ok: seen.append(ok))
+    call = asyncio.ensure_future(reranker.rerank(QUERY, DOCUMENTS))
+    await asyncio.sleep(0.1)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await reranker.rerank(QUERY, DOCUMENTS)
+    assert seen == [True, True]
+
+
+def test_a_base_url_is_shown_without_its_password() -> None:
+    assert shown_url("https://bob:s3cret@rerank.example:8443/v1/rerank") == (
+        "https://rerank.example:8443/v1/rerank"
+    )
+    assert shown_url("http://[::1]:8080/rerank") == "http://[::1]:8080/rerank"
+    reranker = HttpReranker(
+        style="tei", base_url="https://bob:s3cret@rerank.example/v1", client=httpx.AsyncClient()
+    )
+    assert (
+        "s3cret" not in repr(reranker) and reranker.endpoint == "https://rerank.example/v1/rerank"
+    )
 
 
 async def test_a_slow_server_is_given_up_on(
@@ -152,10 +238,9 @@ async def test_the_settings_name_the_endpoint() -> None:
         Settings.from_env({"RERANK_PROVIDER": "tei", "HOME": "/tmp"})
     with pytest.raises(SettingsError, match="RERANK_PROVIDER"):
         Settings.from_env({"RERANK_PROVIDER": "cohere-ish", "HOME": "/tmp"})
-    with pytest.raises(SettingsError, match="RERANK_BASE_URL"):
-        Settings.from_env(
-            {"RERANK_PROVIDER": "jina", "RERANK_BASE_URL": "localhost:8080", "HOME": "/tmp"}
-        )
+    for bad in ("localhost:8080", "http://127.0.0.1:99999/v1", "http://[::1/v1", "http:///v1"):
+        with pytest.raises(SettingsError, match="RERANK_BASE_URL"):
+            Settings.from_env({"RERANK_PROVIDER": "jina", "RERANK_BASE_URL": bad, "HOME": "/tmp"})
     settings = Settings.from_env(
         {
             "RERANK_PROVIDER": "JINA",

@@ -7,6 +7,7 @@ memories holding the question's words.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Iterator
 
@@ -15,6 +16,7 @@ import pytest
 
 from memory.providers.reranker import HttpReranker
 from memory.recall_rerank import RerankStage
+from storage.pool import make_pool
 
 from ..providers.rerank_server import FakeReranker, Reply, relevance, serve_reranker
 from .helpers import call
@@ -146,3 +148,84 @@ async def test_nothing_to_reorder_asks_nothing(deps, alice, reranking, server):
     await call(deps, alice, "remember", text="My sister works at the Braga hospital.")
     out = await call(reranked_deps, alice, "recall", query=QUERY)
     assert len(out["matches"]) == 1 and fake.requests == []
+
+
+async def test_a_refused_input_costs_that_call_only(deps, alice, reranking, server):
+    await _store(deps, alice)
+    reranked_deps, _ = reranking
+    fake, _ = server
+    plain = _ids(await call(deps, alice, "recall", query=QUERY, limit=3))
+    fake.script.append(Reply(status=422, body=b'{"error": "input too long"}'))
+
+    assert _ids(await call(reranked_deps, alice, "recall", query=QUERY, limit=3)) == plain
+    again = await call(reranked_deps, alice, "recall", query=QUERY, limit=3)
+
+    assert len(fake.requests) == 2 and _ids(again) != plain  # no rest: asked again
+
+
+class Broken:
+    """A reranker failing in a way no reranker should (not a RerankError)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def rerank(self, query, documents):
+        self.calls += 1
+        raise OverflowError("int too large to convert to float")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_any_failure_of_the_reranker_leaves_the_first_ranking(deps, alice, caplog):
+    await _store(deps, alice)
+    plain = _ids(await call(deps, alice, "recall", query=QUERY, limit=3))
+    broken = Broken()
+    broken_deps = dataclasses.replace(deps, reranker=RerankStage(broken, depth=5))
+
+    out = await call(broken_deps, alice, "recall", query=QUERY, limit=3)
+
+    assert out["ok"] is True and _ids(out) == plain and broken.calls == 1
+    assert "unexpected OverflowError" in caplog.text
+
+
+async def test_a_question_about_a_time_is_not_reranked(deps, alice, reranking, server):
+    await _store(deps, alice)
+    reranked_deps, _ = reranking
+    fake, _ = server
+    for question in (f"{QUERY} in March 2024", "What was the first hospital my sister worked at?"):
+        plain = await call(deps, alice, "recall", query=question, limit=3)
+        out = await call(reranked_deps, alice, "recall", query=question, limit=3)
+        assert _ids(out) == _ids(plain)
+    assert fake.requests == []
+
+
+class AsksTheStore:
+    """A reranker that, while it is asked, needs a connection of the same pool."""
+
+    def __init__(self, deps, user: int, memory_id: int) -> None:
+        self.deps, self.user, self.memory_id = deps, user, memory_id
+        self.read: dict | None = None
+
+    async def rerank(self, query, documents):
+        self.read = await call(self.deps, self.user, "get_memory", id=self.memory_id)
+        return [float(i) for i in range(len(documents))]
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_no_connection_is_held_while_the_reranker_is_asked(deps, alice, clean_db):
+    ids = list(await _store(deps, alice))
+    one = make_pool(clean_db, min_size=1, max_size=1, name="one-connection")
+    await one.open(wait=True)
+    try:
+        single = dataclasses.replace(deps, pool=one)
+        asks = AsksTheStore(single, alice, ids[0])
+        reranked = dataclasses.replace(single, reranker=RerankStage(asks, depth=5))
+        # With the one connection held by recall, get_memory would wait for it forever.
+        out = await asyncio.wait_for(call(reranked, alice, "recall", query=QUERY, limit=3), 10)
+    finally:
+        await one.close()
+    assert asks.read is not None and asks.read["memory"]["id"] == ids[0]
+    assert len(out["matches"]) == 3
