@@ -33,6 +33,7 @@ from config.settings import Settings
 from memory.audit import AuditLog
 from memory.deps import Deps
 from memory.own_indexes import own_indexes_forever
+from memory.recall_rerank import RerankStage
 from memory.relations import sweep_forever
 from storage.migrate import migrate
 from tasks.actors import extraction_hook
@@ -152,6 +153,9 @@ class WebProcess:
             hooks.append(_stopper(sweep))
             # Large users' own HNSW indexes (issue 16): one process at a time builds them.
             hooks.append(_stopper(asyncio.create_task(own_indexes_forever(deps.pool))))
+            if self._rerank is not None:
+                # In the background: start-up does not wait for a slow or absent reranker.
+                hooks.append(_stopper(asyncio.create_task(_check_reranker(self._rerank))))
         except BaseException:
             await self.close()
             raise
@@ -177,6 +181,14 @@ class WebProcess:
                 await hook()
             except Exception:  # closing must go on
                 _log.exception("error while shutting down")
+
+
+async def _check_reranker(stage: RerankStage) -> None:
+    failure = await stage.check()
+    if failure is None:
+        _log.info("the reranker answered")
+    else:
+        _log.warning("the reranker did not answer (%s): recall uses its first ranking", failure)
 
 
 def metadata_fetcher(settings: Settings) -> MetadataFetcher:

@@ -83,6 +83,18 @@ class RerankStage:
         self._clock = clock
         self._resting_until = float("-inf")
 
+    async def check(self) -> str | None:
+        """Ask the reranker about two short texts: None when it answered, else what failed.
+
+        Run once at start-up, so that a wrong RERANK_BASE_URL or key shows in the log
+        before the first recall falls back; a failure rests the stage like any other.
+        """
+        try:
+            await self.reranker.rerank("Where do I live?", ["I live in Porto.", "I like tea."])
+        except Exception as ex:
+            return self._failed(ex, log=False)
+        return None
+
     def will_ask(self, candidates: int) -> bool:
         """Whether :meth:`rerank` would ask the reranker about this many candidates now."""
         return candidates >= 2 and self._clock() >= self._resting_until
@@ -114,12 +126,16 @@ class RerankStage:
         )
         return Reranked([*reordered, *order[len(head) :]], by_key, place)
 
-    def _failed(self, ex: Exception) -> None:
+    def _failed(self, ex: Exception, *, log: bool = True) -> str:
+        """Rest after a failure of the endpoint; what failed, as a log may say it."""
         said = str(ex) if isinstance(ex, RerankError) else f"unexpected {type(ex).__name__}"
         if isinstance(ex, RerankError) and not ex.endpoint_failed:
-            logger.warning("reranking failed, this recall uses its first ranking: %s", said)
-            return
+            if log:
+                logger.warning("reranking failed, this recall uses its first ranking: %s", said)
+            return said
         self._resting_until = self._clock() + self._rest_s
-        logger.warning(
-            "reranking failed, recall uses its first ranking for %g s: %s", self._rest_s, said
-        )
+        if log:
+            logger.warning(
+                "reranking failed, recall uses its first ranking for %g s: %s", self._rest_s, said
+            )
+        return said

@@ -229,3 +229,15 @@ async def test_no_connection_is_held_while_the_reranker_is_asked(deps, alice, cl
         await one.close()
     assert asks.read is not None and asks.read["memory"]["id"] == ids[0]
     assert len(out["matches"]) == 3
+
+
+async def test_the_start_up_check_says_whether_the_reranker_answers(reranking, server):
+    reranked_deps, clock = reranking
+    fake, _ = server
+    stage = reranked_deps.reranker
+    assert await stage.check() is None and stage.will_ask(5)
+    fake.script.append(Reply(status=401, body=b'{"error": "bad key"}'))
+    assert "HTTP 401" in (await stage.check() or "")
+    assert not stage.will_ask(5)  # recall does not try it again for a while
+    clock.now += 31
+    assert stage.will_ask(5)
