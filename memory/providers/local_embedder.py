@@ -123,6 +123,9 @@ class LocalEmbedder(Observable):
                     provider="local",
                 )
 
+        # Before the model's first allocations: the model's activations are what
+        # glibc's moving thresholds let pile up in per-thread heaps (memory/providers/heap.py).
+        TRIMMER.fix_thresholds()
         options = ort.SessionOptions()
         options.intra_op_num_threads = intra_op_threads or available_cpus()
         # NOTE: idle intra-op threads sleep instead of spinning. Spinning takes a
