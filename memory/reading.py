@@ -65,9 +65,10 @@ async def _ranked(
     embedding = asyncio.ensure_future(deps.embedder.embed_one(query))
     try:
         async with deps.pool.connection() as conn:
-            terms, lexical_ids = await lexical.lexical_side(
+            side = await lexical.lexical_side(
                 conn, user_id, query, candidates=ranking.lexical_candidate_count(limit), tags=tags
             )
+            terms = side.terms
             when = await recall_time.read(conn, user_id, query, as_of)
             embedded = await embedding
             timely = await recall_time.window_ids(
@@ -78,8 +79,9 @@ async def _ranked(
                 user_id,
                 embedded,
                 candidates=ranking.candidate_count(limit),
+                exact=side.exact,
                 terms=[(t.term, t.weight) for t in terms],
-                lexical_ids=[*lexical_ids, *timely],
+                lexical_ids=[*side.ids, *timely],
                 tags=tags,
             )
             times = {c.scored.row.id: recall_time.event_time(c.scored.row) for c in found}
