@@ -161,9 +161,10 @@ async def _first_ranking(
 ) -> _FirstRanking:
     """Every candidate of the query (vector, lexical, time window), fused and ranked."""
     w_s, w_c = deps.settings.rank_salience_weight, deps.settings.rank_context_weight
-    terms, lexical_ids = await lexical.lexical_side(
+    side = await lexical.lexical_side(
         conn, user_id, query, candidates=ranking.lexical_candidate_count(limit), tags=tags
     )
+    terms = side.terms
     when = await recall_time.read(conn, user_id, query, as_of)
     embedded = await embedding
     timely = await recall_time.window_ids(conn, user_id, embedded, when, limit=limit, tags=tags)
@@ -172,8 +173,9 @@ async def _first_ranking(
         user_id,
         embedded,
         candidates=ranking.candidate_count(limit),
+        exact=side.exact,
         terms=[(t.term, t.weight) for t in terms],
-        lexical_ids=[*lexical_ids, *timely],
+        lexical_ids=[*side.ids, *timely],
         tags=tags,
     )
     times = {c.scored.row.id: recall_time.event_time(c.scored.row) for c in found}

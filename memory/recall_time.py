@@ -30,7 +30,7 @@ async def read(
     when = query_time.read_question(question, as_of)
     if when.anchor is None:
         return when
-    _, ids = await lexical.lexical_side(conn, user_id, when.anchor.phrase, candidates=1)
+    ids = (await lexical.lexical_side(conn, user_id, when.anchor.phrase, candidates=1)).ids
     row = await store.get_memory(conn, user_id, ids[0]) if ids else None
     if row is None:
         return replace(when, anchor=None)

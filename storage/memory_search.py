@@ -14,7 +14,15 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
-from .memory_sql import LARGE_USER, M_ACTIVE, M_COLUMNS, SMALL_USER, nearest_ids
+from .memory_sql import (
+    M_ACTIVE,
+    M_COLUMNS,
+    TABLE_ROWS,
+    USER_ROWS,
+    for_user,
+    nearest_ids,
+    searched_exactly,
+)
 from .rows import ScoredMemoryRow, memory_row
 
 
@@ -68,6 +76,9 @@ class QueryTermStats:
     total: int
     #: (term, rows containing it), one per distinct term of the query, sorted by term.
     terms: tuple[tuple[str, int], ...]
+    #: Whether the user's searches read every row of theirs, not an index
+    #: (:func:`~storage.memory_sql.searched_exactly`): ``exact`` of the searches below.
+    exact: bool
 
 
 @dataclass(frozen=True)
@@ -80,12 +91,13 @@ class HybridCandidate:
 
 
 async def query_term_stats(conn: AsyncConnection, user_id: int, query: str) -> QueryTermStats:
-    """The query's search terms and their row counts in the user's store (migration 0002)."""
+    """The query's search terms and their row counts in the user's store (migration 0002),
+    and how the user's rows are searched."""
     cur = await conn.execute(
-        """
-        SELECT coalesce((SELECT docs FROM memory_term_totals WHERE user_id = %(user_id)s), 0),
-               coalesce(array_agg(q.term ORDER BY q.term), '{}'),
-               coalesce(array_agg(coalesce(s.docs, 0) ORDER BY q.term), '{}')
+        f"""
+        SELECT {USER_ROWS}, {TABLE_ROWS},
+               coalesce(array_agg(q.term ORDER BY q.term), '{{}}'),
+               coalesce(array_agg(coalesce(s.docs, 0) ORDER BY q.term), '{{}}')
         FROM unnest(tsvector_to_array(to_tsvector(%(config)s::regconfig, %(query)s))) AS q(term)
         LEFT JOIN memory_terms s ON s.user_id = %(user_id)s AND s.term = q.term
         """,
@@ -93,7 +105,12 @@ async def query_term_stats(conn: AsyncConnection, user_id: int, query: str) -> Q
     )
     row = await cur.fetchone()
     assert row is not None
-    return QueryTermStats(int(row[0]), tuple(zip(row[1], (int(d) for d in row[2]), strict=True)))
+    total, table_rows, terms, docs = row
+    return QueryTermStats(
+        int(total),
+        tuple(zip(terms, (int(d) for d in docs), strict=True)),
+        searched_exactly(int(total), float(table_rows)),
+    )
 
 
 def _tsquery_term(term: str) -> str:
@@ -130,6 +147,7 @@ async def lexical_candidates(
     terms: Sequence[tuple[str, float]],
     probe: Sequence[str],
     candidates: int,
+    exact: bool,
     tags: Sequence[str] = (),
 ) -> list[int]:
     """Ids of the ``candidates`` active rows scoring highest on the weighted ``terms``.
@@ -137,6 +155,7 @@ async def lexical_candidates(
     Only rows containing at least one ``probe`` term are read (GIN index); the
     user, deletion, expiry and tag filters apply in SQL, as on the vector side.
     A row's score is the sum of the weights of the ``terms`` it contains.
+    ``exact``: the user is searched exactly (:attr:`QueryTermStats.exact`).
     """
     if not terms or not probe or candidates <= 0:
         return []
@@ -146,20 +165,27 @@ async def lexical_candidates(
     # through the user_id btrees and tested one by one: the GIN index's posting
     # list of a common word spans every user's rows (6.7 ms against 0.2 ms for a
     # lone user of 1,000 rows, among 1.1M rows: BENCHMARKS.md, issue 16).
-    query = sql.SQL(
+    matching = (
         f"""
-        (SELECT m.id FROM memories m
-         WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter} AND {LARGE_USER}
-           AND m.text_search @@ %(probe)s::tsquery
-         ORDER BY {{score}} DESC, m.id DESC LIMIT %(k)s)
-        UNION ALL
-        (SELECT m.id
-         FROM (SELECT m.id, m.text_search FROM memories m
-               WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter} AND {SMALL_USER}
-               OFFSET 0) m
-         WHERE m.text_search @@ %(probe)s::tsquery
-         ORDER BY {{score}} DESC, m.id DESC LIMIT %(k)s)
+        (SELECT m.id, m.text_search FROM memories m
+         WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+         OFFSET 0) m
+        WHERE m.text_search @@ %(probe)s::tsquery
         """
+        if exact
+        else f"""
+        memories m
+        WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+          AND m.text_search @@ %(probe)s::tsquery
+        """
+    )
+    query = sql.SQL(
+        for_user(
+            f"SELECT m.id FROM {matching} ORDER BY {{score}} DESC, m.id DESC LIMIT %(k)s",
+            user_id=user_id,
+            k=candidates,
+            exact=exact,
+        )
     ).format(score=score)
     cur = await conn.execute(
         query,
@@ -170,7 +196,6 @@ async def lexical_candidates(
             "probe": " | ".join(_tsquery_term(t) for t in probe),
             "k": candidates,
         },
-        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [int(r[0]) for r in await cur.fetchall()]
 
@@ -181,6 +206,7 @@ async def search_hybrid(
     query_embedding: Any,
     *,
     candidates: int,
+    exact: bool,
     terms: Sequence[tuple[str, float]] = (),
     lexical_ids: Sequence[int] = (),
     tags: Sequence[str] = (),
@@ -192,7 +218,8 @@ async def search_hybrid(
     rows of ``lexical_ids`` (from :func:`lexical_candidates`) that still pass
     the same filters: the user, not deleted, not expired, the tags. A row's
     lexical score is the sum of the weights of the ``terms`` it contains,
-    whichever side it came from.
+    whichever side it came from. ``exact``: the user is searched exactly
+    (:attr:`QueryTermStats.exact`).
     """
     score, params = _lexical_score(terms)
     tag_filter = "AND m.tags && %(tags)s" if tags else ""
@@ -205,19 +232,25 @@ async def search_hybrid(
         if lexical_ids
         else ""
     )
+    nearest = nearest_ids(distance_to="%(q)b", filters=_filters(tags), exact=exact)
     query = sql.SQL(
-        f"""
-        WITH picked AS (
-            {nearest_ids(distance_to="%(q)b", filters=_filters(tags))}
-            {lexical_side}
+        for_user(
+            f"""
+            WITH picked AS (
+                ({nearest})
+                {lexical_side}
+            )
+            SELECT {M_COLUMNS},
+                   1 - (m.embedding <=> %(q)b) AS cosine,
+                   CASE WHEN m.context_centroid IS NULL THEN 0
+                        ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
+                   {{score}} AS lexical
+            FROM picked JOIN memories m ON m.id = picked.id
+            """,
+            user_id=user_id,
+            k=candidates,
+            exact=exact,
         )
-        SELECT {M_COLUMNS},
-               1 - (m.embedding <=> %(q)b) AS cosine,
-               CASE WHEN m.context_centroid IS NULL THEN 0
-                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
-               {{score}} AS lexical
-        FROM picked JOIN memories m ON m.id = picked.id
-        """
     ).format(score=score)
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
@@ -230,7 +263,6 @@ async def search_hybrid(
             "k": candidates,
             "lexical_ids": list(lexical_ids),
         },
-        prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [
         HybridCandidate(

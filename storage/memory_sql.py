@@ -43,6 +43,9 @@ TABLE_ROWS = "(SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memories'::regc
 #: average size, and at 1.1M rows that plan sorted the big user's 100,000 rows by
 #: exact distance in the HNSW branch (108 ms against 9). Planned each time, the
 #: branch is planned for this user's row estimate (~0.2 ms of planning).
+#: Statements whose caller has read both numbers already (recall's, after
+#: ``query_term_stats``) send one branch instead (:func:`searched_exactly`,
+#: :func:`for_user`).
 #:
 #: The one-time filters of the two plans (exactly one of them holds).
 SMALL_USER = (
@@ -52,25 +55,64 @@ SMALL_USER = (
 LARGE_USER = f"NOT {SMALL_USER}"
 
 
-def nearest_ids(*, distance_to: str, filters: str) -> str:
+def searched_exactly(user_rows: int, table_rows: float) -> bool:
+    """:data:`SMALL_USER` from the two numbers it reads (``USER_ROWS``, ``TABLE_ROWS``)."""
+    return user_rows <= EXACT_SEARCH_ROWS or (
+        user_rows <= EXACT_SEARCH_MAX_ROWS and user_rows * SMALL_SHARE < table_rows
+    )
+
+
+def for_user(query: str, *, user_id: int, k: int, exact: bool) -> str:
+    """A one-branch search statement (``exact``: :func:`searched_exactly`) as sent, prepared.
+
+    A small user's keeps ``%(user_id)s``: its generic plan reads the user's rows
+    through the ``user_id`` btrees, right for every small user. A large user's
+    gets the id and ``%(k)s`` written in: a generic plan of ``user_id = $1`` is
+    planned for a user of average size (the 108 ms sort above; the lexical side's
+    ``id = ANY`` read all 10,000 rows of a big user through the ``user_id`` btree),
+    and a partial own index is proved from the value only. With the value the plan
+    is this user's, and with ``k`` too PostgreSQL keeps it instead of planning
+    each call (a LIMIT it cannot see is costed as a tenth of the rows).
+    """
+    if exact:
+        return query
+    return query.replace("%(user_id)s", str(int(user_id))).replace("%(k)s", str(int(k)))
+
+
+def _nearest_by_index(distance_to: str, filters: str) -> str:
+    return f"""
+        SELECT m.id FROM memories m
+        WHERE m.user_id = %(user_id)s AND {filters}
+        ORDER BY m.embedding <=> {distance_to}
+        LIMIT %(k)s
+    """
+
+
+def _nearest_exactly(distance_to: str, filters: str) -> str:
+    # OFFSET 0 keeps the planner from turning the sort back into an HNSW scan.
+    return f"""
+        SELECT mine.id
+        FROM (SELECT m.id, m.embedding FROM memories m
+              WHERE m.user_id = %(user_id)s AND {filters}
+              OFFSET 0) mine
+        ORDER BY mine.embedding <=> {distance_to}
+        LIMIT %(k)s
+    """
+
+
+def nearest_ids(*, distance_to: str, filters: str, exact: bool | None = None) -> str:
     """A subquery giving the ids of the user's ``%(k)s`` rows nearest ``distance_to``.
 
     ``filters``: extra conditions on ``m`` (activity, tags), joined by AND. For a
-    small user (:data:`EXACT_SEARCH_MAX_ROWS`) every row of theirs is read
-    through the ``user_id`` btrees and ordered by distance (``OFFSET 0`` keeps
-    the planner from turning that back into an HNSW scan); for a large one the
-    HNSW index scan with the same filters.
+    small user (``exact``) every row of theirs is read through the ``user_id``
+    btrees and ordered by distance; for a large one the HNSW index scan with the
+    same filters. ``exact`` None: both, each behind its one-time filter, for a
+    caller that has not read the user's size (run it unprepared).
     """
+    if exact is not None:
+        return (_nearest_exactly if exact else _nearest_by_index)(distance_to, filters)
     return f"""
-        (SELECT m.id FROM memories m
-         WHERE m.user_id = %(user_id)s AND {filters} AND {LARGE_USER}
-         ORDER BY m.embedding <=> {distance_to}
-         LIMIT %(k)s)
+        ({_nearest_by_index(distance_to, f"{filters} AND {LARGE_USER}")})
         UNION ALL
-        (SELECT mine.id
-         FROM (SELECT m.id, m.embedding FROM memories m
-               WHERE m.user_id = %(user_id)s AND {filters} AND {SMALL_USER}
-               OFFSET 0) mine
-         ORDER BY mine.embedding <=> {distance_to}
-         LIMIT %(k)s)
+        ({_nearest_exactly(distance_to, f"{filters} AND {SMALL_USER}")})
     """

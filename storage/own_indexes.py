@@ -7,8 +7,9 @@ got recall@10 0.92 against exact search and 1.7x its lone-user latency
 (BENCHMARKS.md, "issue 16, many tenants"). A partial index ``WHERE user_id = N``
 is a graph over that user's rows only, as if they were alone: PostgreSQL uses it
 for a statement whose ``user_id = %(user_id)s`` is planned with the value (the
-search statements run unprepared, ``memory_sql``), because it is the smaller of
-the two indexes that can order by distance.
+search statements run unprepared, or with a large user's id written in:
+``memory_sql``), because it is the smaller of the two indexes that can order by
+distance.
 
 Only a few users qualify (:data:`OWN_INDEX_MIN_ROWS` rows, less than
 1/:data:`OWN_INDEX_MAX_SHARE` of the table): every partial index costs each

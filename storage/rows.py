@@ -82,8 +82,18 @@ class MemoryRow:
     embedding_model: str = field(metadata=column("text", shape=17))
 
 
-def _columns(row_type: type[MemoryRow]) -> list[tuple[str, Column]]:
-    return [(f.name, f.metadata["column"]) for f in fields(row_type)]
+#: The columns of each row type read so far: recall builds some 50 rows a call, and
+#: reading a type's fields each time cost about as much as building the row.
+_COLUMNS_OF: dict[type[MemoryRow], tuple[tuple[str, Column], ...]] = {}
+
+
+def _columns(row_type: type[MemoryRow]) -> tuple[tuple[str, Column], ...]:
+    found = _COLUMNS_OF.get(row_type)
+    if found is None:
+        found = _COLUMNS_OF[row_type] = tuple(
+            (f.name, f.metadata["column"]) for f in fields(row_type)
+        )
+    return found
 
 
 def select_list(row_type: type[Any] = MemoryRow, *, prefix: str = "") -> str:

@@ -213,6 +213,7 @@ def raw_search_times(
                 terms=weighted,
                 probe=ranking.probe_terms(terms),
                 candidates=ranking.lexical_candidate_count(8),
+                exact=counted.exact,
                 tags=[],
             )
             await store.search_hybrid(
@@ -220,6 +221,7 @@ def raw_search_times(
                 user_id,
                 v,
                 candidates=ranking.candidate_count(8),
+                exact=counted.exact,
                 terms=weighted,
                 lexical_ids=ids,
                 tags=[],

@@ -227,12 +227,14 @@ async def _sql_hybrid(pool: Any, user_id: int, query: str, vector: Any, limit: i
             terms=weighted,
             probe=probe,
             candidates=ranking.lexical_candidate_count(limit),
+            exact=stats.exact,
         )
         await store.search_hybrid(
             conn,
             user_id,
             vector,
             candidates=ranking.candidate_count(limit),
+            exact=stats.exact,
             terms=weighted,
             lexical_ids=ids,
         )

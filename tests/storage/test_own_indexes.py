@@ -5,7 +5,8 @@ near the query; with a budget of visited rows (``hnsw.max_scan_tuples``, lowered
 here so a few thousand rows stand for a million) it runs out before reaching a
 large user's nearest rows. Their own partial index holds their rows only. The
 planner picks it, the smaller of the two indexes that can order by distance, when
-the statement is planned with the user's id (the searches run unprepared).
+the statement is planned with the user's id (the searches run unprepared, or with
+the id written in).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 from memory.own_indexes import keep_own_indexes
 from storage import memories as store
 from storage import own_indexes
-from storage.memory_sql import EXACT_SEARCH_ROWS, M_ACTIVE, nearest_ids
+from storage.memory_sql import EXACT_SEARCH_ROWS, M_ACTIVE, for_user, nearest_ids
 
 from ..conftest import TEST_DIMENSIONS, make_user
 from .vectors import seed, unit
@@ -41,18 +42,33 @@ def _indexes(dsn: str) -> set[str]:
     return {r[0] for r in rows}
 
 
-async def _top10(pool: Any, user_id: int, q: np.ndarray) -> list[int]:
-    """The ids of the nearest-rows subquery every vector search shares (memory_sql)."""
+async def _top10(pool: Any, user_id: int, q: np.ndarray, *, prepared: bool = False) -> list[int]:
+    """The ids of the nearest-rows subquery every vector search shares (memory_sql).
+
+    ``prepared``: recall's form for a large user (one branch, the user's id written
+    in), run until prepared and on its generic plan, the plan a prepared statement keeps.
+    """
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {_SCAN_BUDGET}")
         # At a few thousand rows the planner sorts the user's rows by distance itself; in
         # a store of a million it reads an HNSW index, as it must here without sorting.
         await conn.execute("SET LOCAL enable_sort = off")
-        cur = await conn.execute(
-            nearest_ids(distance_to="%(q)b", filters=M_ACTIVE),
-            {"q": q, "user_id": user_id, "k": 10},
-            prepare=False,
+        if not prepared:
+            cur = await conn.execute(
+                nearest_ids(distance_to="%(q)b", filters=M_ACTIVE),
+                {"q": q, "user_id": user_id, "k": 10},
+                prepare=False,
+            )
+            return [int(r[0]) for r in await cur.fetchall()]
+        await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        query = for_user(
+            nearest_ids(distance_to="%(q)b", filters=M_ACTIVE, exact=False),
+            user_id=user_id,
+            k=10,
+            exact=False,
         )
+        for _ in range(6):  # psycopg prepares a statement on its 5th run
+            cur = await conn.execute(query, {"q": q})
         return [int(r[0]) for r in await cur.fetchall()]
 
 
@@ -82,6 +98,7 @@ async def test_a_large_user_in_a_crowd_is_served_by_an_own_index(clean_db, pool,
     assert _indexes(clean_db) == {own_indexes.own_index_name(alice)}
     own = await _top10(pool, alice, q)
     assert len(set(own) & set(exact)) >= 9
+    assert len(set(await _top10(pool, alice, q, prepared=True)) & set(exact)) >= 9
 
     again = await keep_own_indexes(pool, min_rows=_MIN_ROWS)
     assert again.built == [] and again.dropped == []

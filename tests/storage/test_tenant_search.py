@@ -10,10 +10,13 @@ index and its near-exact answers.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 
 from storage import memories as store
 from storage.memory_sql import EXACT_SEARCH_MAX_ROWS
@@ -58,8 +61,14 @@ async def test_small_users_recall_is_exact_among_a_crowd(pool, alice, crowded):
     )
     assert [s.row.id for s in found] == want
 
-    hybrid = await _on_budget(pool, lambda conn: store.search_hybrid(conn, alice, q, candidates=10))
-    assert sorted(c.scored.row.id for c in hybrid) == sorted(want)
+    async def hybrid(conn: Any) -> list[store.HybridCandidate]:
+        # Recall reads the user's size with the query's terms and sends the one branch.
+        sized = await store.query_term_stats(conn, alice, "")
+        assert sized.exact
+        return await store.search_hybrid(conn, alice, q, candidates=10, exact=sized.exact)
+
+    found_hybrid = await _on_budget(pool, hybrid)
+    assert sorted(c.scored.row.id for c in found_hybrid) == sorted(want)
 
     tagged = await _on_budget(
         pool, lambda conn: store.search_by_vector(conn, alice, q, candidates=10, tags=["other"])
@@ -99,3 +108,88 @@ async def test_a_large_user_gets_the_nearest_rows_through_the_index(clean_db, po
     top = [s.row.id for s in found[:10]]
     assert top[0] == ids[123]
     assert len(set(top) & set(_exact(ids, vectors, q, 10))) >= 9
+
+
+def _seed_crowd(dsn: str, users: int, rows_each: int, rng: np.random.Generator) -> None:
+    """``users`` new accounts of ``rows_each`` random rows, in one COPY, then ANALYZE."""
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        ids = [
+            int(r[0])
+            for r in conn.execute(
+                "INSERT INTO users (username, password_hash)"
+                " SELECT 'crowd' || n, 'x' FROM generate_series(1, %s) n RETURNING id",
+                (users,),
+            ).fetchall()
+        ]
+        vectors = unit(rng.normal(size=(users * rows_each, TEST_DIMENSIONS)))
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
+                " embedding_model, tags) FROM STDIN"
+            ) as copy,
+        ):
+            for i, v in enumerate(vectors):
+                text = f"crowd row {i}"
+                copy.write_row([ids[i // rows_each], text, text, v, "test", "test", ["t"]])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE memories")
+
+
+def _plan_nodes(logged: str) -> tuple[list[str], str]:
+    """An auto_explain record's plan: its nodes (what reads what, how) and its whole text."""
+    plan = logged.split("Query Parameters:", 1)[1].split("\n", 1)[1]
+    nodes = [
+        re.sub(r"\s*\(cost=.*", "", line).strip() for line in plan.splitlines() if "cost=" in line
+    ]
+    return nodes, plan
+
+
+async def test_a_large_users_prepared_search_keeps_the_users_plan(clean_db, pool, bob):
+    """Recall's search runs prepared, on a plan PostgreSQL keeps: it must be the user's.
+
+    Among 200 users of 5 rows, a plan of ``user_id = $1`` is one for a user of 30
+    rows: the lexical side read all of a large user's rows through the
+    ``user_id`` btree to find its few ids (``memory_sql.for_user``). Forced
+    generic here, the plan a prepared statement settles on, and compared with the
+    first call's, planned with the values.
+    """
+    rng = np.random.default_rng(18)
+    ids = seed(clean_db, bob, unit(rng.normal(size=(EXACT_SEARCH_MAX_ROWS + 1, TEST_DIMENSIONS))))
+    _seed_crowd(clean_db, 200, 5, rng)
+    q = unit(rng.normal(size=TEST_DIMENSIONS))
+    logged: list[str] = []
+
+    def note(diagnostic: Any) -> None:
+        logged.append(diagnostic.message_primary or "")
+
+    async with pool.connection() as conn:
+        sized = await store.query_term_stats(conn, bob, "row")
+        assert not sized.exact
+        conn.add_notice_handler(note)
+        try:
+            async with conn.transaction():
+                await conn.execute("LOAD 'auto_explain'")
+                await conn.execute("SET LOCAL auto_explain.log_min_duration = 0")
+                await conn.execute("SET LOCAL auto_explain.log_level = notice")
+                for run in range(8):  # psycopg prepares a statement on its 5th run
+                    if run == 1:  # the first is planned with the values, the others not
+                        await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                    found = await store.search_hybrid(
+                        conn,
+                        bob,
+                        q,
+                        candidates=10,
+                        exact=False,
+                        terms=[("row", 1.0)],
+                        lexical_ids=ids[:5],
+                    )
+        finally:
+            conn.remove_notice_handler(note)
+    assert {c.scored.row.id for c in found} >= set(ids[:5])
+    searches = [record for record in logged if "WITH picked" in record]
+    (custom, with_values), (generic, without) = _plan_nodes(searches[0]), _plan_nodes(searches[-1])
+    parameter = re.compile(r"<=> \$\d")
+    assert parameter.search(without) and not parameter.search(with_values)
+    assert generic == custom
