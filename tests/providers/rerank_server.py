@@ -11,11 +11,12 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.providers.local_http import serve_local
 
 _WORD = re.compile(r"\w{4,}")
 #: TEI's ``--max-client-batch-size`` default: more texts in one request get a 422.
@@ -104,19 +105,6 @@ def _handler(fake: FakeReranker) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@contextmanager
-def serve_reranker(fake: FakeReranker) -> Iterator[str]:
+def serve_reranker(fake: FakeReranker) -> AbstractContextManager[str]:
     """Serve ``fake`` on a free loopback port; yields its ``RERANK_BASE_URL``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    server.daemon_threads = True
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host}:{port}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    return serve_local(_handler(fake))

@@ -9,9 +9,9 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -22,6 +22,7 @@ from bootstrap.providers import make_embedder
 from config.settings import Settings, SettingsError
 from memory.errors import EMBEDDING_ERROR, MemoryServiceError
 from memory.providers.embedders import Embedder, OpenAIEmbedder
+from tests.providers.local_http import serve_local
 
 API_KEY = "sk-test-secret-key"
 DIMS = 8
@@ -113,22 +114,9 @@ def _handler(provider: FakeProvider) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@contextmanager
-def serve_provider(provider: FakeProvider) -> Iterator[str]:
+def serve_provider(provider: FakeProvider) -> AbstractContextManager[str]:
     """Serve ``provider`` on a free loopback port; yields its ``EMBEDDING_BASE_URL``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(provider))
-    server.daemon_threads = True
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host}:{port}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    return serve_local(_handler(provider))
 
 
 @pytest.fixture
