@@ -90,7 +90,11 @@ class RerankStage:
         before the first recall falls back; a failure rests the stage like any other.
         """
         try:
-            await self.reranker.rerank("Where do I live?", ["I live in Porto.", "I like tea."])
+            scores = await self.reranker.rerank(
+                "Where do I live?", ["I live in Porto.", "I like tea."]
+            )
+            if len(scores) != 2 or None in scores:
+                raise RerankError(f"the reranker scored {len(scores)} of 2 texts")
         except Exception as ex:
             return self._failed(ex, log=False)
         return None
