@@ -267,7 +267,12 @@ def _search_args(
     )
     min_score = args.number("min_score", default=None, minimum=0.0, maximum=1.0)
     tags = list(_tag_filter(args))
-    as_of = parse_timestamp(args.raw("as_of"), field="as_of") if args.has("as_of") else None
+    # At the caller's offset: "yesterday" and "last week" are the caller's.
+    as_of = (
+        parse_timestamp(args.raw("as_of"), field="as_of", keep_offset=True)
+        if args.has("as_of")
+        else None
+    )
     assert limit is not None
     return query, limit, min_score, tags, as_of
 

@@ -32,9 +32,11 @@ class EventTime:
     occurred_at_parsed: bool
 
 
-def optional_time(args: Args, name: str) -> datetime | None:
+def optional_time(args: Args, name: str, *, keep_offset: bool = False) -> datetime | None:
     """An optional timestamp argument; null or absent is None."""
-    return parse_timestamp(args.raw(name), field=name) if args.has(name) else None
+    if not args.has(name):
+        return None
+    return parse_timestamp(args.raw(name), field=name, keep_offset=keep_offset)
 
 
 def check_span(valid_from: datetime | None, valid_to: datetime | None, *, field: str) -> None:
@@ -53,7 +55,8 @@ def new_event_time(args: Args, text: str, *, now: datetime) -> EventTime:
     valid_from = optional_time(args, "valid_from")
     valid_to = optional_time(args, "valid_to")
     check_span(valid_from, valid_to, field="valid_from")
-    reference = optional_time(args, "reference_time")
+    # At the caller's offset: relative dates count in the caller's days.
+    reference = optional_time(args, "reference_time", keep_offset=True)
     if occurred is not None:
         return EventTime(occurred, valid_from, valid_to, occurred_at_parsed=False)
     parsed = event_date(text, reference or now)

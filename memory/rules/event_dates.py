@@ -23,7 +23,9 @@ What is read (case-insensitive), each to one instant in UTC:
   day).
 
 A date without a time is midnight UTC of that day; relative days are days
-of the reference instant in UTC. Nothing is guessed: numeric dates whose
+of the reference instant at its own offset (a caller's ``reference_time`` of
+``2026-12-04T20:00:00-08:00`` makes "yesterday" 3 December, although the instant
+is 5 December in UTC). Nothing is guessed: numeric dates whose
 order is unknown (``03/04/2023``, ``3.4.2023``), a month-name date without a
 year (``on May 7``, ``7 May``), a month and year with no day (``May 2023``)
 and impossible dates (``2023-02-30``) give no date; and a text that names
@@ -166,7 +168,7 @@ def event_date(text: str, reference: datetime) -> datetime | None:
     """
     if reference.tzinfo is None or reference.utcoffset() is None:
         raise ValueError("event_date needs an aware reference datetime")
-    today = reference.astimezone(UTC).date()
+    today = reference.date()  # the reference's own day, at the offset it was given with
     found: list[datetime] = []
     taken: list[tuple[int, int]] = []
     for pattern, resolve in _READERS:

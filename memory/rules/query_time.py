@@ -3,7 +3,9 @@
 Pure: standard library only. :func:`read_question` is what ``recall``,
 ``search_memory`` and ``build_context_prompt`` use (issue 17, "time in
 queries"); everything resolves against ``as_of`` (the caller's, default now),
-in UTC, and every window is half-open, ``[start, end)``.
+in the days of its own offset (a caller's ``-08:00`` evening is still that day;
+a day's window runs from midnight UTC of that date, as stored dates do), and
+every window is half-open, ``[start, end)``.
 
 Spans (the first that matches wins, most specific first):
 
@@ -273,7 +275,7 @@ def read_question(question: str, as_of: datetime) -> QuestionTime:
     """What ``question`` says about time, against ``as_of`` (an aware datetime)."""
     if as_of.tzinfo is None or as_of.utcoffset() is None:
         raise ValueError("read_question needs an aware as_of")
-    as_of = as_of.astimezone(UTC)
+    # Kept at the caller's offset: "yesterday" and "this month" are the caller's days.
     order = _order(question)
     side = _SIDE.search(question)
     if side:

@@ -25,8 +25,12 @@ _DATE_TIME = re.compile(
 )
 
 
-def parse_timestamp(value: object, *, field: str) -> datetime:
+def parse_timestamp(value: object, *, field: str, keep_offset: bool = False) -> datetime:
     """Parse an RFC 3339 date-time with an offset into an aware UTC datetime.
+
+    ``keep_offset``: the same instant at the offset it was given with, for the
+    times whose day matters (``reference_time``, ``as_of``: "yesterday" is the
+    caller's yesterday). It compares and stores like its UTC twin.
 
     Accepts "2026-05-17T14:00:00Z", "2026-05-17t14:00:00.5+02:00" and
     "2026-05-17 14:00:00-05:00". Surrounding whitespace is malformed like any
@@ -39,7 +43,8 @@ def parse_timestamp(value: object, *, field: str) -> datetime:
         match = _DATE_TIME.fullmatch(value)
         if match is not None:
             try:
-                return _to_utc(match)
+                instant = _to_utc(match)
+                return instant.astimezone(_given_offset(match)) if keep_offset else instant
             except (ValueError, OverflowError):
                 pass
     raise invalid(
@@ -64,6 +69,14 @@ def format_timestamp(dt: datetime | None) -> str | None:
     utc = dt.astimezone(UTC).replace(tzinfo=None)
     timespec = "seconds" if utc.microsecond == 0 else "microseconds"
     return utc.isoformat(timespec=timespec) + "Z"
+
+
+def _given_offset(match: re.Match[str]) -> timezone:
+    """The offset a matched date-time was written with (valid: :func:`_to_utc` read it)."""
+    if match["utc"]:
+        return UTC
+    offset = timedelta(hours=int(match["off_hour"]), minutes=int(match["off_minute"]))
+    return timezone(-offset if match["sign"] == "-" else offset)
 
 
 def _to_utc(match: re.Match[str]) -> datetime:

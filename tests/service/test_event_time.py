@@ -111,6 +111,22 @@ async def test_relative_dates_count_from_reference_time_or_the_time_of_storing(d
     assert (await get(deps, alice, now))["occurred_at"] in {_day(-1), _day(-2)}
 
 
+async def test_relative_dates_count_in_the_days_of_the_callers_offset(deps, alice):
+    # 20:00 on Friday 4 December in California is already Saturday 5 December in UTC.
+    evening = "2026-12-04T20:00:00-08:00"
+    yesterday = await _remember(
+        deps, alice, "Yesterday I went to the dentist.", reference_time=evening
+    )
+    tuesday = await _remember(deps, alice, "Last Tuesday I met Dana.", reference_time=evening)
+    assert (await get(deps, alice, yesterday))["occurred_at"] == "2026-12-03T00:00:00Z"
+    assert (await get(deps, alice, tuesday))["occurred_at"] == "2026-12-01T00:00:00Z"
+    # The same instant written in UTC is the next day there.
+    utc = await _remember(
+        deps, alice, "Yesterday I repaired the bike.", reference_time="2026-12-05T04:00:00Z"
+    )
+    assert (await get(deps, alice, utc))["occurred_at"] == "2026-12-04T00:00:00Z"
+
+
 async def test_batch_items_take_event_time_and_their_own_reference_time(deps, alice):
     out = await call(
         deps,

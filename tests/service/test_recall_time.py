@@ -159,3 +159,23 @@ async def test_another_users_facts_of_the_window_never_come_in(deps, alice, bob)
     mine = await _remember(deps, alice, "I like quiet evenings at home.")
     out = await call(deps, alice, "recall", query="Which concert did I go to in 2021?", as_of=AS_OF)
     assert _ids(out) == [mine]
+
+
+async def test_a_question_counts_its_days_at_the_offset_of_as_of(deps, alice):
+    dentist = await _remember(
+        deps, alice, "I went to the dentist.", occurred_at="2026-12-03T00:00:00Z"
+    )
+    await _remember(deps, alice, "I went to the dentist again.", occurred_at="2026-12-04T00:00:00Z")
+    out = await call(
+        deps,
+        alice,
+        "recall",
+        query="Did I go to the dentist yesterday?",
+        as_of="2026-12-04T20:00:00-08:00",  # 04:00 on 5 December in UTC
+        explain=True,
+    )
+    assert _ids(out)[0] == dentist
+    assert out["matches"][0]["explain"]["window"] == [
+        "2026-12-03T00:00:00Z",
+        "2026-12-04T00:00:00Z",
+    ]

@@ -109,10 +109,11 @@ def test_gives_nothing_when_the_text_is_not_one_clear_date(text: str) -> None:
     assert event_date(text, REF) is None
 
 
-def test_relative_days_are_days_of_the_reference_in_utc() -> None:
-    # 01:00 on 11 May at +02:00 is still 10 May in UTC.
+def test_relative_days_are_days_of_the_reference_at_its_own_offset() -> None:
+    # 01:00 on 11 May at +02:00 is still 10 May in UTC; the caller's day is the 11th.
     reference = datetime(2023, 5, 11, 1, 0, tzinfo=timezone(timedelta(hours=2)))
-    assert event_date("yesterday", reference) == day(2023, 5, 9)
+    assert event_date("yesterday", reference) == day(2023, 5, 10)
+    assert event_date("yesterday", reference.astimezone(UTC)) == day(2023, 5, 9)
 
 
 def test_a_month_back_onto_a_shorter_month_is_its_last_day() -> None:

@@ -101,6 +101,14 @@ def test_format_timestamp(dt: datetime | None, expected: str | None) -> None:
     assert format_timestamp(dt) == expected
 
 
+def test_parse_timestamp_can_keep_the_offset_it_was_given() -> None:
+    kept = parse_timestamp("2026-12-04T20:00:00-08:00", field="as_of", keep_offset=True)
+    assert kept.utcoffset() == timedelta(hours=-8) and kept.date().day == 4
+    assert kept == datetime(2026, 12, 5, 4, 0, tzinfo=UTC)  # the same instant
+    assert format_timestamp(kept) == "2026-12-05T04:00:00Z"
+    assert parse_timestamp("2026-12-04T20:00:00Z", field="t", keep_offset=True).tzinfo == UTC
+
+
 def test_format_timestamp_refuses_naive_datetimes() -> None:
     with pytest.raises(ValueError):
         format_timestamp(datetime(2026, 5, 5, 12))
