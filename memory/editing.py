@@ -6,6 +6,7 @@ soft-deleted rows answer NOT_FOUND to updates (the chapter: forget and re-add).
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 import numpy as np
@@ -129,7 +130,9 @@ def _occurred_at(request: UpdateRequest, row: MemoryRow) -> dict[str, Any]:
         row.occurred_at is not None and not row.occurred_at_parsed
     ):
         return {}
-    parsed = event_date(request.changes["text"], row.created_at)
+    # In UTC days, as when it was stored without a reference_time (whatever the
+    # connection's time zone hands created_at back in).
+    parsed = event_date(request.changes["text"], row.created_at.astimezone(UTC))
     return {"occurred_at": parsed, "occurred_at_parsed": parsed is not None}
 
 

@@ -58,12 +58,13 @@ async def window_ids(
     """The nearest rows of the question's window (none without one)."""
     if when.window is None:
         return []
+    start, end = when.window.widest()  # its dates and its instants both
     return await store.window_candidates(
         conn,
         user_id,
         embedded,
-        start=when.window.start,
-        end=when.window.end,
+        start=start,
+        end=end,
         candidates=ranking.lexical_candidate_count(limit),
         tags=tags,
     )

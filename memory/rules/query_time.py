@@ -42,7 +42,7 @@ sight" and the like are not an order.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from .event_dates import MONTH_NUMBER, MONTH_PATTERN, NUMBER_WORDS, event_date, midnight
@@ -55,24 +55,68 @@ _WORD_MONTHS = frozenset({"may", "march"})
 
 @dataclass(frozen=True)
 class Window:
-    """A span of time ``[start, end)`` in UTC; None leaves that side open."""
+    """A span of time ``[start, end)`` in UTC; None leaves that side open.
+
+    A calendar window (a day, a month, a year) runs between midnights UTC of the
+    caller's dates, as stored dates do (a date is midnight UTC of its day). An
+    instant (``created_at``, a time of day) is held to the caller's own midnights
+    instead: ``local_start`` .. ``local_end``, the same dates at ``as_of``'s
+    offset. For a window of instants ("the past week") and for a caller in UTC
+    the two are the same.
+    """
 
     start: datetime | None
     end: datetime | None
     #: The words of the question it was read from.
     said: str
+    #: The bounds for instants (None: the same as ``start`` / ``end``).
+    local_start: datetime | None = None
+    local_end: datetime | None = None
 
     def holds(self, instant: datetime) -> bool:
-        """Whether ``instant`` falls inside the window."""
-        return (self.start is None or instant >= self.start) and (
-            self.end is None or instant < self.end
-        )
+        """Whether ``instant`` falls inside the window (a date by its day, an instant by the
+        caller's clock)."""
+        start, end = (self.start, self.end) if _is_date(instant) else self._local()
+        return (start is None or instant >= start) and (end is None or instant < end)
 
     def overlaps(self, start: datetime | None, end: datetime | None) -> bool:
-        """Whether the span ``[start, end]`` (None: open) meets the window."""
-        return (self.end is None or start is None or start < self.end) and (
-            self.start is None or end is None or end >= self.start
+        """Whether the span ``[start, end]`` (None: open) meets the window, read either way."""
+        lo, hi = self.widest()
+        return (hi is None or start is None or start < hi) and (
+            lo is None or end is None or end >= lo
         )
+
+    def widest(self) -> tuple[datetime | None, datetime | None]:
+        """The bounds holding both readings: what a search for the window's rows reads."""
+        local_start, local_end = self._local()
+        lo = None if self.start is None or local_start is None else min(self.start, local_start)
+        hi = None if self.end is None or local_end is None else max(self.end, local_end)
+        return lo, hi
+
+    def _local(self) -> tuple[datetime | None, datetime | None]:
+        return (
+            self.start if self.local_start is None else self.local_start,
+            self.end if self.local_end is None else self.local_end,
+        )
+
+
+def _is_date(instant: datetime) -> bool:
+    """A stored date: midnight UTC (``event_dates`` stores a day so)."""
+    utc = instant.astimezone(UTC)
+    return not (utc.hour or utc.minute or utc.second or utc.microsecond)
+
+
+def _for_caller(window: Window, as_of: datetime) -> Window:
+    """``window`` with the bounds instants are held to: its dates' midnights at ``as_of``'s
+    offset (unchanged for a caller in UTC and for a window of instants)."""
+    offset = as_of.utcoffset() or timedelta(0)
+    if not offset or window.local_start is not None or window.local_end is not None:
+        return window
+    return replace(
+        window,
+        local_start=None if window.start is None else window.start - offset,
+        local_end=None if window.end is None else window.end - offset,
+    )
 
 
 @dataclass(frozen=True)
@@ -151,7 +195,9 @@ def _calendar(m: re.Match[str], as_of: datetime) -> Window | None:
     if which == "past" or (m["the"] and which == "last"):
         # "the past month", "the last year": a rolling span up to now.
         days = {"week": 7, "month": 30, "year": 365}[unit]
-        return Window(as_of - timedelta(days=days), as_of, said)
+        now = as_of.astimezone(UTC)  # out of range near year 1: no window, not an error later
+        start = now - timedelta(days=days)
+        return Window(start, now, said, local_start=start, local_end=now)
     back = 0 if which == "this" else 1
     if unit == "week":
         monday = today - timedelta(days=today.weekday() + 7 * back)
@@ -275,7 +321,8 @@ def read_question(question: str, as_of: datetime) -> QuestionTime:
     """What ``question`` says about time, against ``as_of`` (an aware datetime)."""
     if as_of.tzinfo is None or as_of.utcoffset() is None:
         raise ValueError("read_question needs an aware as_of")
-    # Kept at the caller's offset: "yesterday" and "this month" are the caller's days.
+    # Kept at the caller's offset: "yesterday" and "this month" are the caller's days
+    # (Window: stored dates by their day, instants by the caller's midnights).
     order = _order(question)
     side = _SIDE.search(question)
     if side:
@@ -283,14 +330,15 @@ def read_question(question: str, as_of: datetime) -> QuestionTime:
         span = _span(side["rest"], as_of) if _DATE_START.match(side["rest"]) else None
         if span is not None:
             said = side.group(0).strip()
+            start, end = (span.start, span.local_start), (span.end, span.local_end)
             if word in ("before", "prior to"):
-                window = Window(None, span.start, said)
+                window = Window(None, start[0], said, None, start[1])
             elif word in ("until", "till"):
-                window = Window(None, span.end, said)
+                window = Window(None, end[0], said, None, end[1])
             elif word == "after":
-                window = Window(span.end, None, said)
+                window = Window(end[0], None, said, end[1], None)
             else:  # since
-                window = Window(span.start, None, said)
+                window = Window(start[0], None, said, start[1], None)
             return QuestionTime(window, order)
         phrase = side["rest"].strip()
         if _ANCHOR_START.match(phrase):
@@ -302,7 +350,8 @@ def read_question(question: str, as_of: datetime) -> QuestionTime:
 def _span(text: str, as_of: datetime) -> Window | None:
     """The span ``text`` names (:func:`_read_span`); none at the calendar's ends."""
     try:
-        return _read_span(text, as_of)
+        window = _read_span(text, as_of)
+        return None if window is None else _for_caller(window, as_of)
     except (OverflowError, ValueError):
         return None  # "on 9999-12-31", "last week" as of year 1: off the calendar
 

@@ -179,3 +179,25 @@ async def test_a_question_counts_its_days_at_the_offset_of_as_of(deps, alice):
         "2026-12-03T00:00:00Z",
         "2026-12-04T00:00:00Z",
     ]
+
+
+async def test_a_day_holds_what_the_caller_did_on_it_by_their_clock(deps, alice):
+    # The caller is in California: 20:00 on 4 December, 04:00 on the 5th in UTC.
+    evening = await _remember(
+        deps, alice, "I went to the cinema.", occurred_at="2026-12-03T20:30:00-08:00"
+    )
+    morning = await _remember(
+        deps, alice, "I went to the cinema again.", occurred_at="2026-12-04T10:00:00-08:00"
+    )
+    out = await call(
+        deps,
+        alice,
+        "recall",
+        query="Did I go to the cinema yesterday?",
+        as_of="2026-12-04T20:00:00-08:00",
+        explain=True,
+    )
+    explained = {m["id"]: m["explain"] for m in out["matches"]}
+    assert explained[evening]["time"] > 0  # 04:30 on the 4th in UTC, the 3rd for them
+    assert explained[morning]["time"] == 0
+    assert _ids(out)[0] == evening

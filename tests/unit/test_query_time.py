@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -143,3 +143,34 @@ def test_first_lifts_the_earliest_of_the_relevant_and_only_when_times_are_spread
     # Written down the same day, with no event time: no order to trust.
     same_day = {k: EventTime(None, None, None, AS_OF.replace(hour=h)) for k, h in ((1, 9), (2, 10))}
     assert time_scores(same_day, first, {1: 0.6, 2: 0.85}) == {1: 0.0, 2: 0.0}
+
+
+CALIFORNIA = timezone(timedelta(hours=-8))
+
+
+def test_a_day_holds_the_callers_instants_and_the_stored_dates_of_that_day() -> None:
+    # 20:00 on 4 December in California is 04:00 on 5 December in UTC.
+    when = read_question("What did I do yesterday?", datetime(2026, 12, 4, 20, tzinfo=CALIFORNIA))
+    window = when.window
+    assert window is not None
+    assert (window.start, window.end) == (d(2026, 12, 3), d(2026, 12, 4))
+    assert window.holds(d(2026, 12, 3))  # a stored date: 3 December
+    assert window.holds(datetime(2026, 12, 3, 20, tzinfo=CALIFORNIA))  # the caller's evening
+    assert window.holds(datetime(2026, 12, 3, 0, 30, tzinfo=CALIFORNIA))
+    assert not window.holds(datetime(2026, 12, 4, 10, tzinfo=CALIFORNIA))  # today, for them
+    assert not window.holds(datetime(2026, 12, 2, 23, tzinfo=CALIFORNIA))
+    assert window.widest() == (d(2026, 12, 3), d(2026, 12, 4, 8))
+
+
+def test_a_span_from_a_day_keeps_both_readings() -> None:
+    when = read_question(
+        "What happened since yesterday?", datetime(2026, 12, 4, 20, tzinfo=CALIFORNIA)
+    )
+    assert when.window is not None and when.window.end is None
+    assert when.window.holds(d(2026, 12, 3)) and when.window.holds(d(2026, 12, 3, 9))
+    assert not when.window.holds(d(2026, 12, 3, 7))  # 23:00 on the 2nd in California
+
+
+def test_a_rolling_window_near_the_calendars_start_is_no_window() -> None:
+    as_of = datetime(1, 1, 8, 5, tzinfo=timezone(timedelta(hours=14)))
+    assert read_question("Did I run in the past week?", as_of).window is None
