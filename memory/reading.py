@@ -42,9 +42,8 @@ class _Match:
     window: query_time.Window | None = None
     #: Brought by the session hop: the match it was stored next to.
     hop_from: int | None = None
-    #: The reranker's score, and the match's 1-based place before it (when it read it).
-    rerank_score: float | None = None
-    first_rank: int | None = None
+    #: The reranker's score, and the match's 1-based place before it (when it scored it).
+    rerank: tuple[float, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ async def _ranked(
                 stage is not None
                 and first.when.window is None
                 and first.when.order != "earliest"
-                and stage.will_ask(min(len(order), max(limit, stage.depth)))
+                and stage.will_ask(len(order), limit=limit)
             )
             if not asks:
                 reranked = recall_rerank.Reranked(order)
@@ -109,7 +108,8 @@ async def _ranked(
         if asks:
             # No connection is held while the reranker is asked.
             assert stage is not None
-            texts = {key: first.by_id[key].row.text for key in order}
+            read = order[: stage.read(len(order), limit=limit)]
+            texts = {key: first.by_id[key].row.text for key in read}
             reranked = await stage.rerank(query, order, texts, limit=limit)
             async with deps.pool.connection() as conn:
                 marked, hopped = await _settled(
@@ -140,8 +140,9 @@ async def _ranked(
             promoted=key in marked.promoted,
             window=first.when.window,
             hop_from=hopped.seed_of.get(key),
-            rerank_score=reranked.scores.get(key),
-            first_rank=reranked.first_rank.get(key),
+            rerank=(reranked.scores[key], reranked.first_rank[key])
+            if key in reranked.scores
+            else None,
         )
         for key in hopped.order
     ]
@@ -305,9 +306,7 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
                 m.explanation,
                 latest_first=m.promoted,
                 window=m.window,
-                rerank=None
-                if m.rerank_score is None or m.first_rank is None
-                else (m.rerank_score, m.first_rank),
+                rerank=m.rerank,
             )
         matches.append(shape)
     return {"ok": True, "matches": matches}

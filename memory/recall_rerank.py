@@ -90,18 +90,18 @@ class RerankStage:
         before the first recall falls back; a failure rests the stage like any other.
         """
         try:
-            scores = await self.reranker.rerank(
-                "Where do I live?", ["I live in Porto.", "I like tea."]
-            )
-            if len(scores) != 2 or None in scores:
-                raise RerankError(f"the reranker scored {len(scores)} of 2 texts")
+            await self._scores("Where do I live?", ["I live in Porto.", "I like tea."])
         except Exception as ex:
             return self._failed(ex, log=False)
         return None
 
-    def will_ask(self, candidates: int) -> bool:
-        """Whether :meth:`rerank` would ask the reranker about this many candidates now."""
-        return candidates >= 2 and self._clock() >= self._resting_until
+    def read(self, candidates: int, *, limit: int) -> int:
+        """How many of a recall's first candidates the reranker reads: ``max(limit, depth)``."""
+        return min(candidates, max(limit, self.depth))
+
+    def will_ask(self, candidates: int, *, limit: int) -> bool:
+        """Whether :meth:`rerank` would ask the reranker about these candidates now."""
+        return self.read(candidates, limit=limit) >= 2 and self._clock() >= self._resting_until
 
     async def rerank(
         self, query: str, order: Sequence[int], texts: Mapping[int, str], *, limit: int
@@ -112,13 +112,11 @@ class RerankStage:
         follow the scored ones. Unchanged when resting after a failure, or when the
         reranker fails.
         """
-        head = list(order[: max(limit, self.depth)])
-        if not self.will_ask(len(head)):
+        if not self.will_ask(len(order), limit=limit):
             return Reranked(list(order))
+        head = list(order[: self.read(len(order), limit=limit)])
         try:
-            scores = await self.reranker.rerank(query, [texts[key] for key in head])
-            if len(scores) != len(head):
-                raise RerankError(f"the reranker gave {len(scores)} scores for {len(head)} texts")
+            scores = await self._scores(query, [texts[key] for key in head])
         except Exception as ex:
             # Whatever went wrong, the recall goes on with its first ranking.
             self._failed(ex)
@@ -129,6 +127,13 @@ class RerankStage:
             head, key=lambda key: (key not in by_key, -by_key.get(key, 0), place[key])
         )
         return Reranked([*reordered, *order[len(head) :]], by_key, place)
+
+    async def _scores(self, query: str, texts: list[str]) -> list[float | None]:
+        """The reranker's scores, one per text (else a RerankError)."""
+        scores = await self.reranker.rerank(query, texts)
+        if len(scores) != len(texts) or all(score is None for score in scores):
+            raise RerankError(f"the reranker scored {len(scores)} of {len(texts)} texts")
+        return scores
 
     def _failed(self, ex: Exception, *, log: bool = True) -> str:
         """Rest after a failure of the endpoint; what failed, as a log may say it."""

@@ -235,9 +235,9 @@ async def test_the_start_up_check_says_whether_the_reranker_answers(reranking, s
     reranked_deps, clock = reranking
     fake, _ = server
     stage = reranked_deps.reranker
-    assert await stage.check() is None and stage.will_ask(5)
+    assert await stage.check() is None and stage.will_ask(5, limit=5)
     fake.script.append(Reply(status=401, body=b'{"error": "bad key"}'))
     assert "HTTP 401" in (await stage.check() or "")
-    assert not stage.will_ask(5)  # recall does not try it again for a while
+    assert not stage.will_ask(5, limit=5)  # recall does not try it again for a while
     clock.now += 31
-    assert stage.will_ask(5)
+    assert stage.will_ask(5, limit=5)
