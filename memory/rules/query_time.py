@@ -330,15 +330,15 @@ def read_question(question: str, as_of: datetime) -> QuestionTime:
         span = _span(side["rest"], as_of) if _DATE_START.match(side["rest"]) else None
         if span is not None:
             said = side.group(0).strip()
-            start, end = (span.start, span.local_start), (span.end, span.local_end)
+            # Each bound is the span's, with its reading for instants.
             if word in ("before", "prior to"):
-                window = Window(None, start[0], said, None, start[1])
+                window = Window(None, span.start, said, local_end=span.local_start)
             elif word in ("until", "till"):
-                window = Window(None, end[0], said, None, end[1])
+                window = Window(None, span.end, said, local_end=span.local_end)
             elif word == "after":
-                window = Window(end[0], None, said, end[1], None)
+                window = Window(span.end, None, said, local_start=span.local_end)
             else:  # since
-                window = Window(start[0], None, said, start[1], None)
+                window = Window(span.start, None, said, local_start=span.local_start)
             return QuestionTime(window, order)
         phrase = side["rest"].strip()
         if _ANCHOR_START.match(phrase):
