@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bootstrap.providers import make_rerank_stage
+from bootstrap.providers import make_rerank_stage, rerank_endpoint
 from config.settings import Settings, SettingsError
 from memory.providers.reranker import (
     MAX_DOCUMENT_CHARS,
@@ -253,3 +253,9 @@ async def test_the_settings_name_the_endpoint() -> None:
     assert stage is not None and stage.depth == 40
     assert isinstance(stage.reranker, HttpReranker) and stage.reranker.style == "jina"
     await stage.reranker.aclose()
+    # What `ownsona serve` prints: the endpoint without the password a URL may carry.
+    assert rerank_endpoint(Settings()) is None
+    shown = rerank_endpoint(
+        settings.with_overrides(rerank_base_url="https://bob:s3cret@rerank.example/v1/")
+    )
+    assert shown == "https://rerank.example/v1/rerank"
