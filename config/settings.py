@@ -63,6 +63,9 @@ class Settings:
     #: Recall adds the memories stored next to its best matches in their session
     #: (RECALL_SESSION_HOP).
     recall_session_hop: bool = True
+    #: Recall adds memories whose relations name a person or thing its top matches'
+    #: relations name (RECALL_GRAPH_HOP; nothing to follow with RELATION_EXTRACTOR=off).
+    recall_graph_hop: bool = True
     #: Recall's second stage (RERANK_PROVIDER): "off", or the wire format of a
     #: ``/rerank`` endpoint, "tei" or "jina" (memory.providers.reranker).
     rerank_provider: str = "off"
@@ -193,6 +196,7 @@ class Settings:
             rank_context_weight=env.number("RANK_CONTEXT_WEIGHT", 0.2, minimum=0.0, maximum=10.0),
             recall_latest_first=env.boolean("RECALL_LATEST_FIRST", True),
             recall_session_hop=env.boolean("RECALL_SESSION_HOP", True),
+            recall_graph_hop=env.boolean("RECALL_GRAPH_HOP", True),
             rerank_provider=env.choice("RERANK_PROVIDER", "off", ("off", "tei", "jina")),
             rerank_base_url=env.text("RERANK_BASE_URL"),
             rerank_api_key=env.text("RERANK_API_KEY"),

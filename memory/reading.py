@@ -40,8 +40,9 @@ class _Match:
     promoted: bool = False
     #: The span of time the question asks about, if it names one.
     window: query_time.Window | None = None
-    #: Brought by the session hop: the match it was stored next to.
+    #: Brought by a hop (``session`` or ``graph``): from which match.
     hop_from: int | None = None
+    hop: recall_hops.Hop | None = None
     #: The reranker's score, and the match's 1-based place before it (when it scored it).
     rerank: tuple[float, int] | None = None
 
@@ -56,6 +57,8 @@ class _FirstRanking:
     by_id: dict[int, ScoredMemoryRow]
     when: query_time.QuestionTime
     embedded: Any
+    #: The query's weighted terms (term, weight).
+    terms: list[tuple[str, float]]
 
 
 async def _ranked(
@@ -72,7 +75,7 @@ async def _ranked(
     """Hybrid recall: vector, lexical and time-window candidates, fused, then the learned
     ranking; the reranker's order when one is set (unless the question names a time or
     asks for the first); matches that disagree, the latest first (unless the
-    question names a time); then the session hop."""
+    question names a time); then the session and graph hops."""
     as_of = as_of or datetime.now(UTC)
     # The query is embedded while a connection is awaited and the lexical side
     # (which needs no embedding) runs; started first, it joins the other queries
@@ -140,6 +143,7 @@ async def _ranked(
             promoted=key in marked.promoted,
             window=first.when.window,
             hop_from=hopped.seed_of.get(key),
+            hop=hopped.hop_of.get(key),
             rerank=(reranked.scores[key], reranked.first_rank[key])
             if key in reranked.scores
             else None,
@@ -209,7 +213,12 @@ async def _first_ranking(
     # from below the limit.
     ordered = ranking.rank(candidates, w_s=w_s, w_c=w_c, min_score=min_score, limit=len(candidates))
     return _FirstRanking(
-        candidates, ordered, {c.scored.row.id: c.scored for c in found}, when, embedded
+        candidates,
+        ordered,
+        {c.scored.row.id: c.scored for c in found},
+        when,
+        embedded,
+        [(t.term, t.weight) for t in terms],
     )
 
 
@@ -225,7 +234,7 @@ async def _settled(
     tags: list[str],
     as_of: datetime,
 ) -> tuple[recall_latest.Marked, recall_hops.Hopped]:
-    """``order`` cut to the limit: the latest truth first, then the session hop's additions."""
+    """``order`` cut to the limit: the latest truth first, then the hops' additions."""
     when, by_id = first.when, first.by_id
     marked = (
         await recall_latest.latest_first(
@@ -240,19 +249,25 @@ async def _settled(
         if deps.settings.recall_latest_first and when.window is None and when.order != "earliest"
         else recall_latest.Marked(order[:limit])
     )
+    settings = deps.settings
+    sessions = settings.recall_session_hop
+    relations = settings.recall_graph_hop and settings.relation_extractor != "off"
     hopped = (
-        await recall_hops.session_hop(
+        await recall_hops.hop(
             conn,
             user_id,
             marked.order,
             first.embedded,
             session_of={key: by_id[key].row.session_id for key in marked.order},
+            sessions=sessions,
+            relations=relations,
+            terms=first.terms,
             limit=limit,
             min_score=min_score,
             tags=tags,
             visible=lambda row: query_time.visible(recall_time.event_time(row), when, as_of),
         )
-        if deps.settings.recall_session_hop
+        if sessions or relations
         else recall_hops.Hopped(marked.order)
     )
     return marked, hopped
@@ -299,8 +314,8 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
             shape["older_than"] = m.older_than
         if m.superseded_by:
             shape["superseded_by"] = m.superseded_by
-        if explain and m.hop_from is not None:
-            shape["explain"] = hop_explain_shape(m.scored.cosine, m.hop_from)
+        if explain and m.hop is not None and m.hop_from is not None:
+            shape["explain"] = hop_explain_shape(m.scored.cosine, m.hop, m.hop_from)
         elif m.explanation is not None:
             shape["explain"] = explain_shape(
                 m.explanation,

@@ -1,36 +1,50 @@
-"""Recall's second hop: the memories stored next to its best matches (issue 17).
+"""Recall's second hop: memories stored next to its best matches, or linked to them (issue 17).
 
 A question's evidence is often spread over memories that do not each look like
-the question: in a conversation the answer is the turn after the question, and
-an assistant saves related facts in the same chat. After the first ranking, the
+the question. In a conversation the answer is the turn after the question, and
+an assistant saves related facts in the same chat: the **session hop** reads the
 memories stored just before and after the top :data:`HOP_SEEDS` matches in their
-session (``session_id``; :mod:`storage.recall_neighbours`) are scored by cosine
-and the best :data:`HOP_ADDS` of them go in after the first :data:`HOP_KEEP`
-matches: they never displace the first ranking's best, and they take the places
-its weakest matches held.
+session (``session_id``). "Where does my manager live?" finds "My manager is
+Ana Silva." but not "Ana Silva lives in Porto.", which does not name the manager
+and looks no more like the question than every other "... lives in ..." fact:
+the **graph hop** reads the memories whose extracted relations name a person or
+thing the top matches' relations name (not the user, whom nearly every fact
+names). Both sets are scored by cosine, and the best :data:`HOP_ADDS` of them go
+in after the first :data:`HOP_KEEP` matches: they never displace the first
+ranking's best, and they take the places its weakest matches held.
 
-Measured on LoCoMo's development conversations before it was built (replaying
-recall's own rankings; BENCHMARKS.md, "the session hop"): recall@10 0.702 ->
-0.763; the settings below were the plainest of the many that did about as well.
-Memories without a session are never hopped to, and a recall with a limit of at
-most :data:`HOP_KEEP` has no room for them (the hop is skipped).
+Measured before they were built (BENCHMARKS.md): the session hop replaying
+recall's own LoCoMo rankings (recall@10 0.702 -> 0.763); the graph hop on
+generated two-step questions (``scripts/bench/graph_hop.py``). Memories without a
+session or relations are never hopped to, and a recall with a limit of at most
+:data:`HOP_KEEP` has no room for them (nothing is read).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import zip_longest
+from typing import Any, Literal
 
 from psycopg import AsyncConnection
 
+from memory import graph
+from memory.rules import ranking
 from storage import recall_neighbours as store
 from storage.rows import MemoryRow, ScoredMemoryRow
 
-#: Matches whose session neighbours are read.
+#: Matches whose neighbours are read.
 HOP_SEEDS = 3
 #: Memories read on each side of a seed in its session.
 HOP_WINDOW = 2
+#: Entities of the seeds' relations followed at most, the first seed's first.
+GRAPH_ENTITIES = 6
+#: Newest memories read per entity and side (named as subject, as object): a
+#: person in hundreds of memories is followed into their latest, at a bounded cost.
+GRAPH_PER_ENTITY = 20
+#: Linked memories read per seed, the nearest the question (the first visible one is taken).
+GRAPH_PER_SEED = 3
 #: Neighbours added at most.
 HOP_ADDS = 3
 #: Matches of the first ranking a neighbour never displaces.
@@ -38,23 +52,31 @@ HOP_KEEP = 7
 #: Neighbours below this cosine to the question are not added (an unrelated turn).
 HOP_MIN_COSINE = 0.2
 
+Hop = Literal["session", "graph"]
+
 
 @dataclass(frozen=True)
 class Hopped:
-    """The ids to return, in order, and the rows the hop brought (id -> its seed)."""
+    """The ids to return, in order, and what each added one was brought by."""
 
     order: list[int]
     rows: dict[int, ScoredMemoryRow] = field(default_factory=dict)
+    #: Added id -> the match it was reached from.
     seed_of: dict[int, int] = field(default_factory=dict)
+    #: Added id -> which hop brought it.
+    hop_of: dict[int, Hop] = field(default_factory=dict)
 
 
-async def session_hop(
+async def hop(
     conn: AsyncConnection,
     user_id: int,
     order: Sequence[int],
     query_embedding: Any,
     *,
     session_of: Mapping[int, str | None],
+    sessions: bool,
+    relations: bool,
+    terms: Sequence[tuple[str, float]],
     limit: int,
     min_score: float | None,
     tags: Sequence[str],
@@ -62,31 +84,66 @@ async def session_hop(
 ) -> Hopped:
     """``order`` (the first ranking, at most ``limit`` ids) with the seeds' neighbours merged in.
 
-    ``session_of``: each match's ``session_id`` (seeds without one are skipped, and
-    with none the statement is not sent). ``visible``: whether a memory may be
-    recalled for this question (its event time against the question's, as the
-    first ranking's candidates were judged).
+    ``sessions`` / ``relations``: which hops to take. ``terms``: the query's weighted
+    terms, for the graph hop's relevance (recall's fused one). ``session_of``: each match's
+    ``session_id`` (seeds without one have no session neighbours; with none that
+    statement is not sent). ``visible``: whether a memory may be recalled for this
+    question (its event time against the question's, as the first ranking's
+    candidates were judged).
     """
-    seeds = [i for i in order[:HOP_SEEDS] if session_of.get(i)]
+    seeds = list(order[:HOP_SEEDS])
     if limit <= HOP_KEEP or not seeds:
         return Hopped(list(order))
-    neighbours = await store.session_neighbours(
-        conn, user_id, seeds, query_embedding, window=HOP_WINDOW, tags=tags
-    )
     floor = max(HOP_MIN_COSINE, min_score or 0.0)
-    kept = set(order[:HOP_KEEP])
-    picked = sorted(
-        (
-            n
-            for n in neighbours
-            if n.scored.row.id not in kept and n.scored.cosine >= floor and visible(n.scored.row)
-        ),
-        key=lambda n: (-n.scored.cosine, n.scored.row.id),
-    )[:HOP_ADDS]
+    kept = list(order[:HOP_KEEP])
+
+    def fits(n: store.Neighbour) -> bool:
+        return n.scored.row.id not in kept and n.scored.cosine >= floor and visible(n.scored.row)
+
+    near: list[store.Neighbour] = []
+    in_sessions = [i for i in seeds if session_of.get(i)] if sessions else []
+    if in_sessions:
+        found = await store.session_neighbours(
+            conn, user_id, in_sessions, query_embedding, window=HOP_WINDOW, tags=tags
+        )
+        near = sorted(
+            (n for n in found if fits(n)), key=lambda n: (-n.scored.cosine, n.scored.row.id)
+        )
+    linked: list[store.Neighbour] = []
+    if relations:
+        # The best linked memory of each seed, the first seed's first: the best
+        # match's links come in even when another seed's look more like the
+        # question ("Where does my manager live?": the manager's home, not the
+        # home of someone a lesser match names).
+        found = await store.graph_neighbours(
+            conn,
+            user_id,
+            seeds,
+            query_embedding,
+            skip_entity=graph.key(graph.USER),
+            skip_ids=kept,
+            max_entities=GRAPH_ENTITIES,
+            per_entity=GRAPH_PER_ENTITY,
+            per_seed=GRAPH_PER_SEED,
+            min_cosine=floor,
+            terms=terms,
+            lexical_weight=ranking.LEXICAL_WEIGHT,
+            tags=tags,
+        )
+        for n in found:
+            if n.seed not in {p.seed for p in linked} and fits(n):
+                linked.append(n)
+    # In turn, the session's best then the graph's best, each memory once.
+    picked: dict[int, tuple[store.Neighbour, Hop]] = {}
+    for pair in zip_longest(near, linked):
+        for n, kind in zip(pair, ("session", "graph"), strict=True):
+            if n is not None and len(picked) < HOP_ADDS:
+                picked.setdefault(n.scored.row.id, (n, kind))  # type: ignore[arg-type]
     return Hopped(
-        merge(order, [n.scored.row.id for n in picked], limit=limit),
-        {n.scored.row.id: n.scored for n in picked},
-        {n.scored.row.id: n.seed for n in picked},
+        merge(order, list(picked), limit=limit),
+        {key: n.scored for key, (n, _kind) in picked.items()},
+        {key: n.seed for key, (n, _kind) in picked.items()},
+        {key: kind for key, (_n, kind) in picked.items()},
     )
 
 

@@ -64,7 +64,7 @@ def explain_shape(
     it disagrees with (their ``older_than`` names it). ``time`` is what the
     question's time added (its ``window``, when it names one: ``[start, end)``,
     null for an open side). ``hop`` is what brought the match: ``search`` (the
-    first ranking) here, ``session`` in :func:`hop_explain_shape`. ``rerank``, when a
+    first ranking) here, ``session`` or ``graph`` in :func:`hop_explain_shape`. ``rerank``, when a
     reranker (RERANK_PROVIDER) read the match: its ``score`` and the match's
     ``first_rank``, its place before the reranker re-ordered the first ranking.
     """
@@ -103,7 +103,8 @@ def full_shape(row: MemoryRow) -> dict[str, Any]:
     return out
 
 
-def hop_explain_shape(cosine: float, hop_from: int) -> dict[str, Any]:
-    """The ``explain`` of a match the session hop brought: stored next to ``hop_from`` in
-    its session (``memory.recall_hops``), placed after the first ranking's best."""
-    return {"cosine": round(cosine, 6), "hop": "session", "hop_from": hop_from}
+def hop_explain_shape(cosine: float, hop: str, hop_from: int) -> dict[str, Any]:
+    """The ``explain`` of a match a hop brought (``memory.recall_hops``), placed after the
+    first ranking's best: stored next to ``hop_from`` in its session (``session``), or
+    naming a person or thing ``hop_from``'s relations name (``graph``)."""
+    return {"cosine": round(cosine, 6), "hop": hop, "hop_from": hop_from}

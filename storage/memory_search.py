@@ -118,7 +118,7 @@ def _tsquery_term(term: str) -> str:
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _lexical_score(terms: Sequence[tuple[str, float]]) -> tuple[sql.Composable, dict[str, Any]]:
+def lexical_score(terms: Sequence[tuple[str, float]]) -> tuple[sql.Composable, dict[str, Any]]:
     """SQL for the sum of the weights of the ``terms`` a row ``m`` contains, and its parameters.
 
     One inline ``CASE`` per term (a binary search in the row's sorted lexemes):
@@ -159,7 +159,7 @@ async def lexical_candidates(
     """
     if not terms or not probe or candidates <= 0:
         return []
-    score, params = _lexical_score(terms)
+    score, params = lexical_score(terms)
     tag_filter = "AND m.tags && %(tags)s" if tags else ""
     # As on the vector side (memory_sql.nearest_ids), a small user's rows are read
     # through the user_id btrees and tested one by one: the GIN index's posting
@@ -221,7 +221,7 @@ async def search_hybrid(
     whichever side it came from. ``exact``: the user is searched exactly
     (:attr:`QueryTermStats.exact`).
     """
-    score, params = _lexical_score(terms)
+    score, params = lexical_score(terms)
     tag_filter = "AND m.tags && %(tags)s" if tags else ""
     lexical_side = (
         f"""

@@ -76,6 +76,8 @@ _VERB_PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
         (r"(?:am|is|are)\s+(?:now\s+)?(?:living|staying)\s+in\s+", "lives in", "one"),
         (r"(?:am|is|are)\s+(?:now\s+)?based\s+in\s+", "lives in", "one"),
         (r"(?:live|lives|reside|resides)\s+in\s+", "lives in", "one"),
+        # The present perfect still holds: "has lived in Porto since 2015".
+        (r"(?:have|has)\s+(?:always\s+|now\s+)?(?:lived|resided)\s+in\s+", "lives in", "one"),
         (
             r"(?:have|has)\s+(?:(?:recently|just|finally|now|also)\s+)?(?:moved|relocated)\s+to\s+",
             "moved to",
@@ -121,6 +123,12 @@ _VERB_PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
         (r"(?:manage|manages)\s+", "manages", "one"),
         (r"(?:report|reports)\s+to\s+", "reports to", "one"),
         (r"(?:am|is|are)\s+allergic\s+to\s+", "allergic to", "list"),
+        (
+            r"(?:have|has)\s+(?:got\s+)?(?:(?:an?|severe|mild|serious|bad)\s+)*"
+            r"allerg(?:y|ies)\s+to\s+",
+            "allergic to",
+            "list",
+        ),
         (r"(?:love|loves|adore|adores)\s+", "loves", "list"),
         (r"(?:like|likes)\s+", "likes", "list"),
         (r"(?:enjoy|enjoys)\s+", "enjoys", "list"),
@@ -135,6 +143,12 @@ _VERB_PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
     ]
 ]
 _AGE = re.compile(r"(?:am|is|are)\s+(\d{1,3})\s+(?:years?\s+old|yo)\b", re.I)
+#: "has a severe peanut allergy": the allergen before the noun.
+_NOUN_ALLERGY = re.compile(
+    r"(?:have|has)\s+(?:got\s+)?(?:an?\s+)?(?:(?:severe|mild|serious|bad|slight)\s+)?"
+    r"([a-z][a-z-]*(?:\s+[a-z][a-z-]*)?)\s+allerg(?:y|ies)\b",
+    re.I,
+)
 _HAS_ROLE = re.compile(
     r"(?:have|has)\s+(?:got\s+)?(a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)\s+(.*)$",
     re.I,
@@ -180,6 +194,9 @@ def _predicates(rest: str, subject: list[str], ctx: Context) -> list[Relation]:
     m = _AGE.match(rest)
     if m:
         return [Relation(s, "age", m.group(1)) for s in subject]
+    m = _NOUN_ALLERGY.match(rest)
+    if m:
+        return [Relation(s, "allergic to", m.group(1)) for s in subject]
     for pattern, predicate, kind in _VERB_PATTERNS:
         m = pattern.match(rest)
         if not m:

@@ -12,6 +12,8 @@ import pytest
 from api.runtime import Runtime
 from auth.tokens import issue_access_token
 from config.settings import Settings
+from memory.providers.extractors import RulesExtractor
+from memory.relations import extract_relations
 from tests.api.conftest import Mcp
 from tests.console.conftest import Browser, make_account, operation_key
 
@@ -176,6 +178,37 @@ async def test_a_search_shows_a_match_the_session_hop_brought(
     assert page.status_code == 200
     assert answer in _shown_ids(page.text)
     assert f'stored next to <a href="/console/memories/{question}">#{question}</a>' in page.text
+
+
+async def test_a_search_shows_a_match_the_graph_hop_brought(
+    browser: Browser, owner_mcp: Mcp, console_runtime: Runtime, owner: int
+) -> None:
+    crowd = [
+        f"{name}'s boss lives in {city}."
+        for name, city in [("Ben Novak", "Lyon"), ("Chloe Tanaka", "Oslo"), ("Dmitri Larsen", "Riga"),
+                           ("Elena Moreau", "Quito"), ("Farid Haddad", "Accra"), ("Grace Okafor", "Hanoi"),
+                           ("Hiro Kim", "Seoul"), ("Ines Costa", "Lima"), ("Jonas Berg", "Bergen")]
+    ]  # fmt: skip
+    stored = await owner_mcp.call_tool(
+        "remember_batch",
+        {
+            "items": [
+                {"text": t}
+                for t in [*crowd, "My manager is Ana Silva.", "Ana Silva lives in Porto."]
+            ]
+        },
+    )
+    ids = [int(r["memory_id"]) for r in stored["structuredContent"]["results"]]
+    for memory_id in ids:  # the worker's part, inline
+        await extract_relations(console_runtime.deps, owner, memory_id, extractor=RulesExtractor())
+    role, answer = ids[-2:]
+    page = await browser.get("/console/memories?q=where+does+my+manager+live&explain=1")
+    assert page.status_code == 200
+    assert answer in _shown_ids(page.text)
+    assert (
+        f'names someone or something <a href="/console/memories/{role}">#{role}</a> names'
+        in page.text
+    )
 
 
 async def test_bulk_forget_takes_the_memories_out_of_recall(

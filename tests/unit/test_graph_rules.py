@@ -64,6 +64,8 @@ CASES: list[tuple[str, list[tuple[str, str, str]]]] = [
     ("My parents live in Madrid.", [("the user's parent", "lives in", "Madrid")]),
     # first person
     ("I live in Berlin.", [(U, "lives in", "Berlin")]),
+    ("I have lived in Lisbon since 2019.", [(U, "lives in", "Lisbon")]),
+    ("Ana Silva has lived in Kyoto for years.", [("Ana Silva", "lives in", "Kyoto")]),
     ("We live in Boston.", [(U, "lives in", "Boston")]),
     ("I work at Google.", [(U, "works at", "Google")]),
     (
@@ -83,6 +85,13 @@ CASES: list[tuple[str, list[tuple[str, str, str]]]] = [
     (
         "I am allergic to peanuts and shellfish.",
         [(U, "allergic to", "peanuts"), (U, "allergic to", "shellfish")],
+    ),
+    ("I have a peanut allergy.", [(U, "allergic to", "peanut")]),
+    ("Ana Silva has a severe sesame allergy.", [("Ana Silva", "allergic to", "sesame")]),
+    ("My son has a tree nut allergy.", [("the user's son", "allergic to", "tree nut")]),
+    (
+        "I have allergies to cats and dust.",
+        [(U, "allergic to", "cats"), (U, "allergic to", "dust")],
     ),
     ("I love sushi.", [(U, "loves", "sushi")]),
     ("I hate cilantro.", [(U, "hates", "cilantro")]),
