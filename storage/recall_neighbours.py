@@ -1,12 +1,13 @@
-"""Recall's hops: the memories stored next to a match in its session, or linked to it in the graph.
+"""Recall's hops: memories stored next to a match in its session, or linked to it in the graph.
 
-A question's evidence is often spread over memories stored together: the turns
-around the one that looks like the question (an answer follows its question in
-a conversation), the facts an assistant saved in the same chat. For each seed
-(a match recall is about to return), the ``window`` active memories stored just
-before and just after it with the same ``session_id``, in id order (the order
-they were stored in), with their cosine to the query. One statement for all
-seeds, through ``memories_user_session`` (migration 0018).
+A question's evidence is often spread over memories that do not each look like
+the question. :func:`session_neighbours`: for each seed (a match recall is
+about to return), the ``window`` active memories stored just before and just
+after it with the same ``session_id``, in id order (the order they were stored
+in), through ``memories_user_session`` (migration 0018). :func:`graph_neighbours`:
+the memories whose extracted relations name a person or thing the seeds'
+relations name, through the ``memory_relations`` indexes. Each is one statement
+for all seeds, with every returned memory's cosine to the query.
 """
 
 from __future__ import annotations
@@ -130,10 +131,11 @@ async def graph_neighbours(
         WITH named AS (
             SELECT DISTINCT ON (x.entity) x.entity, e.memory_id AS seed,
                    array_position(%(seeds)s, e.memory_id) AS place
-            FROM memory_relations e
+            -- The seeds' edges by memory_relations_memory (OFFSET 0: the user_id
+            -- test otherwise drew in an index over all the user's edges).
+            FROM (SELECT * FROM memory_relations WHERE memory_id = ANY(%(seeds)s) OFFSET 0) e
             CROSS JOIN LATERAL (VALUES (lower(e.subject)), (lower(e.object))) AS x(entity)
-            WHERE e.memory_id = ANY(%(seeds)s) AND e.user_id = %(user_id)s
-              AND x.entity <> %(skip)s
+            WHERE e.user_id = %(user_id)s AND x.entity <> %(skip)s
             ORDER BY x.entity, place
         ), entities AS (
             SELECT entity, seed, place FROM named ORDER BY place, entity LIMIT %(entities)s
