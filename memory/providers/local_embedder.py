@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.resources
+import logging
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,9 @@ from memory.providers.embedding import (
     observed,
 )
 from memory.providers.heap import TRIMMER
+from memory.providers.onnx_graph import gather_before_dequantise
+
+_log = logging.getLogger(__name__)
 
 #: The model id rows embedded by the bundled local model record.
 LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -89,10 +94,15 @@ class LocalEmbedder(Observable):
         intra_op_threads: int | None = None,
         sub_batch_size: int = LOCAL_SUB_BATCH_SIZE,
         max_tokens: int = LOCAL_MAX_TOKENS,
+        gather_int8_rows: bool = True,
     ) -> None:
         """Load the model (blocking, ~0.2 s); ``expected_sha256=None`` skips the check.
 
         ``intra_op_threads`` defaults to every CPU this process may run on.
+        ``gather_int8_rows`` rewrites the graph so that an int8 lookup table
+        stays int8 (:func:`~memory.providers.onnx_graph.gather_before_dequantise`:
+        the same vectors, bit for bit, 34 MB less resident for the bundled
+        model); ``False`` loads the graph as it is.
         """
         # Imported here: onnxruntime takes ~0.15 s to import, which the openai provider skips.
         import onnxruntime as ort  # type: ignore[import-untyped]
@@ -148,9 +158,7 @@ class LocalEmbedder(Observable):
         self._run_options = ort.RunOptions()
         self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         try:
-            self._session = ort.InferenceSession(
-                str(model_path), options, providers=["CPUExecutionProvider"]
-            )
+            self._session = _session(ort, model_path, options, rewrite=gather_int8_rows)
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as ex:  # onnxruntime raises its own Fail/InvalidProtobuf types
             raise embedding_error(
@@ -365,6 +373,28 @@ class LocalEmbedder(Observable):
         summed = (states * weights).sum(axis=1)
         counts = np.maximum(weights.sum(axis=1), 1e-9)
         return (summed / counts).astype(np.float32, copy=False)
+
+
+def _session(ort: Any, model_path: Path, options: Any, *, rewrite: bool) -> Any:
+    """An onnxruntime session of ``model_path``, int8 lookup tables kept int8 if ``rewrite``.
+
+    The rewritten model goes through a temporary file, deleted once loaded: given
+    bytes, onnxruntime's Python session keeps them for its life (22 MB here), and
+    its load peaks 22 MB higher (measured, a process building the session alone:
+    peak 204 MB from bytes, 182 MB from a file, 273 MB unrewritten).
+    """
+    rewritten = gather_before_dequantise(model_path.read_bytes()) if rewrite else None
+    if rewritten is not None:
+        try:
+            with tempfile.TemporaryDirectory(prefix="ownsona-model-") as folder:
+                copy = Path(folder) / "model.onnx"
+                copy.write_bytes(rewritten)
+                del rewritten
+                return ort.InferenceSession(str(copy), options, providers=["CPUExecutionProvider"])
+        except OSError as ex:  # onnxruntime's own errors are not OSErrors
+            _log.warning("Cannot write the rewritten model (%s); loading it as it is.", ex)
+    # No such table, or a graph the rewrite does not read: the model as it is.
+    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
 
 
 def _prefix(text: str) -> str:
