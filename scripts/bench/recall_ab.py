@@ -35,7 +35,8 @@ def measure(workdir: Path, user: str, asked: list[str], limit: int) -> tuple[flo
         client = McpClient(server.url, server._cli("token", "--user", user, "--ttl", "3600"))
         for q in asked[:30]:
             client.call("recall", {"query": q, "limit": limit})
-        seconds, hops = [], collections.Counter()
+        seconds: list[float] = []
+        hops: collections.Counter[str] = collections.Counter()
         for q in asked:
             started = time.perf_counter()
             out = client.call("recall", {"query": q, "limit": limit, "explain": True})
