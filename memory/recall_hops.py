@@ -30,7 +30,7 @@ from typing import Any, Literal
 from psycopg import AsyncConnection
 
 from memory import graph
-from memory.rules import ranking
+from memory.rules import latest, ranking
 from storage import recall_neighbours as store
 from storage.rows import MemoryRow, ScoredMemoryRow
 
@@ -43,8 +43,9 @@ GRAPH_ENTITIES = 6
 #: Newest memories read per entity and side (named as subject, as object): a
 #: person in hundreds of memories is followed into their latest, at a bounded cost.
 GRAPH_PER_ENTITY = 20
-#: Linked memories read per seed, the nearest the question (the first visible one is taken).
-GRAPH_PER_SEED = 3
+#: Linked memories read per seed, the most relevant first: the first that is visible and
+#: not contradicted by a fresher one among them is taken.
+GRAPH_PER_SEED = 4
 #: Neighbours added at most.
 HOP_ADDS = 3
 #: Matches of the first ranking a neighbour never displaces.
@@ -130,21 +131,40 @@ async def hop(
             lexical_weight=ranking.LEXICAL_WEIGHT,
             tags=tags,
         )
+        outdated = _outdated(found)
         for n in found:
-            if n.seed not in {p.seed for p in linked} and fits(n):
+            fresh = n.scored.row.id not in outdated
+            if fresh and n.seed not in {p.seed for p in linked} and fits(n):
                 linked.append(n)
     # In turn, the session's best then the graph's best, each memory once.
     picked: dict[int, tuple[store.Neighbour, Hop]] = {}
-    for pair in zip_longest(near, linked):
-        for n, kind in zip(pair, ("session", "graph"), strict=True):
-            if n is not None and len(picked) < HOP_ADDS:
-                picked.setdefault(n.scored.row.id, (n, kind))  # type: ignore[arg-type]
+    turns: list[tuple[store.Neighbour | None, Hop]] = []
+    for by_session, by_graph in zip_longest(near, linked):
+        turns += [(by_session, "session"), (by_graph, "graph")]
+    for candidate, kind in turns:
+        if candidate is not None and len(picked) < HOP_ADDS:
+            picked.setdefault(candidate.scored.row.id, (candidate, kind))
     return Hopped(
         merge(order, list(picked), limit=limit),
         {key: n.scored for key, (n, _kind) in picked.items()},
         {key: n.seed for key, (n, _kind) in picked.items()},
         {key: kind for key, (_n, kind) in picked.items()},
     )
+
+
+def _outdated(found: Sequence[store.Neighbour]) -> set[int]:
+    """The linked memories a fresher one among them contradicts ("Ana lives in Porto" /
+    "Ana moved to Lisbon"): the same slot rules as the latest-truth step."""
+    facts = [(n.scored.row.id, graph.Relation(*edge)) for n in found for edge in n.edges]
+    rows = {n.scored.row.id: n.scored.row for n in found}
+    out: set[int] = set()
+    for c in graph.conflicts(facts):
+        a, b = rows[c.first], rows[c.second]
+        fresher = latest.freshness(a.last_confirmed_at, a.updated_at, a.created_at) > (
+            latest.freshness(b.last_confirmed_at, b.updated_at, b.created_at)
+        )
+        out.add(b.id if fresher else a.id)
+    return out
 
 
 def merge(order: Sequence[int], added: Sequence[int], *, limit: int) -> list[int]:

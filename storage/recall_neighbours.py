@@ -28,10 +28,12 @@ _ACTIVE_N = "n.deleted_at IS NULL AND (n.expires_at IS NULL OR n.expires_at > no
 
 @dataclass(frozen=True)
 class Neighbour:
-    """A memory stored next to ``seed`` in its session, scored against the query."""
+    """A memory a hop reached from ``seed``, scored against the query."""
 
     scored: ScoredMemoryRow
     seed: int
+    #: Its relation edges ``(subject, predicate, object)`` (the graph hop's only).
+    edges: tuple[tuple[str, str, str], ...] = ()
 
 
 async def session_neighbours(
@@ -165,16 +167,27 @@ async def graph_neighbours(
                 SELECT * FROM memories m WHERE m.id = linked.id OFFSET 0
             ) m
             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+              -- Not one a newer active memory named in downweights: out of date.
+              AND NOT EXISTS (
+                  SELECT 1 FROM memory_downweights d JOIN memories b ON b.id = d.by_memory_id
+                  WHERE d.user_id = %(user_id)s AND d.memory_id = linked.id
+                    AND b.user_id = %(user_id)s AND b.deleted_at IS NULL
+                    AND (b.expires_at IS NULL OR b.expires_at > now()))
         ), best AS (
             SELECT scored.*, row_number() OVER (
                        PARTITION BY seed
-                       ORDER BY cosine + %(w_l)s * least(1, matched / %(total)s) DESC, id
+                       ORDER BY cosine + %(w_l)s * least(1, matched / %(total)s) DESC,
+                                id DESC
                    ) AS n
             FROM scored WHERE cosine >= %(floor)s
         )
         SELECT {M_COLUMNS}, best.seed, best.cosine,
                CASE WHEN m.context_centroid IS NULL THEN 0
-                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match
+                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
+               (SELECT coalesce(array_agg(ARRAY[r.subject, r.predicate, r.object] ORDER BY r.id),
+                                '{{{{}}}}')
+                FROM memory_relations r
+                WHERE r.memory_id = m.id AND r.user_id = %(user_id)s) AS edges
         FROM best CROSS JOIN LATERAL (
             SELECT * FROM memories m WHERE m.id = best.id OFFSET 0
         ) m
@@ -205,6 +218,7 @@ async def graph_neighbours(
         Neighbour(
             ScoredMemoryRow(memory_row(d), float(d["cosine"]), float(d["context_match"])),
             int(d["seed"]),
+            tuple((e[0], e[1], e[2]) for e in d["edges"]),
         )
         for d in await cur.fetchall()
     ]

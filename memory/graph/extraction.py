@@ -76,8 +76,16 @@ _VERB_PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
         (r"(?:am|is|are)\s+(?:now\s+)?(?:living|staying)\s+in\s+", "lives in", "one"),
         (r"(?:am|is|are)\s+(?:now\s+)?based\s+in\s+", "lives in", "one"),
         (r"(?:live|lives|reside|resides)\s+in\s+", "lives in", "one"),
-        # The present perfect still holds: "has lived in Porto since 2015".
-        (r"(?:have|has)\s+(?:always\s+|now\s+)?(?:lived|resided)\s+in\s+", "lives in", "one"),
+        # The present perfect holds still only when it says so ("has lived in Porto
+        # since 2015", "for ten years", "has always lived in"); "I have lived in
+        # Porto and Faro before" names past homes.
+        (r"(?:have|has)\s+always\s+(?:lived|resided)\s+in\s+", "lives in", "one"),
+        (
+            r"(?:have|has)\s+(?:now\s+)?(?:lived|resided)\s+in\s+"
+            r"(?=[^,;.]*?\b(?:since|for)\b)",
+            "lives in",
+            "one",
+        ),
         (
             r"(?:have|has)\s+(?:(?:recently|just|finally|now|also)\s+)?(?:moved|relocated)\s+to\s+",
             "moved to",
@@ -143,9 +151,12 @@ _VERB_PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
     ]
 ]
 _AGE = re.compile(r"(?:am|is|are)\s+(\d{1,3})\s+(?:years?\s+old|yo)\b", re.I)
-#: "has a severe peanut allergy": the allergen before the noun.
+#: "has a severe peanut allergy": the allergen before the noun. Not a negation, a
+#: count or a kind ("no allergies", "two allergies", "seasonal allergies").
 _NOUN_ALLERGY = re.compile(
     r"(?:have|has)\s+(?:got\s+)?(?:an?\s+)?(?:(?:severe|mild|serious|bad|slight)\s+)?"
+    r"(?!(?:no|not|any|an?|the|some|several|many|multiple|few|other|got|had|severe|mild|"
+    r"serious|bad|slight|seasonal|food|skin|\d+|one|two|three|four|five)\b)"
     r"([a-z][a-z-]*(?:\s+[a-z][a-z-]*)?)\s+allerg(?:y|ies)\b",
     re.I,
 )
@@ -194,9 +205,6 @@ def _predicates(rest: str, subject: list[str], ctx: Context) -> list[Relation]:
     m = _AGE.match(rest)
     if m:
         return [Relation(s, "age", m.group(1)) for s in subject]
-    m = _NOUN_ALLERGY.match(rest)
-    if m:
-        return [Relation(s, "allergic to", m.group(1)) for s in subject]
     for pattern, predicate, kind in _VERB_PATTERNS:
         m = pattern.match(rest)
         if not m:
@@ -213,6 +221,9 @@ def _predicates(rest: str, subject: list[str], ctx: Context) -> list[Relation]:
             return []
         found = [Relation(s, predicate, o) for s in subject for o in objects if key(s) != key(o)]
         return found + _continuation(after, predicate, subject, ctx)
+    m = _NOUN_ALLERGY.match(rest)
+    if m:
+        return [Relation(s, "allergic to", m.group(1)) for s in subject]
     m = _HAS_ROLE.match(rest)
     if m:
         return _has_role(m.group(2), subject, ctx)

@@ -385,14 +385,25 @@ def _session(ort: Any, model_path: Path, options: Any, *, rewrite: bool) -> Any:
     """
     rewritten = gather_before_dequantise(model_path.read_bytes()) if rewrite else None
     if rewritten is not None:
+        session = None
         try:
             with tempfile.TemporaryDirectory(prefix="ownsona-model-") as folder:
                 copy = Path(folder) / "model.onnx"
                 copy.write_bytes(rewritten)
                 del rewritten
-                return ort.InferenceSession(str(copy), options, providers=["CPUExecutionProvider"])
-        except OSError as ex:  # onnxruntime's own errors are not OSErrors
-            _log.warning("Cannot write the rewritten model (%s); loading it as it is.", ex)
+                session = ort.InferenceSession(
+                    str(copy), options, providers=["CPUExecutionProvider"]
+                )
+        except OSError as ex:
+            if session is None:
+                _log.warning("Cannot write the rewritten model (%s); loading it as it is.", ex)
+        except Exception as ex:  # onnxruntime's own (Fail, InvalidGraph...): not the file's fault
+            _log.warning(
+                "onnxruntime refused the rewritten model (%s); loading it as it is.",
+                type(ex).__name__,
+            )
+        if session is not None:
+            return session  # (a temporary directory that could not be removed changes nothing)
     # No such table, or a graph the rewrite does not read: the model as it is.
     return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
 

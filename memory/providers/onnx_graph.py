@@ -300,8 +300,10 @@ def _rewrite(buf: memoryview) -> bytes | None:
 
     producers = {out: index for index, node in nodes.items() for out in node.outputs}
     uses = Counter(name for node in nodes.values() for name in node.inputs)
-    taken = set(tensors) | graph_inputs | set(producers) | set(uses)
-    taken |= {node.name for node in nodes.values()}
+    # Every name the graph already gives a node or value: a new value must not carry a
+    # type a leftover value_info or output declares for its name.
+    taken = set(tensors) | graph_inputs | graph_outputs | set(producers) | set(uses)
+    taken |= {node.name for node in nodes.values()} | set(value_infos.values())
 
     matches: list[_Match] = []
     for index, node in nodes.items():

@@ -6,6 +6,7 @@ import asyncio
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -304,6 +305,18 @@ async def test_int8_tables_change_no_vector(embedder: LocalEmbedder) -> None:
     assert np.array_equal(await embedder.embed(VARIED), await as_it_is.embed(VARIED))
     for text in VARIED:
         assert np.array_equal(await embedder.embed_one(text), await as_it_is.embed_one(text))
+
+
+async def test_without_a_writable_temporary_folder_the_model_loads_as_it_is(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, embedder: LocalEmbedder
+) -> None:
+    # The rewritten model goes through a temporary file; with nowhere to write one the
+    # embedder still starts, on the graph as it is, and says so.
+    monkeypatch.setattr(tempfile, "tempdir", "/nonexistent/ownsona-test")
+    with caplog.at_level("WARNING"):
+        loaded = LocalEmbedder.bundled()
+    assert "Cannot write the rewritten model" in caplog.text
+    assert np.array_equal(await loaded.embed(VARIED), await embedder.embed(VARIED))
 
 
 _RESIDENT_AFTER_LOAD = """

@@ -155,6 +155,28 @@ def test_other_graphs_are_left_alone(model: Any) -> None:
     assert gather_before_dequantise(model().SerializeToString()) is None
 
 
+def test_names_the_graph_already_declares_are_not_reused() -> None:
+    # A leftover value_info (or output) named like a value the rewrite would add
+    # declares that value's type: onnxruntime refused the rewritten graph.
+    model = _model()
+    probe = gather_before_dequantise(model.SerializeToString())
+    assert probe is not None
+    added = {o for n in onnx.load_from_string(probe).graph.node for o in n.output} - {
+        o for n in model.graph.node for o in n.output
+    }
+    assert added  # the rewrite adds values of its own
+    for name in sorted(added):
+        leftover = _model()
+        leftover.graph.value_info.append(
+            helper.make_tensor_value_info(name, TensorProto.FLOAT, [3])
+        )
+        assert gather_before_dequantise(leftover.SerializeToString()) is None
+        ids = _ids((2, 3))
+        assert np.array_equal(
+            _run(leftover.SerializeToString(), ids)[0], _run(model.SerializeToString(), ids)[0]
+        )
+
+
 def test_a_graph_with_subgraphs_is_left_alone() -> None:
     branch = helper.make_graph(
         [helper.make_node("Identity", ["table"], ["picked"])],

@@ -132,9 +132,49 @@ async def test_no_hop_to_forgotten_untagged_or_another_users_memories(deps, alic
     (untagged,) = await _store(deps, alice, ["Ana Silva lives in Braga."])
     out = await call(deps, alice, "recall", query=ASKED, limit=LIMIT, tags=["people"])
     assert role in _ids(out) and untagged not in _ids(out) and theirs not in _ids(out)
-    assert untagged in _ids(await call(deps, alice, "recall", query=ASKED, limit=LIMIT))
+    out = await call(deps, alice, "recall", query=ASKED, limit=LIMIT)
+    assert untagged in _ids(out) and theirs not in _ids(out)
 
     (answer,) = await _store(deps, alice, [ANSWER])
     assert answer in _ids(await call(deps, alice, "recall", query=ASKED, limit=LIMIT))
     await call(deps, alice, "forget", id=answer)
     assert answer not in _ids(await call(deps, alice, "recall", query=ASKED, limit=LIMIT))
+
+
+async def test_an_out_of_date_fact_about_them_gives_way_to_the_fresher_one(deps, alice):
+    await _store(deps, alice, CROWD)
+    role, porto = await _store(deps, alice, [ROLE, ANSWER])
+    (lisbon,) = await _store(deps, alice, ["Ana Silva lives in Lisbon now."], downweights=[porto])
+    out = _ids(await call(deps, alice, "recall", query=ASKED, limit=LIMIT))
+    assert role in out and lisbon in out[HOP_KEEP:] and porto not in out
+
+    # Without a downweight, the relations say the same: one home, the fresher one.
+    await call(deps, alice, "forget", id=lisbon)
+    (braga,) = await _store(deps, alice, ["Ana Silva moved to Braga."])
+    out = _ids(await call(deps, alice, "recall", query=ASKED, limit=LIMIT))
+    assert braga in out[HOP_KEEP:] and porto not in out
+
+
+async def test_the_session_and_graph_hops_take_turns(deps, alice):
+    await _store(deps, alice, CROWD)
+    chat = await _store(
+        deps,
+        alice,
+        [
+            "I want to post a birthday card to my manager.",
+            ROLE,
+            "I still need her home address for it.",
+            "Her office is by the river, she walks there.",
+        ],
+        session_id="chat-1",
+    )
+    role = chat[1]
+    (answer,) = await _store(deps, alice, [ANSWER])
+    out = await call(deps, alice, "recall", query=ASKED, limit=LIMIT, explain=True)
+    matches = out["matches"]
+    assert matches[0]["id"] == role
+    hopped = [(m["id"], m["explain"]["hop"]) for m in matches if m["explain"]["hop"] != "search"]
+    assert [m["id"] for m in matches[HOP_KEEP:]] == [i for i, _ in hopped]  # after the first 7
+    assert [kind for _, kind in hopped] == ["session", "graph", "session"]
+    assert hopped[1][0] == answer and {hopped[0][0], hopped[2][0]} <= set(chat) - {role}
+    assert len(set(_ids(out))) == LIMIT
