@@ -153,11 +153,12 @@ async def hop(
 
 
 def _outdated(found: Sequence[store.Neighbour]) -> set[int]:
-    """The linked memories a fresher one among them contradicts ("Ana lives in Porto" /
-    "Ana moved to Lisbon"): the same slot rules as the latest-truth step."""
+    """The linked memories a newer one downweights, or a fresher one among them
+    contradicts ("Ana lives in Porto" / "Ana moved to Lisbon"): the same slot rules
+    as the latest-truth step."""
     facts = [(n.scored.row.id, graph.Relation(*edge)) for n in found for edge in n.edges]
     rows = {n.scored.row.id: n.scored.row for n in found}
-    out: set[int] = set()
+    out = {n.scored.row.id for n in found if n.downweighted}
     for c in graph.conflicts(facts):
         a, b = rows[c.first], rows[c.second]
         fresher = latest.freshness(a.last_confirmed_at, a.updated_at, a.created_at) > (

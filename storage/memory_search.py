@@ -113,12 +113,12 @@ async def query_term_stats(conn: AsyncConnection, user_id: int, query: str) -> Q
     )
 
 
-def _tsquery_term(term: str) -> str:
+def tsquery_term(term: str) -> str:
     """One already-normalised term as a ``tsquery`` literal (quotes and backslashes doubled)."""
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def lexical_score(terms: Sequence[tuple[str, float]]) -> tuple[sql.Composable, dict[str, Any]]:
+def _lexical_score(terms: Sequence[tuple[str, float]]) -> tuple[sql.Composable, dict[str, Any]]:
     """SQL for the sum of the weights of the ``terms`` a row ``m`` contains, and its parameters.
 
     One inline ``CASE`` per term (a binary search in the row's sorted lexemes):
@@ -135,7 +135,7 @@ def lexical_score(terms: Sequence[tuple[str, float]]) -> tuple[sql.Composable, d
                 sql.Placeholder(f"tq{i}"), sql.Placeholder(f"tw{i}")
             )
         )
-        params[f"tq{i}"] = _tsquery_term(term)
+        params[f"tq{i}"] = tsquery_term(term)
         params[f"tw{i}"] = float(weight)
     return sql.SQL("({})").format(sql.SQL(" + ").join(parts)), params
 
@@ -159,7 +159,7 @@ async def lexical_candidates(
     """
     if not terms or not probe or candidates <= 0:
         return []
-    score, params = lexical_score(terms)
+    score, params = _lexical_score(terms)
     tag_filter = "AND m.tags && %(tags)s" if tags else ""
     # As on the vector side (memory_sql.nearest_ids), a small user's rows are read
     # through the user_id btrees and tested one by one: the GIN index's posting
@@ -193,7 +193,7 @@ async def lexical_candidates(
             **params,
             "user_id": user_id,
             "tags": list(tags),
-            "probe": " | ".join(_tsquery_term(t) for t in probe),
+            "probe": " | ".join(tsquery_term(t) for t in probe),
             "k": candidates,
         },
     )
@@ -221,7 +221,7 @@ async def search_hybrid(
     whichever side it came from. ``exact``: the user is searched exactly
     (:attr:`QueryTermStats.exact`).
     """
-    score, params = lexical_score(terms)
+    score, params = _lexical_score(terms)
     tag_filter = "AND m.tags && %(tags)s" if tags else ""
     lexical_side = (
         f"""
