@@ -96,7 +96,7 @@ async def hop(
     if limit <= HOP_KEEP or not seeds:
         return Hopped(list(order))
     floor = max(HOP_MIN_COSINE, min_score or 0.0)
-    kept = list(order[:HOP_KEEP])
+    kept = set(order[:HOP_KEEP])
 
     def fits(n: store.Neighbour) -> bool:
         return n.scored.row.id not in kept and n.scored.cosine >= floor and visible(n.scored.row)
@@ -122,7 +122,7 @@ async def hop(
             seeds,
             query_embedding,
             skip_entity=graph.key(graph.USER),
-            skip_ids=kept,
+            skip_ids=sorted(kept),
             max_entities=GRAPH_ENTITIES,
             per_entity=GRAPH_PER_ENTITY,
             per_seed=GRAPH_PER_SEED,
@@ -132,10 +132,11 @@ async def hop(
             tags=tags,
         )
         outdated = _outdated(found)
+        served: set[int] = set()  # seeds with their pick
         for n in found:
-            fresh = n.scored.row.id not in outdated
-            if fresh and n.seed not in {p.seed for p in linked} and fits(n):
+            if n.seed not in served and n.scored.row.id not in outdated and fits(n):
                 linked.append(n)
+                served.add(n.seed)
     # In turn, the session's best then the graph's best, each memory once.
     picked: dict[int, tuple[store.Neighbour, Hop]] = {}
     turns: list[tuple[store.Neighbour | None, Hop]] = []

@@ -16,13 +16,12 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from pgvector.psycopg import register_vector
 
 from storage import memories as store
 from storage.memory_sql import EXACT_SEARCH_MAX_ROWS
 
 from ..conftest import TEST_DIMENSIONS
-from .vectors import seed, unit
+from .vectors import copy_rows, seed, unit
 
 #: A scan budget the crowd of other users' rows below exhausts.
 _SCAN_BUDGET = 1000
@@ -113,7 +112,6 @@ async def test_a_large_user_gets_the_nearest_rows_through_the_index(clean_db, po
 def _seed_crowd(dsn: str, users: int, rows_each: int, rng: np.random.Generator) -> None:
     """``users`` new accounts of ``rows_each`` random rows, in one COPY, then ANALYZE."""
     with psycopg.connect(dsn) as conn:
-        register_vector(conn)
         ids = [
             int(r[0])
             for r in conn.execute(
@@ -123,16 +121,7 @@ def _seed_crowd(dsn: str, users: int, rows_each: int, rng: np.random.Generator) 
             ).fetchall()
         ]
         vectors = unit(rng.normal(size=(users * rows_each, TEST_DIMENSIONS)))
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-                " embedding_model, tags) FROM STDIN"
-            ) as copy,
-        ):
-            for i, v in enumerate(vectors):
-                text = f"crowd row {i}"
-                copy.write_row([ids[i // rows_each], text, text, v, "test", "test", ["t"]])
+        copy_rows(conn, [ids[i // rows_each] for i in range(len(vectors))], vectors, "crowd")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("ANALYZE memories")
 

@@ -13,20 +13,27 @@ def unit(v: np.ndarray) -> np.ndarray:
     return out
 
 
+def copy_rows(
+    conn: psycopg.Connection, owners: list[int], vectors: np.ndarray, prefix: str
+) -> None:
+    """COPY one row per vector, row ``i`` owned by ``owners[i]`` (the caller commits)."""
+    register_vector(conn)
+    with (
+        conn.cursor() as cur,
+        cur.copy(
+            "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
+            " embedding_model, tags) FROM STDIN"
+        ) as copy,
+    ):
+        for i, (owner, v) in enumerate(zip(owners, vectors, strict=True)):
+            text = f"{prefix} row {i}".strip()
+            copy.write_row([owner, text, text, v, "test", "test", ["t"]])
+
+
 def seed(dsn: str, user_id: int, vectors: np.ndarray, prefix: str = "") -> list[int]:
     """COPY one row per vector into the user's store, then ANALYZE; the ids in order."""
     with psycopg.connect(dsn) as conn:
-        register_vector(conn)
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY memories (user_id, text, normalized_text, embedding, embedding_provider,"
-                " embedding_model, tags) FROM STDIN"
-            ) as copy,
-        ):
-            for i, v in enumerate(vectors):
-                text = f"{prefix} row {i}".strip()
-                copy.write_row([user_id, text, text, v, "test", "test", ["t"]])
+        copy_rows(conn, [user_id] * len(vectors), vectors, prefix)
         ids = [
             int(r[0])
             for r in conn.execute(
