@@ -23,7 +23,7 @@ from .memory_sql import (
     nearest_ids,
     searched_exactly,
 )
-from .rows import ScoredMemoryRow, memory_row
+from .rows import ScoredMemoryRow, scored_row
 
 
 def _filters(tags: Sequence[str]) -> str:
@@ -57,10 +57,7 @@ async def search_by_vector(
         {"q": query_embedding, "user_id": user_id, "tags": list(tags), "k": candidates},
         prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
-    return [
-        ScoredMemoryRow(memory_row(d), float(d["cosine"]), float(d["context_match"]))
-        for d in await cur.fetchall()
-    ]
+    return [scored_row(d) for d in await cur.fetchall()]
 
 
 #: Text search configuration of ``memories.text_search`` (migration 0002); queries
@@ -266,7 +263,7 @@ async def search_hybrid(
     )
     return [
         HybridCandidate(
-            ScoredMemoryRow(memory_row(d), float(d["cosine"]), float(d["context_match"])),
+            scored_row(d),
             float(d["lexical"]),
         )
         for d in await cur.fetchall()

@@ -21,7 +21,7 @@ from psycopg.rows import dict_row
 
 from .memory_search import tsquery_term
 from .memory_sql import M_ACTIVE, M_COLUMNS
-from .rows import ScoredMemoryRow, memory_row
+from .rows import ScoredMemoryRow, scored_row
 
 _ACTIVE_N = "n.deleted_at IS NULL AND (n.expires_at IS NULL OR n.expires_at > now())"
 
@@ -85,7 +85,7 @@ async def session_neighbours(
     )
     return [
         Neighbour(
-            ScoredMemoryRow(memory_row(d), float(d["cosine"]), float(d["context_match"])),
+            scored_row(d),
             int(d["seed"]),
         )
         for d in await cur.fetchall()
@@ -227,7 +227,7 @@ async def graph_neighbours(
     )
     return [
         Neighbour(
-            ScoredMemoryRow(memory_row(d), float(d["cosine"]), float(d["context_match"])),
+            scored_row(d),
             int(d["seed"]),
             tuple((e[0], e[1], e[2]) for e in d["edges"]),
             bool(d["downweighted"]),

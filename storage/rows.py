@@ -106,6 +106,13 @@ def memory_row(values: Mapping[str, Any], row_type: type[MemoryRow] = MemoryRow)
     return row_type(**{name: values[name] for name, _ in _columns(row_type)})
 
 
+def scored_row(values: Mapping[str, Any]) -> ScoredMemoryRow:
+    """A searched row: its columns, ``cosine`` and ``context_match`` among ``values``."""
+    return ScoredMemoryRow(
+        memory_row(values), float(values["cosine"]), float(values["context_match"])
+    )
+
+
 def backup_fields(row_type: type[MemoryRow] = MemoryRow) -> tuple[str, ...]:
     """The fields of a backup record, in the file's order, vectors included."""
     out: list[str] = []
