@@ -21,7 +21,7 @@ import falcon
 import falcon.asgi
 
 from auth.client_assertions import SIGNING_ALGS
-from auth.clients import AUTH_METHODS, GRANT_TYPES
+from auth.client_metadata import AUTH_METHODS, GRANT_TYPES
 from auth.keys import KeyStore
 from auth.loopback import resource_for_host
 from auth.pkce import S256

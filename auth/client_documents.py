@@ -17,7 +17,7 @@ registered one.
   under the same rules) and ``jwks``. A document carrying a
   ``client_secret`` is refused: a public document cannot hold a secret
   (draft §4.1). ``grant_types``, ``response_types``, ``scope`` and the
-  echoed strings follow the registration rules (``auth.clients``).
+  echoed strings follow the registration rules (``auth.client_metadata``).
 - Caching (draft §4.3 "SHOULD cache ... respecting HTTP cache headers"):
   per ``Cache-Control``/``Expires`` (:func:`auth.metadata_fetch.cache_lifetime`),
   :data:`auth.metadata_fetch.DEFAULT_TTL_S` when the response is silent, at
@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 
 from psycopg_pool import AsyncConnectionPool
 
+from auth.client_metadata import new_client, validate_metadata
 from auth.metadata_fetch import FetchError, MetadataFetcher, url_problem
 from auth.oauth_errors import OAuthError, invalid_client
 from auth.opaque import MAX_PRESENTED_CHARS
@@ -116,8 +117,6 @@ def published_host(client: ClientRow) -> str | None:
 
 def validate_document(url: str, raw: object) -> dict[str, Any]:
     """The client metadata of the document fetched from ``url``; :class:`OAuthError` when refused."""
-    from auth.clients import validate_metadata  # clients uses this module at run time
-
     if not isinstance(raw, dict):
         raise _refused(url, "it is not a JSON object")
     if raw.get("client_id") != url:
@@ -225,16 +224,7 @@ class ClientDocuments:
         metadata = validate_document(client_id, fetched.body)
         async with self._pool.connection() as conn:
             row = await client_documents.upsert_document_client(
-                conn,
-                client_id=client_id,
-                client_name=metadata["client_name"],
-                redirect_uris=metadata["redirect_uris"],
-                grant_types=metadata["grant_types"],
-                response_types=metadata["response_types"],
-                scope=metadata["scope"],
-                token_endpoint_auth_method=metadata["token_endpoint_auth_method"],
-                application_type=metadata.get("application_type"),
-                metadata=metadata,
+                conn, new_client(client_id, metadata)
             )
         if row is None:
             raise _refused(client_id, "a registered client already has this client_id")

@@ -9,38 +9,20 @@ latest fetch and never touches a registered client's row. Used
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
-from psycopg.types.json import Jsonb
 
-from .oauth import ClientRow
-from .rows import select_list
-
-_CLIENT_COLUMNS = select_list(ClientRow)
+from .oauth import CLIENT_COLUMNS, CLIENT_INSERT_COLUMNS, ClientRow, NewClient, client_values
 
 
-async def upsert_document_client(
-    conn: AsyncConnection,
-    *,
-    client_id: str,
-    client_name: str | None,
-    redirect_uris: list[str],
-    grant_types: list[str],
-    response_types: list[str],
-    scope: str,
-    token_endpoint_auth_method: str,
-    application_type: str | None,
-    metadata: dict[str, Any],
-) -> ClientRow | None:
+async def upsert_document_client(conn: AsyncConnection, client: NewClient) -> ClientRow | None:
     """The client's row, written from its document; None when ``client_id`` is a registered client."""
     async with conn.cursor(row_factory=class_row(ClientRow)) as cur:
         await cur.execute(
-            f"""
-            INSERT INTO oauth_clients (client_id, client_secret_hash, client_name, redirect_uris,
-                grant_types, response_types, scope, token_endpoint_auth_method, application_type,
-                metadata, document_fetched_at)
+            sql.SQL(
+                """
+            INSERT INTO oauth_clients ({columns}, document_fetched_at)
             VALUES (%s, NULL, %s, %s, %s, %s, %s, %s, %s, %s, now())
             ON CONFLICT (client_id) DO UPDATE SET
                 client_name = excluded.client_name,
@@ -53,19 +35,10 @@ async def upsert_document_client(
                 metadata = excluded.metadata,
                 document_fetched_at = excluded.document_fetched_at
             WHERE oauth_clients.document_fetched_at IS NOT NULL
-            RETURNING {_CLIENT_COLUMNS}
-            """,
-            (
-                client_id,
-                client_name,
-                redirect_uris,
-                grant_types,
-                response_types,
-                scope,
-                token_endpoint_auth_method,
-                application_type,
-                Jsonb(metadata),
-            ),
+            RETURNING {returned}
+            """
+            ).format(columns=CLIENT_INSERT_COLUMNS, returned=CLIENT_COLUMNS),
+            (client.client_id, *client_values(client)),
         )
         return await cur.fetchone()
 

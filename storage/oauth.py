@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
@@ -35,7 +35,8 @@ class ClientRow:
     document_fetched_at: datetime | None = None
 
 
-_CLIENT_COLUMNS = select_list(ClientRow)
+#: The columns of a :class:`ClientRow`, for a SELECT or RETURNING list.
+CLIENT_COLUMNS = sql.SQL(select_list(ClientRow))
 
 
 @dataclass(frozen=True)
@@ -77,41 +78,56 @@ class RefreshTokenRow:
 # -- clients ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class NewClient:
+    """A client to store: registered (:func:`insert_client`) or from its metadata document."""
+
+    client_id: str
+    client_name: str | None
+    redirect_uris: list[str]
+    grant_types: list[str]
+    response_types: list[str]
+    scope: str
+    token_endpoint_auth_method: str
+    application_type: str | None
+    metadata: dict[str, Any]
+
+
+def client_values(client: NewClient) -> tuple[Any, ...]:
+    """The columns of ``oauth_clients`` a :class:`NewClient` fills, but its secret, in order."""
+    return (
+        client.client_name,
+        client.redirect_uris,
+        client.grant_types,
+        client.response_types,
+        client.scope,
+        client.token_endpoint_auth_method,
+        client.application_type,
+        Jsonb(client.metadata),
+    )
+
+
+#: The columns :func:`client_values` fills, after ``client_id`` and ``client_secret_hash``.
+CLIENT_INSERT_COLUMNS = sql.SQL(
+    "client_id, client_secret_hash, client_name, redirect_uris,"
+    " grant_types, response_types, scope, token_endpoint_auth_method, application_type,"
+    " metadata"
+)
+
+
 async def insert_client(
-    conn: AsyncConnection,
-    *,
-    client_id: str,
-    client_secret_hash: str | None,
-    client_name: str | None,
-    redirect_uris: list[str],
-    grant_types: list[str],
-    response_types: list[str],
-    scope: str,
-    token_endpoint_auth_method: str,
-    application_type: str | None,
-    metadata: dict[str, Any],
+    conn: AsyncConnection, client: NewClient, *, client_secret_hash: str | None
 ) -> ClientRow:
     async with conn.cursor(row_factory=class_row(ClientRow)) as cur:
         await cur.execute(
-            f"""
-            INSERT INTO oauth_clients (client_id, client_secret_hash, client_name, redirect_uris,
-                grant_types, response_types, scope, token_endpoint_auth_method, application_type,
-                metadata)
+            sql.SQL(
+                """
+            INSERT INTO oauth_clients ({columns})
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-            RETURNING {_CLIENT_COLUMNS}
-            """,
-            (
-                client_id,
-                client_secret_hash,
-                client_name,
-                redirect_uris,
-                grant_types,
-                response_types,
-                scope,
-                token_endpoint_auth_method,
-                application_type,
-                Jsonb(metadata),
-            ),
+            RETURNING {returned}
+            """
+            ).format(columns=CLIENT_INSERT_COLUMNS, returned=CLIENT_COLUMNS),
+            (client.client_id, client_secret_hash, *client_values(client)),
         )
         row = await cur.fetchone()
         assert row is not None
@@ -121,7 +137,8 @@ async def insert_client(
 async def get_client(conn: AsyncConnection, client_id: str) -> ClientRow | None:
     async with conn.cursor(row_factory=class_row(ClientRow)) as cur:
         await cur.execute(
-            f"SELECT {_CLIENT_COLUMNS} FROM oauth_clients WHERE client_id = %s", (client_id,)
+            sql.SQL("SELECT {} FROM oauth_clients WHERE client_id = %s").format(CLIENT_COLUMNS),
+            (client_id,),
         )
         return await cur.fetchone()
 
