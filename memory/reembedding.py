@@ -170,12 +170,16 @@ async def reembed_batch(deps: Deps, ids: list[int], target: dict[str, Any]) -> d
         return {"ok": True, "done": 0, "skipped": len(ids)}
     # Outside any transaction: a slow provider must not hold row locks.
     vectors = await deps.embedder.embed([r.text for r in rows])
-    write = store.write_staged if staged else store.write_in_place
 
     async def write_part(part: slice) -> int:
         async with deps.pool.connection() as conn, conn.transaction():
-            return await write(
-                conn, rows[part], vectors[part], provider=mine.provider, model=mine.model
+            return await store.write_vectors(
+                conn,
+                rows[part],
+                vectors[part],
+                provider=mine.provider,
+                model=mine.model,
+                staged=staged,
             )
 
     step = -(-len(rows) // PARALLEL_WRITES)

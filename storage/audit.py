@@ -6,53 +6,49 @@ Every function takes a connection so the caller owns the transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
+from .rows import select_list
+
 
 @dataclass(frozen=True)
-class NewAuditEvent:
+class AuditRecord:
+    """What one tool call did, as its audit record keeps it."""
+
+    at: datetime
+    entry: str
+    client_id: str | None
+    token_jti: str | None
+    tool: str
+    ok: bool
+    error_code: str | None
+    read_ids: list[int]
+    changed_ids: list[int]
+    query: str | None
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class NewAuditEvent(AuditRecord):
+    """A record to store, for its user."""
+
     user_id: int
-    at: datetime
-    entry: str
-    client_id: str | None
-    token_jti: str | None
-    tool: str
-    ok: bool
-    error_code: str | None
-    read_ids: list[int]
-    changed_ids: list[int]
-    query: str | None
-    duration_ms: float
 
 
 @dataclass(frozen=True)
-class AuditEventRow:
+class AuditEventRow(AuditRecord):
+    """A stored record, by its id."""
+
     id: int
-    at: datetime
-    entry: str
-    client_id: str | None
-    token_jti: str | None
-    tool: str
-    ok: bool
-    error_code: str | None
-    read_ids: list[int]
-    changed_ids: list[int]
-    query: str | None
-    duration_ms: float
 
 
-_COLUMNS = (
-    "user_id, at, entry, client_id, token_jti, tool, ok, error_code, read_ids, changed_ids,"
-    " query, duration_ms"
-)
-_ROW_COLUMNS = (
-    "id, at, entry, client_id, token_jti, tool, ok, error_code, read_ids, changed_ids, query,"
-    " duration_ms"
-)
+_NEW_FIELDS = tuple(f.name for f in fields(NewAuditEvent))
+_COLUMNS = sql.SQL(", ").join(sql.Identifier(name) for name in _NEW_FIELDS)
+_ROW_COLUMNS = sql.SQL(select_list(AuditEventRow))
 
 
 async def insert_events(conn: AsyncConnection, events: Sequence[NewAuditEvent]) -> None:
@@ -61,25 +57,10 @@ async def insert_events(conn: AsyncConnection, events: Sequence[NewAuditEvent]) 
         return
     async with (
         conn.cursor() as cur,
-        cur.copy(f"COPY audit_events ({_COLUMNS}) FROM STDIN") as copy,
+        cur.copy(sql.SQL("COPY audit_events ({}) FROM STDIN").format(_COLUMNS)) as copy,
     ):
         for e in events:
-            await copy.write_row(
-                (
-                    e.user_id,
-                    e.at,
-                    e.entry,
-                    e.client_id,
-                    e.token_jti,
-                    e.tool,
-                    e.ok,
-                    e.error_code,
-                    e.read_ids,
-                    e.changed_ids,
-                    e.query,
-                    e.duration_ms,
-                )
-            )
+            await copy.write_row([getattr(e, name) for name in _NEW_FIELDS])
 
 
 async def list_events(
@@ -99,8 +80,9 @@ async def list_events(
     """
     async with conn.cursor(row_factory=class_row(AuditEventRow)) as cur:
         await cur.execute(
-            f"""
-            SELECT {_ROW_COLUMNS} FROM audit_events
+            sql.SQL(
+                """
+            SELECT {} FROM audit_events
             WHERE user_id = %(user_id)s
               AND (%(client_id)s::text IS NULL OR client_id = %(client_id)s)
               AND (%(tool)s::text IS NULL OR tool = %(tool)s)
@@ -112,7 +94,8 @@ async def list_events(
                   WHERE b.id = %(before_id)s AND b.user_id = %(user_id)s))
             ORDER BY at DESC, id DESC
             LIMIT %(limit)s
-            """,
+            """
+            ).format(_ROW_COLUMNS),
             {
                 "user_id": user_id,
                 "client_id": client_id,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.abc import Params
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
@@ -90,7 +90,9 @@ class PresentRow:
     text_md5: str
 
 
-async def _rows(conn: AsyncConnection, row_type: type[T], query: str, params: Params) -> list[T]:
+async def _rows(
+    conn: AsyncConnection, row_type: type[T], query: str | sql.SQL | sql.Composed, params: Params
+) -> list[T]:
     """Every row ``query`` returns, as ``row_type``."""
     cur = conn.cursor(row_factory=class_row(row_type))
     await cur.execute(query, params)
@@ -147,13 +149,15 @@ async def memory_page(
     """The next ``limit`` memories by id after ``after_id``, tombstones included."""
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
-        f"""
-        SELECT {select_list(prefix="m.")}, u.username, m.context_centroid
+        sql.SQL(
+            """
+        SELECT {}, u.username, m.context_centroid
         FROM memories m JOIN users u ON u.id = m.user_id
         WHERE m.id > %(after)s AND (%(username)s::text IS NULL OR u.username = %(username)s)
         ORDER BY m.id
         LIMIT %(limit)s
-        """,
+        """
+        ).format(sql.SQL(select_list(prefix="m."))),
         {"after": after_id, "limit": limit, "username": username},
     )
     return [
@@ -225,21 +229,12 @@ async def rows_by_birth(
     A memory's identity beside its id: what finds a row an earlier import
     stored under a fresh id.
     """
-    if not keys:
-        return []
-    return await _rows(
+    return await _present_rows(
         conn,
-        PresentRow,
-        """
-        SELECT m.id, m.user_id, m.created_at, k.text_md5
-        FROM unnest(%s::bigint[], %s::timestamptz[], %s::text[]) AS k(user_id, created_at, text_md5)
-        CROSS JOIN LATERAL (
-            SELECT id, user_id, created_at FROM memories
-            WHERE user_id = k.user_id AND created_at = k.created_at
-              AND md5(normalized_text) = k.text_md5
-            LIMIT 1) AS m
-        """,
-        ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+        keys,
+        sql.SQL("%s::bigint[], %s::timestamptz[], %s::text[]"),
+        sql.SQL("user_id, created_at, text_md5"),
+        sql.SQL("created_at = k.created_at"),
     )
 
 
@@ -251,20 +246,43 @@ async def active_by_text(
     The probe of the partial unique index ``memories_active_normalized``: a
     restored active row matching one of these would violate it.
     """
+    return await _present_rows(
+        conn,
+        keys,
+        sql.SQL("%s::bigint[], %s::text[]"),
+        sql.SQL("user_id, text_md5"),
+        sql.SQL("deleted_at IS NULL"),
+    )
+
+
+async def _present_rows(
+    conn: AsyncConnection,
+    keys: Sequence[tuple[Any, ...]],
+    arrays: sql.Composable,
+    names: sql.Composable,
+    condition: sql.Composable,
+) -> list[PresentRow]:
+    """Per key, a row of its user's with its text digest (both in ``names``) and ``condition``.
+
+    ``arrays``: one typed array parameter per element of a key, unnested into
+    the columns ``names`` of ``k``.
+    """
     if not keys:
         return []
     return await _rows(
         conn,
         PresentRow,
-        """
+        sql.SQL(
+            """
         SELECT m.id, m.user_id, m.created_at, k.text_md5
-        FROM unnest(%s::bigint[], %s::text[]) AS k(user_id, text_md5)
+        FROM unnest({arrays}) AS k({names})
         CROSS JOIN LATERAL (
             SELECT id, user_id, created_at FROM memories
-            WHERE user_id = k.user_id AND deleted_at IS NULL AND md5(normalized_text) = k.text_md5
+            WHERE user_id = k.user_id AND {condition} AND md5(normalized_text) = k.text_md5
             LIMIT 1) AS m
-        """,
-        ([k[0] for k in keys], [k[1] for k in keys]),
+        """
+        ).format(arrays=arrays, names=names, condition=condition),
+        [list(column) for column in zip(*keys, strict=True)],
     )
 
 
@@ -286,9 +304,10 @@ async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -
     """Write the rows with their own ids (binary COPY: one round trip per batch)."""
     if not rows:
         return
-    names = ", ".join(name for name, _ in _COPY_COLUMNS)
+    names = sql.SQL(", ").join(sql.Identifier(name) for name, _ in _COPY_COLUMNS)
     cur = conn.cursor()
-    async with cur.copy(f"COPY memories ({names}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+    statement = sql.SQL("COPY memories ({}) FROM STDIN WITH (FORMAT BINARY)").format(names)
+    async with cur.copy(statement) as copy:
         copy.set_types([kind for _, kind in _COPY_COLUMNS])
         for row in rows:
             await copy.write_row([_copy_value(row, name, kind) for name, kind in _COPY_COLUMNS])

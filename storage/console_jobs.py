@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
@@ -38,13 +38,28 @@ class JobRow:
     stale: bool
 
 
-def _columns(stale_after_s: float) -> tuple[str, tuple[Any, ...]]:
-    return (
-        "id, user_id, kind, subject, state, done, total, message, result, operation_key,"
-        " created_at, updated_at, finished_at,"
-        " (state = 'running' AND updated_at < now() - make_interval(secs => %s)) AS stale",
-        (stale_after_s,),
+#: A :class:`JobRow`'s columns; ``stale`` reads the heartbeat window, its one parameter.
+_COLUMNS = sql.SQL(
+    "id, user_id, kind, subject, state, done, total, message, result, operation_key,"
+    " created_at, updated_at, finished_at,"
+    " (state = 'running' AND updated_at < now() - make_interval(secs => %s)) AS stale"
+)
+
+
+async def _one_job(
+    conn: AsyncConnection,
+    condition: sql.Composable,
+    params: tuple[Any, ...],
+    *,
+    stale_after_s: float,
+) -> JobRow | None:
+    """The job row ``condition`` (over ``params``) selects first, with its staleness."""
+    cur = conn.cursor(row_factory=class_row(JobRow))
+    await cur.execute(
+        sql.SQL("SELECT {} FROM console_jobs WHERE {}").format(_COLUMNS, condition),
+        (stale_after_s, *params),
     )
+    return await cur.fetchone()
 
 
 async def insert_job(
@@ -70,25 +85,23 @@ async def insert_job(
 async def get_job(
     conn: AsyncConnection, user_id: int, job_id: str, *, stale_after_s: float
 ) -> JobRow | None:
-    columns, params = _columns(stale_after_s)
-    cur = conn.cursor(row_factory=class_row(JobRow))
-    await cur.execute(
-        f"SELECT {columns} FROM console_jobs WHERE id = %s AND user_id = %s",
-        (*params, job_id, user_id),
+    return await _one_job(
+        conn,
+        sql.SQL("id = %s AND user_id = %s"),
+        (job_id, user_id),
+        stale_after_s=stale_after_s,
     )
-    return await cur.fetchone()
 
 
 async def job_by_key(
     conn: AsyncConnection, user_id: int, operation_key: str, *, stale_after_s: float
 ) -> JobRow | None:
-    columns, params = _columns(stale_after_s)
-    cur = conn.cursor(row_factory=class_row(JobRow))
-    await cur.execute(
-        f"SELECT {columns} FROM console_jobs WHERE user_id = %s AND operation_key = %s",
-        (*params, user_id, operation_key),
+    return await _one_job(
+        conn,
+        sql.SQL("user_id = %s AND operation_key = %s"),
+        (user_id, operation_key),
+        stale_after_s=stale_after_s,
     )
-    return await cur.fetchone()
 
 
 async def newest_for_subject(
@@ -96,15 +109,13 @@ async def newest_for_subject(
 ) -> JobRow | None:
     """The user's most recently started job about ``subject``; with ``done_only``, of those
     that finished well."""
-    columns, params = _columns(stale_after_s)
-    state = "AND state = 'done'" if done_only else ""
-    cur = conn.cursor(row_factory=class_row(JobRow))
-    await cur.execute(
-        f"SELECT {columns} FROM console_jobs WHERE user_id = %s AND subject = %s {state}"
-        " ORDER BY created_at DESC LIMIT 1",
-        (*params, user_id, subject),
+    state = sql.SQL("AND state = 'done'" if done_only else "")
+    return await _one_job(
+        conn,
+        sql.SQL("user_id = %s AND subject = %s {} ORDER BY created_at DESC LIMIT 1").format(state),
+        (user_id, subject),
+        stale_after_s=stale_after_s,
     )
-    return await cur.fetchone()
 
 
 async def save_progress(

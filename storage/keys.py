@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
@@ -32,7 +32,7 @@ class SigningKeyRow:
     retired_at: datetime | None
 
 
-_COLUMNS = select_list(SigningKeyRow)
+_COLUMNS = sql.SQL(select_list(SigningKeyRow))
 
 
 async def insert_key(
@@ -40,10 +40,12 @@ async def insert_key(
 ) -> SigningKeyRow:
     async with conn.cursor(row_factory=class_row(SigningKeyRow)) as cur:
         await cur.execute(
-            f"""
+            sql.SQL(
+                """
             INSERT INTO signing_keys (kid, algorithm, private_jwk) VALUES (%s, %s, %s)
-            RETURNING {_COLUMNS}
-            """,
+            RETURNING {}
+            """
+            ).format(_COLUMNS),
             (kid, algorithm, Jsonb(private_jwk)),
         )
         row = await cur.fetchone()
@@ -55,11 +57,13 @@ async def list_usable_keys(conn: AsyncConnection, retired_within_s: float) -> li
     """Active keys and keys retired less than ``retired_within_s`` seconds ago, newest first."""
     async with conn.cursor(row_factory=class_row(SigningKeyRow)) as cur:
         await cur.execute(
-            f"""
-            SELECT {_COLUMNS} FROM signing_keys
+            sql.SQL(
+                """
+            SELECT {} FROM signing_keys
             WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => %s)
             ORDER BY created_at DESC, kid DESC
-            """,
+            """
+            ).format(_COLUMNS),
             (float(retired_within_s),),
         )
         return await cur.fetchall()

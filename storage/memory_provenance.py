@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
 from .memory_sql import ACTIVE
@@ -61,12 +61,14 @@ async def written_counts(conn: AsyncConnection, user_id: int) -> list[WrittenCou
     ``memories_user_writer``; rows whose writer is not recorded come as one None group)."""
     async with conn.cursor(row_factory=class_row(WrittenCount)) as cur:
         await cur.execute(
-            f"""
+            sql.SQL(
+                """
             SELECT written_by_client AS client_id, written_by_token AS token_jti,
-                count(*)::int AS total, (count(*) FILTER (WHERE {ACTIVE}))::int AS active
+                count(*)::int AS total, (count(*) FILTER (WHERE {}))::int AS active
             FROM memories WHERE user_id = %s
             GROUP BY written_by_client, written_by_token
-            """,
+            """
+            ).format(sql.SQL(ACTIVE)),
             (user_id,),
         )
         return await cur.fetchall()

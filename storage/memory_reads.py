@@ -9,18 +9,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
 from .memory_sql import ACTIVE, COLUMNS
 from .rows import MemoryFilter, MemoryRow, ProviderCount, StoreStats, TagCount
+
+_COLUMNS = sql.SQL(COLUMNS)
+_ACTIVE = sql.SQL(ACTIVE)
 
 
 async def get_memory(conn: AsyncConnection, user_id: int, memory_id: int) -> MemoryRow | None:
     """One row of the user's, soft-deleted or not."""
     cur = conn.cursor(row_factory=class_row(MemoryRow))
     await cur.execute(
-        f"SELECT {COLUMNS} FROM memories WHERE id = %s AND user_id = %s", (memory_id, user_id)
+        sql.SQL("SELECT {} FROM memories WHERE id = %s AND user_id = %s").format(_COLUMNS),
+        (memory_id, user_id),
     )
     return await cur.fetchone()
 
@@ -33,34 +37,37 @@ async def get_memories_for_update(
         return {}
     cur = conn.cursor(row_factory=class_row(MemoryRow))
     await cur.execute(
-        f"SELECT {COLUMNS} FROM memories WHERE user_id = %s AND id = ANY(%s)"
-        " ORDER BY id FOR UPDATE",
+        sql.SQL(
+            "SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE"
+        ).format(_COLUMNS),
         (user_id, list(memory_ids)),
     )
     return {row.id: row for row in await cur.fetchall()}
 
 
-def _filter_clause(f: MemoryFilter) -> tuple[str, dict[str, Any]]:
-    clauses = [] if f.include_deleted else [ACTIVE]
+def _filter_clause(f: MemoryFilter) -> tuple[sql.Composable, dict[str, Any]]:
+    clauses: list[sql.Composable] = [] if f.include_deleted else [_ACTIVE]
     params: dict[str, Any] = {}
     if f.untagged_only:
-        clauses.append("cardinality(tags) = 0")
+        clauses.append(sql.SQL("cardinality(tags) = 0"))
     if f.min_chars is not None:
-        clauses.append("char_length(text) >= %(min_chars)s")
+        clauses.append(sql.SQL("char_length(text) >= %(min_chars)s"))
         params["min_chars"] = f.min_chars
     if f.max_chars is not None:
-        clauses.append("char_length(text) <= %(max_chars)s")
+        clauses.append(sql.SQL("char_length(text) <= %(max_chars)s"))
         params["max_chars"] = f.max_chars
     if f.not_confirmed_since is not None:
-        clauses.append("(last_confirmed_at IS NULL OR last_confirmed_at < %(ncs)s)")
+        clauses.append(sql.SQL("(last_confirmed_at IS NULL OR last_confirmed_at < %(ncs)s)"))
         params["ncs"] = f.not_confirmed_since
     if f.tags:
-        clauses.append("tags && %(tags)s")
+        clauses.append(sql.SQL("tags && %(tags)s"))
         params["tags"] = list(f.tags)
     if f.source_provider is not None:
-        clauses.append("source_provider = %(source_provider)s")
+        clauses.append(sql.SQL("source_provider = %(source_provider)s"))
         params["source_provider"] = f.source_provider
-    return (" AND " + " AND ".join(clauses)) if clauses else "", params
+    if not clauses:
+        return sql.SQL(""), params
+    return sql.SQL(" AND ") + sql.SQL(" AND ").join(clauses), params
 
 
 async def list_memories(
@@ -69,8 +76,10 @@ async def list_memories(
     where, params = _filter_clause(f)
     cur = conn.cursor(row_factory=class_row(MemoryRow))
     await cur.execute(
-        f"SELECT {COLUMNS} FROM memories WHERE user_id = %(user_id)s {where}"
-        " ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s",
+        sql.SQL(
+            "SELECT {} FROM memories WHERE user_id = %(user_id)s {}"
+            " ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"
+        ).format(_COLUMNS, where),
         {**params, "user_id": user_id, "limit": limit, "offset": offset},
     )
     return await cur.fetchall()
@@ -79,7 +88,7 @@ async def list_memories(
 async def count_memories(conn: AsyncConnection, user_id: int, f: MemoryFilter) -> int:
     where, params = _filter_clause(f)
     cur = await conn.execute(
-        f"SELECT count(*) FROM memories WHERE user_id = %(user_id)s {where}",
+        sql.SQL("SELECT count(*) FROM memories WHERE user_id = %(user_id)s {}").format(where),
         {**params, "user_id": user_id},
     )
     row = await cur.fetchone()
@@ -97,16 +106,18 @@ async def text_search(
     """Active rows containing ``fragment``, case-insensitively (trigram-indexed)."""
     cur = conn.cursor(row_factory=class_row(MemoryRow))
     await cur.execute(
-        f"SELECT {COLUMNS} FROM memories WHERE user_id = %s AND {ACTIVE}"
-        " AND text ILIKE %s ORDER BY created_at DESC, id DESC LIMIT %s",
+        sql.SQL(
+            "SELECT {} FROM memories WHERE user_id = %s AND {}"
+            " AND text ILIKE %s ORDER BY created_at DESC, id DESC LIMIT %s"
+        ).format(_COLUMNS, _ACTIVE),
         (user_id, _like_pattern(fragment), limit),
     )
     return await cur.fetchall()
 
 
-def _unless_included(include_deleted: bool) -> str:
+def _unless_included(include_deleted: bool) -> sql.Composable:
     """The active-row condition to add to a WHERE, unless soft-deleted rows are wanted too."""
-    return "" if include_deleted else f"AND {ACTIVE}"
+    return sql.SQL("") if include_deleted else sql.SQL("AND ") + _ACTIVE
 
 
 async def export_rows(
@@ -115,8 +126,9 @@ async def export_rows(
     where = _unless_included(include_deleted)
     cur = conn.cursor(row_factory=class_row(MemoryRow))
     await cur.execute(
-        f"SELECT {COLUMNS} FROM memories WHERE user_id = %s {where}"
-        " ORDER BY created_at, id LIMIT %s",
+        sql.SQL(
+            "SELECT {} FROM memories WHERE user_id = %s {} ORDER BY created_at, id LIMIT %s"
+        ).format(_COLUMNS, where),
         (user_id, limit),
     )
     return await cur.fetchall()
@@ -131,14 +143,15 @@ async def store_stats(conn: AsyncConnection, user_id: int, *, top_tags: int) -> 
     scans of the store.
     """
     cur = await conn.execute(
-        f"""
+        sql.SQL(
+            """
         WITH groups AS (
             SELECT tags, coalesce(source_provider, '(none)') AS provider,
                 count(*) AS n,
-                count(*) FILTER (WHERE {ACTIVE}) AS active,
+                count(*) FILTER (WHERE {active}) AS active,
                 count(*) FILTER (WHERE deleted_at IS NOT NULL) AS soft_deleted,
                 count(*) FILTER (WHERE deleted_at IS NULL AND expires_at <= now()) AS expired,
-                sum(importance) FILTER (WHERE {ACTIVE}) AS importance_sum,
+                sum(importance) FILTER (WHERE {active}) AS importance_sum,
                 min(created_at) AS oldest, max(created_at) AS newest
             FROM memories WHERE user_id = %(user_id)s
             GROUP BY tags, provider
@@ -161,7 +174,8 @@ async def store_stats(conn: AsyncConnection, user_id: int, *, top_tags: int) -> 
             (SELECT coalesce(array_agg(count ORDER BY count DESC, provider), '{{}}')
              FROM providers)
         FROM groups
-        """,
+        """
+        ).format(active=_ACTIVE),
         {"user_id": user_id, "top_tags": top_tags},
     )
     row = await cur.fetchone()
@@ -189,9 +203,11 @@ async def tag_counts(
     # unnest in the select list (one ProjectSet over an index-only scan of
     # memories_user_counts) costs about half what a lateral unnest per row does.
     await cur.execute(
-        f"SELECT tag, count(*) AS count FROM"
-        f" (SELECT unnest(tags) AS tag FROM memories WHERE user_id = %s {where}) AS t"
-        f" GROUP BY tag ORDER BY count DESC, tag LIMIT %s",
+        sql.SQL(
+            "SELECT tag, count(*) AS count FROM"
+            " (SELECT unnest(tags) AS tag FROM memories WHERE user_id = %s {}) AS t"
+            " GROUP BY tag ORDER BY count DESC, tag LIMIT %s"
+        ).format(where),
         (user_id, limit),
     )
     return await cur.fetchall()

@@ -38,10 +38,12 @@ async def find_exact(
     digests = [hashlib.md5(t.encode("utf-8")).hexdigest() for t in normalized_texts]
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
-        f"SELECT {M_COLUMNS}, m.normalized_text FROM unnest(%s::text[]) AS d(digest)"
-        " CROSS JOIN LATERAL (SELECT * FROM memories"
-        " WHERE user_id = %s AND deleted_at IS NULL AND md5(normalized_text) = d.digest"
-        " LIMIT 1) AS m",
+        sql.SQL(
+            "SELECT {}, m.normalized_text FROM unnest(%s::text[]) AS d(digest)"
+            " CROSS JOIN LATERAL (SELECT * FROM memories"
+            " WHERE user_id = %s AND deleted_at IS NULL AND md5(normalized_text) = d.digest"
+            " LIMIT 1) AS m"
+        ).format(sql.SQL(M_COLUMNS)),
         (digests, user_id),
     )
     wanted = set(normalized_texts)
@@ -52,14 +54,15 @@ async def find_exact(
     }
 
 
-def _per_probe(candidates: str, *, gathered: str = "") -> str:
+def _per_probe(candidates: sql.Composable, *, gathered: sql.Composable) -> sql.Composed:
     """The query running ``candidates`` once per probe vector, keeping scores >= ``%(min)s``.
 
     ``candidates``: a subquery over the probe vector ``q.v`` giving id, text,
     tags, score and the tombstone columns, best first, ``LIMIT %(k)s``;
     ``gathered``: a WITH clause it reads.
     """
-    return f"""
+    return sql.SQL(
+        """
         {gathered}
         SELECT (q.i - 1)::int AS probe, n.id, n.text, n.tags, n.score,
                n.forget_reason, n.replaced_by_id, n.deleted_at
@@ -68,11 +71,12 @@ def _per_probe(candidates: str, *, gathered: str = "") -> str:
         WHERE n.score >= %(min)s
         ORDER BY q.i, n.score DESC
         """
+    ).format(gathered=gathered, candidates=candidates)
 
 
 async def _neighbours(
     conn: AsyncConnection,
-    query: str,
+    query: sql.Composed,
     user_id: int,
     embeddings: Sequence[Any],
     k: int,
@@ -94,12 +98,13 @@ async def _neighbours(
 #: recall side does (``memory_sql.nearest_ids``). MATERIALIZED: read once for the
 #: whole batch, and never for a large user (its one-time filter is false).
 _NEAREST_ACTIVE = _per_probe(
-    f"""
+    sql.SQL(
+        """
     (SELECT m.id, m.text, m.tags, 1 - (m.embedding <=> q.v) AS score,
             NULL::text AS forget_reason, NULL::bigint AS replaced_by_id,
             NULL::timestamptz AS deleted_at
      FROM memories m
-     WHERE m.user_id = %(user_id)s AND {M_ACTIVE} AND {LARGE_USER}
+     WHERE m.user_id = %(user_id)s AND {active} AND {large_user}
      ORDER BY m.embedding <=> q.v
      LIMIT %(k)s)
     UNION ALL
@@ -108,13 +113,16 @@ _NEAREST_ACTIVE = _per_probe(
      FROM mine
      ORDER BY mine.embedding <=> q.v
      LIMIT %(k)s)
-    """,
-    gathered=f"""
+    """
+    ).format(active=sql.SQL(M_ACTIVE), large_user=sql.SQL(LARGE_USER)),
+    gathered=sql.SQL(
+        """
     WITH mine AS MATERIALIZED (
         SELECT m.id, m.text, m.tags, m.embedding FROM memories m
-        WHERE m.user_id = %(user_id)s AND {M_ACTIVE} AND {SMALL_USER}
+        WHERE m.user_id = %(user_id)s AND {active} AND {small_user}
     )
-    """,
+    """
+    ).format(active=sql.SQL(M_ACTIVE), small_user=sql.SQL(SMALL_USER)),
 )
 
 
@@ -130,24 +138,30 @@ async def nearest_active(
     # A top-5 check at cosine >= 0.9 needs far less search breadth than
     # recall's candidate lists; this took a 200-item batch's probes from
     # 0.21 s to 0.08 s (measured on a 2k-row store).
-    await conn.execute(f"SET LOCAL hnsw.ef_search = {_WRITE_EF_SEARCH}")
+    await conn.execute(
+        sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(_WRITE_EF_SEARCH))
+    )
     return await _neighbours(conn, _NEAREST_ACTIVE, user_id, embeddings, k, min_score)
 
 
 _NEAREST_TOMBSTONES = _per_probe(
-    """
+    sql.SQL(
+        """
     SELECT d.id, d.text, d.tags, 1 - (d.embedding <=> q.v) AS score,
            d.forget_reason, d.replaced_by_id, d.deleted_at
     FROM dead d
     ORDER BY d.embedding <=> q.v
     LIMIT %(k)s
-    """,
-    gathered="""
+    """
+    ),
+    gathered=sql.SQL(
+        """
     WITH dead AS MATERIALIZED (
         SELECT id, text, tags, embedding, forget_reason, replaced_by_id, deleted_at
         FROM memories WHERE user_id = %(user_id)s AND deleted_at IS NOT NULL
     )
-    """,
+    """
+    ),
 )
 
 

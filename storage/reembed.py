@@ -41,6 +41,21 @@ _STAGING_INDEX = "memories_embedding_next_hnsw"
 _LIVE_INDEX = "memories_embedding_hnsw"
 _TRIGGER = "memories_reembed_invalidate"
 
+# The same names as they go into a statement.
+_STAGED = {
+    "col": sql.Identifier(STAGING_COLUMN),
+    "col_provider": sql.Identifier(f"{STAGING_COLUMN}_provider"),
+    "col_model": sql.Identifier(f"{STAGING_COLUMN}_model"),
+    "trigger": sql.Identifier(_TRIGGER),
+    "staging_index": sql.Identifier(_STAGING_INDEX),
+    "live_index": sql.Identifier(_LIVE_INDEX),
+}
+
+
+def _staged(statement: str) -> sql.Composed:
+    """``statement`` with the staging objects' names (``{col}``, ``{trigger}``...) filled in."""
+    return sql.SQL(statement).format(**_STAGED)
+
 
 @dataclass(frozen=True)
 class StaleRow:
@@ -77,11 +92,13 @@ async def set_store_model(
 
 async def drop_staging(conn: AsyncConnection) -> None:
     """Remove an abandoned staging column (its index and trigger go with it)."""
-    await conn.execute(f"DROP TRIGGER IF EXISTS {_TRIGGER} ON memories")
+    await conn.execute(_staged("DROP TRIGGER IF EXISTS {trigger} ON memories"))
     await conn.execute(
-        f"ALTER TABLE memories DROP COLUMN IF EXISTS {STAGING_COLUMN},"
-        f" DROP COLUMN IF EXISTS {STAGING_COLUMN}_provider,"
-        f" DROP COLUMN IF EXISTS {STAGING_COLUMN}_model"
+        _staged(
+            "ALTER TABLE memories DROP COLUMN IF EXISTS {col},"
+            " DROP COLUMN IF EXISTS {col_provider},"
+            " DROP COLUMN IF EXISTS {col_model}"
+        )
     )
 
 
@@ -97,32 +114,31 @@ async def create_staging(conn: AsyncConnection, dimensions: int) -> None:
         sql.SQL(
             "ALTER TABLE memories ADD COLUMN {col} vector({dims}),"
             " ADD COLUMN {col_provider} text, ADD COLUMN {col_model} text"
-        ).format(
-            col=sql.Identifier(STAGING_COLUMN),
-            col_provider=sql.Identifier(f"{STAGING_COLUMN}_provider"),
-            col_model=sql.Identifier(f"{STAGING_COLUMN}_model"),
-            dims=sql.Literal(int(dimensions)),
-        )
+        ).format(**_STAGED, dims=sql.Literal(int(dimensions)))
     )
     # Kept in the row like the live vector (0002_hybrid.sql explains why).
-    await conn.execute(f"ALTER TABLE memories ALTER COLUMN {STAGING_COLUMN} SET STORAGE MAIN")
+    await conn.execute(_staged("ALTER TABLE memories ALTER COLUMN {col} SET STORAGE MAIN"))
     await conn.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION {_TRIGGER}() RETURNS trigger LANGUAGE plpgsql AS $$
+        _staged(
+            """
+        CREATE OR REPLACE FUNCTION {trigger}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            NEW.{STAGING_COLUMN} := NULL;
-            NEW.{STAGING_COLUMN}_provider := NULL;
-            NEW.{STAGING_COLUMN}_model := NULL;
+            NEW.{col} := NULL;
+            NEW.{col_provider} := NULL;
+            NEW.{col_model} := NULL;
             RETURN NEW;
         END
         $$
         """
+        )
     )
     # The live embedding changes only when the text was edited (and re-embedded
     # by the old model): the staged vector is then stale.
     await conn.execute(
-        f"CREATE TRIGGER {_TRIGGER} BEFORE UPDATE ON memories FOR EACH ROW"
-        f" WHEN (NEW.embedding IS DISTINCT FROM OLD.embedding) EXECUTE FUNCTION {_TRIGGER}()"
+        _staged(
+            "CREATE TRIGGER {trigger} BEFORE UPDATE ON memories FOR EACH ROW"
+            " WHEN (NEW.embedding IS DISTINCT FROM OLD.embedding) EXECUTE FUNCTION {trigger}()"
+        )
     )
 
 
@@ -139,12 +155,16 @@ async def build_staging_index(conn: AsyncConnection) -> bool:
     if valid:
         return False
     if valid is not None:
-        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_STAGING_INDEX}")
-    await conn.execute(f"SET maintenance_work_mem = '{STAGING_BUILD_MEMORY}'")
+        await conn.execute(_staged("DROP INDEX CONCURRENTLY IF EXISTS {staging_index}"))
+    await conn.execute(
+        sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(STAGING_BUILD_MEMORY))
+    )
     try:
         await conn.execute(
-            f"CREATE INDEX CONCURRENTLY {_STAGING_INDEX} ON memories"
-            f" USING hnsw ({STAGING_COLUMN} vector_cosine_ops)"
+            _staged(
+                "CREATE INDEX CONCURRENTLY {staging_index} ON memories"
+                " USING hnsw ({col} vector_cosine_ops)"
+            )
         )
     finally:
         await conn.execute("RESET maintenance_work_mem")
@@ -219,51 +239,49 @@ def _vector_params(
     }
 
 
-async def write_in_place(
+#: What a vector write sets: the live columns (clearing the learned context,
+#: which lives in the old model's space) or the staging ones.
+_SET_LIVE = sql.SQL(
+    """embedding = v.e, embedding_provider = %(provider)s, embedding_model = %(model)s,
+            context_centroid = NULL, context_count = 0"""
+)
+_SET_STAGED = sql.SQL(
+    """embedding_next = v.e, embedding_next_provider = %(provider)s,
+            embedding_next_model = %(model)s"""
+)
+
+
+async def write_vectors(
     conn: AsyncConnection,
     rows: Sequence[StaleRow],
     vectors: Iterable[Any],
     *,
     provider: str,
     model: str,
+    staged: bool,
 ) -> int:
-    """Rewrite these rows' vectors; return how many were written.
+    """Write these rows' vectors, live or (``staged``) staging; return how many were written.
 
-    The learned context centroid lives in the old model's space and cannot be
-    translated: it is cleared with its count (README: switching the model).
-    ``updated_at`` is left alone: the memory itself did not change.
+    In place, the learned context centroid lives in the old model's space and
+    cannot be translated: it is cleared with its count (README: switching the
+    model), and a row the model already embedded is left alone. ``updated_at``
+    is left alone: the memory itself did not change.
     """
-    cur = await conn.execute(
-        """
-        UPDATE memories m
-        SET embedding = v.e, embedding_provider = %(provider)s, embedding_model = %(model)s,
-            context_centroid = NULL, context_count = 0
-        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)b::vector[]) AS v(id, text, e)
-        WHERE m.id = v.id AND m.text = v.text
-          AND (m.embedding_provider, m.embedding_model) IS DISTINCT FROM (%(provider)s, %(model)s)
-        """,
-        _vector_params(rows, vectors, provider=provider, model=model),
+    unless_done = sql.SQL(
+        ""
+        if staged
+        else "AND (m.embedding_provider, m.embedding_model) IS DISTINCT FROM (%(provider)s, %(model)s)"
     )
-    return cur.rowcount
-
-
-async def write_staged(
-    conn: AsyncConnection,
-    rows: Sequence[StaleRow],
-    vectors: Iterable[Any],
-    *,
-    provider: str,
-    model: str,
-) -> int:
-    """Fill these rows' staging vectors; return how many were written."""
     cur = await conn.execute(
-        """
+        sql.SQL(
+            """
         UPDATE memories m
-        SET embedding_next = v.e, embedding_next_provider = %(provider)s,
-            embedding_next_model = %(model)s
+        SET {values}
         FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)b::vector[]) AS v(id, text, e)
         WHERE m.id = v.id AND m.text = v.text
-        """,
+          {unless_done}
+        """
+        ).format(values=_SET_STAGED if staged else _SET_LIVE, unless_done=unless_done),
         _vector_params(rows, vectors, provider=provider, model=model),
     )
     return cur.rowcount
@@ -317,20 +335,18 @@ async def swap_staging(
         raise StorageError(
             "the staging column has no valid HNSW index; run `ownsona reembed` again"
         )
-    await conn.execute(f"DROP TRIGGER IF EXISTS {_TRIGGER} ON memories")
+    await conn.execute(_staged("DROP TRIGGER IF EXISTS {trigger} ON memories"))
     # Dropping the live columns drops their HNSW index with them.
     await conn.execute(
         "ALTER TABLE memories DROP COLUMN embedding, DROP COLUMN embedding_provider,"
         " DROP COLUMN embedding_model, DROP COLUMN context_centroid"
     )
-    await conn.execute(f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN} TO embedding")
+    await conn.execute(_staged("ALTER TABLE memories RENAME COLUMN {col} TO embedding"))
     await conn.execute(
-        f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN}_provider TO embedding_provider"
+        _staged("ALTER TABLE memories RENAME COLUMN {col_provider} TO embedding_provider")
     )
-    await conn.execute(
-        f"ALTER TABLE memories RENAME COLUMN {STAGING_COLUMN}_model TO embedding_model"
-    )
-    await conn.execute(f"ALTER INDEX {_STAGING_INDEX} RENAME TO {_LIVE_INDEX}")
+    await conn.execute(_staged("ALTER TABLE memories RENAME COLUMN {col_model} TO embedding_model"))
+    await conn.execute(_staged("ALTER INDEX {staging_index} RENAME TO {live_index}"))
     await conn.execute(
         sql.SQL(
             "ALTER TABLE memories ALTER COLUMN embedding SET NOT NULL,"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
-_SOURCE_ACTIVE = "m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+from .memory_sql import M_ACTIVE
 
 
 @dataclass(frozen=True)
@@ -121,21 +121,23 @@ async def _live_edges(
 ) -> list[EdgeRow]:
     """Live edges touching one of ``keys``, oldest first; with ``predicates``, only those."""
     params: dict[str, object] = {"user_id": user_id, "keys": list(keys), "limit": limit}
-    only_predicates = ""
+    only_predicates = sql.SQL("")
     if predicates is not None:
-        only_predicates = "AND r.predicate = ANY(%(predicates)s)"
+        only_predicates = sql.SQL("AND r.predicate = ANY(%(predicates)s)")
         params["predicates"] = list(predicates)
     cur = conn.cursor(row_factory=class_row(EdgeRow))
     await cur.execute(
-        f"""
+        sql.SQL(
+            """
         SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
-        WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {_SOURCE_ACTIVE}
+        WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {source_active}
           {only_predicates}
           AND (lower(r.subject) = ANY(%(keys)s) OR lower(r.object) = ANY(%(keys)s))
         ORDER BY r.id
         LIMIT %(limit)s
-        """,
+        """
+        ).format(source_active=sql.SQL(M_ACTIVE), only_predicates=only_predicates),
         params,
     )
     return await cur.fetchall()

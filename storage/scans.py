@@ -12,11 +12,14 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
 from .memory_sql import ACTIVE, COLUMNS, M_ACTIVE
 from .rows import MemoryRow
+
+_ACTIVE = sql.SQL(ACTIVE)
+_M_ACTIVE = sql.SQL(M_ACTIVE)
 
 #: Candidates the HNSW scan keeps per probe. Enough for a top-10 (pgvector's
 #: default is 40); the pool's 200, sized for recall's 4 x limit, would make a
@@ -37,7 +40,8 @@ class ActiveVectors:
 
 async def active_count(conn: AsyncConnection, user_id: int) -> int:
     cur = await conn.execute(
-        f"SELECT count(*) FROM memories WHERE user_id = %s AND {ACTIVE}", (user_id,)
+        sql.SQL("SELECT count(*) FROM memories WHERE user_id = %s AND {}").format(_ACTIVE),
+        (user_id,),
     )
     row = await cur.fetchone()
     return int(row[0]) if row else 0
@@ -74,8 +78,10 @@ async def active_vectors(conn: AsyncConnection, user_id: int) -> ActiveVectors:
         after = 0
         while True:
             cur = await conn.execute(
-                f"SELECT id, tags, embedding FROM memories WHERE user_id = %s AND {ACTIVE}"
-                " AND id > %s ORDER BY id LIMIT %s",
+                sql.SQL(
+                    "SELECT id, tags, embedding FROM memories WHERE user_id = %s AND {}"
+                    " AND id > %s ORDER BY id LIMIT %s"
+                ).format(_ACTIVE),
                 (user_id, after, _FETCH_CHUNK),
                 binary=True,
             )
@@ -96,9 +102,11 @@ async def active_vectors(conn: AsyncConnection, user_id: int) -> ActiveVectors:
 
 async def active_ids(conn: AsyncConnection, user_id: int, *, tagged_only: bool) -> list[int]:
     """The user's active row ids, ascending; with ``tagged_only`` only rows with a tag."""
-    tagged = "AND cardinality(tags) > 0" if tagged_only else ""
+    tagged = sql.SQL("AND cardinality(tags) > 0" if tagged_only else "")
     cur = await conn.execute(
-        f"SELECT id FROM memories WHERE user_id = %s AND {ACTIVE} {tagged} ORDER BY id",
+        sql.SQL("SELECT id FROM memories WHERE user_id = %s AND {} {} ORDER BY id").format(
+            _ACTIVE, tagged
+        ),
         (user_id,),
     )
     return [int(r[0]) for r in await cur.fetchall()]
@@ -106,7 +114,9 @@ async def active_ids(conn: AsyncConnection, user_id: int, *, tagged_only: bool) 
 
 async def set_scan_search_width(conn: AsyncConnection) -> None:
     """Narrow the HNSW search to a top-10's needs for the rest of this transaction."""
-    await conn.execute(f"SET LOCAL hnsw.ef_search = {int(SCAN_EF_SEARCH)}")
+    await conn.execute(
+        sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(SCAN_EF_SEARCH)))
+    )
 
 
 async def neighbour_pairs(
@@ -127,9 +137,10 @@ async def neighbour_pairs(
     """
     if not probe_ids:
         return []
-    tag_gate = "AND n.tags && p.tags" if shared_tag else ""
+    tag_gate = sql.SQL("AND n.tags && p.tags" if shared_tag else "")
     cur = await conn.execute(
-        f"""
+        sql.SQL(
+            """
         SELECT p.id, n.id, n.similarity
         FROM memories p
         CROSS JOIN LATERAL (
@@ -141,8 +152,9 @@ async def neighbour_pairs(
             LIMIT %(k)s
         ) n
         WHERE p.id = ANY(%(ids)s) AND p.user_id = %(user_id)s
-          AND n.similarity >= %(min)s {tag_gate}
-        """,
+          AND n.similarity >= %(min)s {}
+        """
+        ).format(tag_gate),
         {"user_id": user_id, "ids": list(probe_ids), "k": k, "min": min_similarity},
     )
     return [(int(a), int(b), float(s)) for a, b, s in await cur.fetchall()]
@@ -156,7 +168,9 @@ async def rows_by_ids(
         return {}
     cur = conn.cursor(row_factory=class_row(MemoryRow))
     await cur.execute(
-        f"SELECT {COLUMNS} FROM memories WHERE user_id = %s AND id = ANY(%s) AND {ACTIVE}",
+        sql.SQL("SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s) AND {}").format(
+            sql.SQL(COLUMNS), _ACTIVE
+        ),
         (user_id, list(ids)),
     )
     return {row.id: row for row in await cur.fetchall()}
@@ -188,6 +202,11 @@ def like_escape(pattern: str) -> str:
     return body.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + wild
 
 
+def _m_tagged(tagged_only: bool) -> sql.Composable:
+    """The condition keeping only memories ``m`` with a tag, when ``tagged_only``."""
+    return sql.SQL("AND cardinality(m.tags) > 0" if tagged_only else "")
+
+
 async def functional_edges(
     conn: AsyncConnection, user_id: int, patterns: Sequence[str], *, tagged_only: bool
 ) -> list[FactRow]:
@@ -196,17 +215,18 @@ async def functional_edges(
 
     With ``tagged_only`` only memories with at least one tag.
     """
-    tagged = "AND cardinality(m.tags) > 0" if tagged_only else ""
     cur = conn.cursor(row_factory=class_row(FactRow))
     await cur.execute(
-        f"""
+        sql.SQL(
+            """
         SELECT r.memory_id, m.tags, r.subject, r.predicate, r.object
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
-        WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {M_ACTIVE} {tagged}
+        WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {} {}
           AND lower(r.predicate) LIKE ANY(%(patterns)s)
           AND NOT EXISTS (SELECT 1 FROM relation_outbox o WHERE o.memory_id = m.id)
         ORDER BY r.memory_id, r.id
-        """,
+        """
+        ).format(_M_ACTIVE, _m_tagged(tagged_only)),
         {"user_id": user_id, "patterns": [like_escape(p) for p in patterns]},
     )
     return await cur.fetchall()
@@ -216,16 +236,17 @@ async def owed_texts(
     conn: AsyncConnection, user_id: int, *, tagged_only: bool, limit: int
 ) -> list[OwedText]:
     """Active memories still owed a relation extraction, newest first, at most ``limit``."""
-    tagged = "AND cardinality(m.tags) > 0" if tagged_only else ""
     cur = conn.cursor(row_factory=class_row(OwedText))
     await cur.execute(
-        f"""
+        sql.SQL(
+            """
         SELECT m.id AS memory_id, m.tags, m.text
         FROM relation_outbox o JOIN memories m ON m.id = o.memory_id
-        WHERE o.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {M_ACTIVE} {tagged}
+        WHERE o.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {} {}
         ORDER BY m.id DESC
         LIMIT %(limit)s
-        """,
+        """
+        ).format(_M_ACTIVE, _m_tagged(tagged_only)),
         {"user_id": user_id, "limit": limit},
     )
     return await cur.fetchall()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
 from .rows import select_list
@@ -29,7 +29,7 @@ class UserRow:
     disabled: bool
 
 
-_COLUMNS = select_list(UserRow)
+_COLUMNS = sql.SQL(select_list(UserRow))
 
 
 async def insert_user(conn: AsyncConnection, username: str, password_hash: str) -> UserRow | None:
@@ -40,11 +40,13 @@ async def insert_user(conn: AsyncConnection, username: str, password_hash: str) 
     """
     async with conn.cursor(row_factory=class_row(UserRow)) as cur:
         await cur.execute(
-            f"""
+            sql.SQL(
+                """
             INSERT INTO users (username, password_hash) VALUES (%s, %s)
             ON CONFLICT (username) DO NOTHING
-            RETURNING {_COLUMNS}
-            """,
+            RETURNING {}
+            """
+            ).format(_COLUMNS),
             (username, password_hash),
         )
         return await cur.fetchone()
@@ -52,13 +54,17 @@ async def insert_user(conn: AsyncConnection, username: str, password_hash: str) 
 
 async def get_user_by_username(conn: AsyncConnection, username: str) -> UserRow | None:
     async with conn.cursor(row_factory=class_row(UserRow)) as cur:
-        await cur.execute(f"SELECT {_COLUMNS} FROM users WHERE username = %s", (username,))
+        await cur.execute(
+            sql.SQL("SELECT {} FROM users WHERE username = %s").format(_COLUMNS), (username,)
+        )
         return await cur.fetchone()
 
 
 async def get_user(conn: AsyncConnection, user_id: int) -> UserRow | None:
     async with conn.cursor(row_factory=class_row(UserRow)) as cur:
-        await cur.execute(f"SELECT {_COLUMNS} FROM users WHERE id = %s", (user_id,))
+        await cur.execute(
+            sql.SQL("SELECT {} FROM users WHERE id = %s").format(_COLUMNS), (user_id,)
+        )
         return await cur.fetchone()
 
 

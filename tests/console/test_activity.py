@@ -199,7 +199,20 @@ async def test_prune_removes_records_older_than_the_retention(
     days = console_settings.audit_retention_days
 
     def event(at: datetime, tool: str) -> store.NewAuditEvent:
-        return store.NewAuditEvent(owner, at, "mcp", "a", None, tool, True, None, [], [], None, 1.0)
+        return store.NewAuditEvent(
+            user_id=owner,
+            at=at,
+            entry="mcp",
+            client_id="a",
+            token_jti=None,
+            tool=tool,
+            ok=True,
+            error_code=None,
+            read_ids=[],
+            changed_ids=[],
+            query=None,
+            duration_ms=1.0,
+        )
 
     async with pool.connection() as conn:
         await store.insert_events(

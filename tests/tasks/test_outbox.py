@@ -34,7 +34,7 @@ from memory.relations import extract_relations, rebuild_relations, relay_due, sw
 from memory.service import USE_CASES
 from storage import outbox
 from storage.pool import make_pool
-from storage.reembed import StaleRow, write_in_place
+from storage.reembed import StaleRow, write_vectors
 from tasks.actors import WorkerResources, declare_actors, extraction_hook
 from tasks.broker import make_broker
 from tests.conftest import QUEUE_NAMESPACE, make_user
@@ -141,12 +141,13 @@ async def test_same_text_updates_and_re_embedding_owe_and_send_nothing(deps, ali
     [vector] = await deps.embedder.embed(["Rowan lives in Town 0."])
     async with deps.pool.connection() as conn:
         assert (
-            await write_in_place(
+            await write_vectors(
                 conn,
                 [StaleRow(first, "Rowan lives in Town 0.")],
                 [vector],
                 provider="other",
                 model="other-model",
+                staged=False,
             )
             == 1
         )
