@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from auth.loopback import same_resource
 from auth.oauth_errors import AuthorizePageError, OAuthError
 from auth.pkce import challenge_problem
-from auth.redirects import is_loopback, is_registered
+from auth.redirects import has_unsafe_characters, is_loopback, is_registered
 from auth.scopes import canonical, parse_scope
 from storage.oauth import ClientRow
 
@@ -97,6 +97,12 @@ def trusted_redirect(params: Params, client: ClientRow | None) -> str:
         )
     if not redirect_uri:
         raise AuthorizePageError("invalid_request", "The request has no redirect_uri.")
+    if has_unsafe_characters(redirect_uri):
+        raise AuthorizePageError(
+            "invalid_request",
+            "The redirect address in this request contains spaces or control characters, so "
+            "it is not one the application registered and OwnSona will not send you there.",
+        )
     if not is_registered(redirect_uri, client.redirect_uris):
         raise AuthorizePageError(
             "invalid_request",

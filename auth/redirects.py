@@ -12,8 +12,16 @@
   URI with any port, because a native app (Claude Code) listens on an
   ephemeral port it cannot know in advance. Scheme, host, path and query
   must still be identical, and the host is not swapped for another
-  loopback name. The token request must repeat the authorization request's
-  ``redirect_uri`` exactly (port included; ``auth.grants``).
+  loopback name. ``localhost`` by name is matched the same way as the two
+  IP literals: RFC 8252 §8.3 only advises against it, and native clients
+  (the MCP Inspector, SDK examples) register it. The token request must
+  repeat the authorization request's ``redirect_uri`` exactly (port
+  included; ``auth.grants``).
+- A URI holding white space or a control character anywhere (a trailing
+  newline, ``%0A`` once decoded, a leading space, a tab) is never registered
+  and never matches: Python's URL parser drops tabs and newlines and strips
+  leading spaces, so the loopback comparison, which parses, would otherwise
+  find a match for a URI that is not the one registered.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ def redirect_uri_problem(uri: object) -> str | None:
         return "redirect_uris must be a list of absolute URIs."
     if len(uri) > MAX_URI_CHARS:
         return f"A redirect URI has at most {MAX_URI_CHARS} characters."
-    if any(ch <= " " or ch == "\x7f" for ch in uri):
+    if has_unsafe_characters(uri):
         return "A redirect URI must not contain spaces or control characters."
     try:
         parts = urlsplit(uri)
@@ -56,8 +64,15 @@ def redirect_uri_problem(uri: object) -> str | None:
     return f"{uri!r}: a redirect URI must use https (or http on a loopback host)."
 
 
+def has_unsafe_characters(uri: str) -> bool:
+    """Whether ``uri`` holds white space or a control character (ASCII or not) anywhere."""
+    return any(ch <= " " or ch == "\x7f" or not ch.isprintable() for ch in uri)
+
+
 def is_registered(requested: str, registered: Sequence[str]) -> bool:
     """Exact match against the registered URIs, any port for a loopback one (RFC 8252 §7.3)."""
+    if has_unsafe_characters(requested):
+        return False  # never matched, even if registered so (checked before the parsing below)
     if requested in registered:
         return True
     key = _loopback_key(requested)

@@ -376,9 +376,35 @@ async def test_a_redirect_uri_not_in_the_document_is_refused(
         "https://claude.ai/api/mcp/auth_callback/../../evil",
         "https://claude.ai:8443/api/mcp/auth_callback",
         "http://localhost:5555/callback",  # loopback, but not one this document lists
+        CLAUDE_CALLBACK + "\n",  # never normalised into a match
+        " " + CLAUDE_CALLBACK,
+        CLAUDE_CALLBACK + "\t",
+        "https://claude.ai/api/mcp/Auth_callback",
+        CLAUDE_CALLBACK + "?x=1",
     ):
         text = await _refused_page(browser, url, attempt)
         assert "not one the application registered" in text
+    assert nothing_issued(oauth_clean)
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [CLAUDE_CALLBACK + "\n", " " + CLAUDE_CALLBACK, "https://claude.ai/api/mcp/auth\tcallback"],
+)
+async def test_a_document_listing_a_redirect_uri_with_white_space_is_refused(
+    browser: Browser,
+    alice_account: int,
+    oauth_clean: str,
+    document_server: DocumentServer,
+    listed: str,
+) -> None:
+    url = document_server.url("claude.ai", CLAUDE_AI_PATH)
+    document = {**claude_ai_document(url), "redirect_uris": [listed]}
+    document_server.serve_json(CLAUDE_AI_PATH, document)
+    for asked in (listed, CLAUDE_CALLBACK):
+        text = await _refused_page(browser, url, asked)
+        assert "spaces or control characters" in text
+    assert count(oauth_clean, "oauth_clients") == 0
     assert nothing_issued(oauth_clean)
 
 
