@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .conflicts import _CARS, _CITIES, _COLOURS, _COMPANIES, _FIRST, _LAST, _PETS, _date
+from .conflict_store import date_phrase
+from .conflict_words import ALLERGENS, CARS, CITIES, COLOURS, COMPANIES, FIRST, LAST, PETS
 from .mcp_client import McpClient
 from .recall_quality import BM25, Server, cosine_rankings
 
@@ -64,7 +65,6 @@ ROLES = (
     "wife",
     "husband",
 )
-_ALLERGENS = ("peanuts", "shellfish", "penicillin", "cat dander", "pollen", "latex", "sesame")
 _JOBS = ("nurse", "chef", "teacher", "data analyst", "architect", "pilot", "translator", "welder")
 KINDS = ("home", "work", "car", "birthday", "allergy", "dog")
 LIMIT = 10
@@ -81,8 +81,8 @@ class Question:
 
 def _facts_about(rng: random.Random, name: str) -> dict[str, str]:
     """One fact of each kind about ``name``, each worded one of two ways."""
-    city, company, car = rng.choice(_CITIES), rng.choice(_COMPANIES), rng.choice(_CARS)
-    allergen, pet = rng.choice(_ALLERGENS), rng.choice(_PETS)
+    city, company, car = rng.choice(CITIES), rng.choice(COMPANIES), rng.choice(CARS)
+    allergen, pet = rng.choice(ALLERGENS), rng.choice(PETS)
     return {
         "home": rng.choice(
             [
@@ -94,9 +94,9 @@ def _facts_about(rng: random.Random, name: str) -> dict[str, str]:
             [f"{name} works at {company} as a {rng.choice(_JOBS)}.", f"{name} works at {company}."]
         ),
         "car": rng.choice(
-            [f"{name} drives a {rng.choice(_COLOURS)} {car}.", f"{name} drives a {car} to work."]
+            [f"{name} drives a {rng.choice(COLOURS)} {car}.", f"{name} drives a {car} to work."]
         ),
-        "birthday": f"{name}'s birthday is {_date(rng)}.",
+        "birthday": f"{name}'s birthday is {date_phrase(rng)}.",
         "allergy": rng.choice(
             [f"{name} is allergic to {allergen}.", f"{name} has a severe {allergen} allergy."]
         ),
@@ -120,7 +120,7 @@ def store(people: int, others: int, seed: int) -> tuple[list[str], list[Question
     if people > len(ROLES):
         raise SystemExit(f"--people is at most {len(ROLES)}")
     rng = random.Random(seed)
-    names = [f"{first} {last}" for first in _FIRST for last in _LAST]
+    names = [f"{first} {last}" for first in FIRST for last in LAST]
     rng.shuffle(names)
     if people + others > len(names):
         raise SystemExit(f"--people + --others is at most {len(names)}")

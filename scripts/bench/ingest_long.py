@@ -32,7 +32,6 @@ import asyncio
 import gzip
 import json
 import os
-import shutil
 import statistics
 import threading
 import time
@@ -42,9 +41,9 @@ from typing import Any
 import httpx
 
 from memory.providers.embedders import LocalEmbedder
-from storage.embedded import stop_embedded
 
 from .core import Server
+from .runs import run_facts, work_directory
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "eval" / "longmemeval"
 ATTRIBUTION = (
@@ -167,11 +166,7 @@ def main() -> None:
     parser.add_argument("--workdir", default=".bench/ingest_long")
     parser.add_argument("--fresh", action="store_true", help="start from an empty database")
     args = parser.parse_args()
-    workdir = Path(args.workdir).resolve()
-    if args.fresh and (workdir / "data").exists():
-        stop_embedded(workdir / "data")
-        shutil.rmtree(workdir / "data")
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = work_directory(args.workdir, fresh=args.fresh)
     print(ATTRIBUTION, flush=True)
 
     turns = load_turns(args.data, args.histories)
@@ -180,8 +175,7 @@ def main() -> None:
     server.start()
     assert server.proc is not None
     results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "cpus": os.cpu_count(),
+        **run_facts(),
         "turns": len(turns),
         "mean_chars": round(statistics.mean(len(t) for t in turns)),
         "batch": args.batch,

@@ -32,7 +32,6 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import time
@@ -51,6 +50,8 @@ from storage.embedded import start_embedded, stop_embedded
 
 from . import corpus
 from .core import embed_cached, pct, seed
+from .mcp_client import tools_call
+from .runs import run_facts, work_directory
 
 #: The 80/20 mix: tool -> weight (percent). Writes are remember, update_memory, forget.
 MIX: dict[str, int] = {
@@ -201,12 +202,7 @@ class Client:
         try:
             reply = await self.http.post(
                 "/mcp",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": self.next_id,
-                    "method": "tools/call",
-                    "params": {"name": tool, "arguments": arguments},
-                },
+                json=tools_call(self.next_id, tool, arguments),
             )
         except httpx.HTTPError as ex:
             raise CallFailed(type(ex).__name__) from ex
@@ -382,11 +378,7 @@ def main() -> None:
     if args.redis and not redis_url:
         raise SystemExit("--redis needs REDIS_URL")
     tree = Path(args.tree).resolve()
-    workdir = Path(args.workdir).resolve()
-    if args.fresh and (workdir / "data").exists():
-        stop_embedded(workdir / "data")
-        shutil.rmtree(workdir / "data")
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = work_directory(args.workdir, fresh=args.fresh)
     if redis_url:
         import redis
 
@@ -395,12 +387,11 @@ def main() -> None:
     server = Server(workdir, tree, redis_url, args.worker_threads)
     server.start()
     results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **run_facts(),
         "label": args.label or tree.name,
         "tree": str(tree),
         "shape": "redis + worker" if redis_url else "embedded default",
         "memories": args.memories,
-        "cpus": os.cpu_count(),
         "phases": {},
     }
     try:

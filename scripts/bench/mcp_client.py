@@ -7,6 +7,16 @@ from typing import Any
 import httpx
 
 
+def tools_call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-RPC request calling ``tool`` with ``arguments``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+
+
 class McpClient:
     """``tools/call`` with a bearer token; a failed call ends the benchmark (SystemExit)."""
 
@@ -18,15 +28,7 @@ class McpClient:
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
-        reply = self.http.post(
-            "/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": self.next_id,
-                "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments},
-            },
-        )
+        reply = self.http.post("/mcp", json=tools_call(self.next_id, tool, arguments))
         reply.raise_for_status()
         body = reply.json()
         if "error" in body:
