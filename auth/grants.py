@@ -42,7 +42,13 @@ from auth.opaque import digest, new_secret, presentable
 from auth.pkce import verifier_matches
 from auth.refresh_seal import seal, unseal
 from auth.scopes import canonical, parse_scope
-from auth.tokens import LEEWAY_S, MAX_TOKEN_CHARS, mint_access_token, verify_access_token
+from auth.tokens import (
+    LEEWAY_S,
+    MAX_TOKEN_CHARS,
+    IssuedToken,
+    mint_access_token,
+    verify_access_token,
+)
 from config.settings import Settings
 from storage import oauth, tokens
 from storage.oauth import ClientRow, RefreshTokenRow
@@ -132,6 +138,15 @@ class TokenResponse:
         return body
 
 
+@dataclass(frozen=True)
+class _Holder:
+    """Whom a grant's tokens are issued to: the grant, its client and its user."""
+
+    grant_id: int
+    client: ClientRow
+    user_id: int
+
+
 # -- the service ---------------------------------------------------------------
 
 
@@ -214,7 +229,7 @@ class Grants:
             resource=code.resource,
         )
         await oauth.set_code_grant(conn, code.code_hash, grant_id)
-        return await self._issue(conn, grant_id, client, code.user_id, code.scope)
+        return await self._issue(conn, _Holder(grant_id, client, code.user_id), code.scope)
 
     async def _refresh(
         self, conn: AsyncConnection, request: RefreshTokenRequest, client: ClientRow
@@ -263,7 +278,8 @@ class Grants:
                 )
             scope = canonical(requested)
         if live is not row:
-            return await self._reissue(conn, live.grant_id, client, live.user_id, scope, live_token)
+            holder = _Holder(live.grant_id, client, live.user_id)
+            return await self._reissue(conn, holder, scope, live_token)
         refresh = new_secret()
         await oauth.mark_rotated(
             conn,
@@ -271,7 +287,7 @@ class Grants:
             successor_hash=digest(refresh),
             successor_sealed=seal(request.refresh_token, row.token_hash, refresh),
         )
-        return await self._issue(conn, row.grant_id, client, row.user_id, scope, refresh)
+        return await self._issue(conn, _Holder(row.grant_id, client, row.user_id), scope, refresh)
 
     async def _within_grace(
         self, conn: AsyncConnection, presented: str, row: RefreshTokenRow
@@ -301,49 +317,42 @@ class Grants:
             holder, current = successor, following
         return None
 
+    def _access(self, holder: _Holder, scope: str) -> IssuedToken:
+        return mint_access_token(
+            self._keystore,
+            self._settings,
+            user_id=holder.user_id,
+            client_id=holder.client.client_id,
+            scope=scope,
+        )
+
     async def _issue(
-        self,
-        conn: AsyncConnection,
-        grant_id: int,
-        client: ClientRow,
-        user_id: int,
-        scope: str,
-        refresh: str | None = None,
+        self, conn: AsyncConnection, holder: _Holder, scope: str, refresh: str | None = None
     ) -> TokenResponse:
         """A new access token and a new refresh token (``refresh``, or a fresh one) of the grant."""
-        access = mint_access_token(
-            self._keystore, self._settings, user_id=user_id, client_id=client.client_id, scope=scope
-        )
+        access = self._access(holder, scope)
         refresh = refresh or new_secret()
         await oauth.insert_refresh_token(
             conn,
             token_hash=digest(refresh),
-            grant_id=grant_id,
+            grant_id=holder.grant_id,
             expires_at=_now() + timedelta(seconds=self._settings.refresh_token_ttl_s),
             access_jti=access.jti,
             # The validator accepts a token until exp + leeway: deny-list it that long.
             access_expires_at=_epoch(access.expires_at + LEEWAY_S),
         )
-        issued_refresh = refresh if "refresh_token" in client.grant_types else None
+        issued_refresh = refresh if "refresh_token" in holder.client.grant_types else None
         return TokenResponse(access.token, access.expires_in, scope, issued_refresh)
 
     async def _reissue(
-        self,
-        conn: AsyncConnection,
-        grant_id: int,
-        client: ClientRow,
-        user_id: int,
-        scope: str,
-        live_refresh: str,
+        self, conn: AsyncConnection, holder: _Holder, scope: str, live_refresh: str
     ) -> TokenResponse:
         """A new access token beside the grant's live refresh token (a replay within the window)."""
-        access = mint_access_token(
-            self._keystore, self._settings, user_id=user_id, client_id=client.client_id, scope=scope
-        )
+        access = self._access(holder, scope)
         await oauth.insert_grace_access_token(
             conn,
             jti=access.jti,
-            grant_id=grant_id,
+            grant_id=holder.grant_id,
             access_expires_at=_epoch(access.expires_at + LEEWAY_S),
         )
         return TokenResponse(access.token, access.expires_in, scope, live_refresh)

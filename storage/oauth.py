@@ -19,9 +19,10 @@ from .rows import select_list
 
 
 @dataclass(frozen=True)
-class ClientRow:
+class NewClient:
+    """A client to store: registered (:func:`insert_client`) or from its metadata document."""
+
     client_id: str
-    client_secret_hash: str | None
     client_name: str | None
     redirect_uris: list[str]
     grant_types: list[str]
@@ -30,6 +31,13 @@ class ClientRow:
     token_endpoint_auth_method: str
     application_type: str | None
     metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ClientRow(NewClient):
+    """A stored client: its fields, its secret's digest (None: a public client), when it came."""
+
+    client_secret_hash: str | None
     created_at: datetime
     #: When the client's metadata document was last fetched; None for a registered client.
     document_fetched_at: datetime | None = None
@@ -76,21 +84,6 @@ class RefreshTokenRow:
 
 
 # -- clients ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NewClient:
-    """A client to store: registered (:func:`insert_client`) or from its metadata document."""
-
-    client_id: str
-    client_name: str | None
-    redirect_uris: list[str]
-    grant_types: list[str]
-    response_types: list[str]
-    scope: str
-    token_endpoint_auth_method: str
-    application_type: str | None
-    metadata: dict[str, Any]
 
 
 def client_values(client: NewClient) -> tuple[Any, ...]:

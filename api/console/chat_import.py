@@ -62,9 +62,10 @@ class ImportChat:
         else:
             await self._read_upload(req, resp, console)
 
-    def _upload_form(
-        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, *, error: str = ""
+    def _page(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, error: str, **context: Any
     ) -> None:
+        """The import page; an ``error`` makes it a 400 showing that error."""
         self._s.renderer.page(
             req,
             resp,
@@ -72,9 +73,14 @@ class ImportChat:
             title="Import from ChatGPT or Claude",
             status=400 if error else 200,
             error=error,
-            found=None,
             has_extractor=self._extractor is not None,
+            **context,
         )
+
+    def _upload_form(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, *, error: str = ""
+    ) -> None:
+        self._page(req, resp, error, found=None)
 
     async def _read_upload(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, console: ConsoleRequest
@@ -102,19 +108,15 @@ class ImportChat:
         *,
         error: str = "",
     ) -> None:
-        self._s.renderer.page(
+        self._page(
             req,
             resp,
-            "chat_import.html",
-            title="Import from ChatGPT or Claude",
-            status=400 if error else 200,
-            error=error,
+            error,
             found=export.summary,
             format_name=FORMAT_NAMES[export.format],
             filename=filename,
             stash_id=stash_id,
             operation_key=new_operation_key(),
-            has_extractor=self._extractor is not None,
         )
 
     async def _confirm(

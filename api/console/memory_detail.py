@@ -59,10 +59,6 @@ NOTICES.update(
 )
 
 
-class _NotFound(Exception):
-    pass
-
-
 @dataclass(frozen=True)
 class Writer:
     """Who wrote a memory, as the page shows it."""
@@ -79,11 +75,16 @@ class MemoryPage:
         self._s = services
         self._action = action
 
-    async def _memory(self, user_id: int, memory_id: int) -> dict[str, Any]:
-        payload = await self._s.tools.call(user_id, "get_memory", {"id": memory_id})
+    async def _memory(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, memory_id: int
+    ) -> dict[str, Any] | None:
+        """The user's memory ``memory_id``; None, with the not-found page, when there is none."""
+        console: ConsoleRequest = req.context.console
+        payload = await self._s.tools.call(console.user_id, "get_memory", {"id": memory_id})
         memory = payload.get("memory") if payload.get("ok") else None
         if not isinstance(memory, dict):
-            raise _NotFound
+            self._not_found(req, resp)
+            return None
         return memory
 
     def _not_found(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -92,16 +93,12 @@ class MemoryPage:
     async def on_get(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, memory_id: int
     ) -> None:
-        console: ConsoleRequest = req.context.console
         if self._action is not None:  # a form's address: its page
             self._s.renderer.redirect(resp, BASE + str(memory_id))
             return
-        try:
-            memory = await self._memory(console.user_id, memory_id)
-        except _NotFound:
-            self._not_found(req, resp)
-            return
-        await self._show(req, resp, memory)
+        memory = await self._memory(req, resp, memory_id)
+        if memory is not None:
+            await self._show(req, resp, memory)
 
     async def _show(
         self,
@@ -200,14 +197,11 @@ class MemoryPage:
     async def on_post(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, memory_id: int
     ) -> None:
-        console: ConsoleRequest = req.context.console
         if self._action is None:
             self._s.renderer.error(req, resp, 405, "Not allowed", "Use the page's forms.")
             return
-        try:
-            memory = await self._memory(console.user_id, memory_id)
-        except _NotFound:
-            self._not_found(req, resp)
+        memory = await self._memory(req, resp, memory_id)
+        if memory is None:
             return
         handler = {
             "edit": self._edit,
