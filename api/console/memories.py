@@ -239,7 +239,6 @@ class MemoryList:
         f = Filters.parse(back)
         ids, bad = _ids(console)
         action = console.value("action")
-        key = console.value("operation") or None
         most = self._s.settings.max_batch_size
         if bad or not ids or len(ids) > most:
             message = "Select at least one memory." if not bad else "The selection was not valid."
@@ -249,9 +248,9 @@ class MemoryList:
             await self._show(req, resp, f, error=message, status=400)
             return
         if action == "forget":
-            await self._forget(req, resp, f, ids, key)
+            await self._forget(req, resp, f, ids)
         elif action in ("add-tags", "remove-tags"):
-            await self._retag(req, resp, f, ids, key, adding=action == "add-tags")
+            await self._retag(req, resp, f, ids, adding=action == "add-tags")
         else:
             await self._show(req, resp, f, error="Choose what to do with them.", status=400)
 
@@ -261,12 +260,13 @@ class MemoryList:
         resp: falcon.asgi.Response,
         f: Filters,
         ids: list[int],
-        key: str | None,
     ) -> None:
         console: ConsoleRequest = req.context.console
         reason = console.value("reason").strip()
         args: dict[str, Any] = {"ids": ids, **({"reason": reason} if reason else {})}
-        payload = await self._s.tools.call(console.user_id, "forget_batch", args, key=key)
+        payload = await self._s.tools.call(
+            console.user_id, "forget_batch", args, key=_operation_key(console)
+        )
         problem = failure(payload)
         if problem is not None:
             await self._show(req, resp, f, error=problem.message, status=400)
@@ -288,7 +288,6 @@ class MemoryList:
         resp: falcon.asgi.Response,
         f: Filters,
         ids: list[int],
-        key: str | None,
         *,
         adding: bool,
     ) -> None:
@@ -322,7 +321,10 @@ class MemoryList:
         updated = 0
         if items:
             payload = await self._s.tools.call(
-                console.user_id, "update_memory_batch", {"items": items}, key=key
+                console.user_id,
+                "update_memory_batch",
+                {"items": items},
+                key=_operation_key(console),
             )
             problem = failure(payload)
             if problem is not None:
@@ -356,3 +358,8 @@ def _ids(console: ConsoleRequest) -> tuple[list[int], bool]:
 
 def routes(services: ConsoleServices) -> list[tuple[str, object]]:
     return [(PATH, MemoryList(services))]
+
+
+def _operation_key(console: ConsoleRequest) -> str | None:
+    """The form's operation key: a resubmitted form repeats it, so its write is done once."""
+    return console.value("operation") or None
