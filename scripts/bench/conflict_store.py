@@ -7,6 +7,7 @@ what it generates and runs it through a real server.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .conflict_words import (
@@ -201,7 +202,7 @@ def _user_facts(rng: random.Random, n: int, people: list[str]) -> list[Fact]:
     for hobby in HOBBIES:
         out.append(Fact(f"I enjoy {hobby} on weekends.", ("hobbies",)))
     places = [*CITIES, *FAVOURITES["city"]]
-    templates = [
+    templates: list[tuple[str, Callable[[], str]]] = [
         ("travel", lambda: f"Trip note: in {rng.choice(places)} I loved the {rng.choice(['markets', 'museums', 'coffee', 'harbour', 'old town', 'street food', 'bookshops', 'night trains'])} and want to go back with {rng.choice(people)}."),
         ("travel", lambda: f"I want to see {rng.choice(places)} during {rng.choice(FAVOURITES['season'])} and try {rng.choice(HOBBIES)} there."),
         ("food", lambda: f"{rng.choice(people)} took me to a {rng.choice(['Georgian', 'Ethiopian', 'Peruvian', 'Sichuan', 'Lebanese', 'Basque', 'Oaxacan', 'Keralan'])} place near {rng.choice(['the harbour', 'the station', 'the old market', 'the river'])} and the {rng.choice(['lamb', 'dumplings', 'ceviche', 'flatbread', 'stew', 'mole', 'dosa'])} was superb."),
