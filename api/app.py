@@ -10,7 +10,6 @@ without, they are the caller's to open and close. Nothing connects here
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import falcon
@@ -45,26 +44,19 @@ from auth.mcp_sessions import SessionBook
 from auth.oauth_errors import OAuthError
 from config.settings import Settings
 from memory.audit import AuditLog
-from memory.service import USE_CASES, UseCase
 
 MCP_PATH = "/mcp"
 
 
 def create_app(
-    settings: Settings,
-    *,
-    runtime: Runtime,
-    lifespan: Lifespan | None = None,
-    use_cases: Mapping[str, UseCase] | None = None,
-    oauth_options: OAuthOptions | None = None,
-    console_jobs: Jobs | None = None,
+    settings: Settings, *, runtime: Runtime, lifespan: Lifespan | None = None
 ) -> falcon.asgi.App:
     """Routes, middleware and error handling around ``runtime``'s collaborators.
 
     ``lifespan`` opens them on startup and closes them on shutdown; without
-    it the caller owns them and they are never closed here. ``use_cases``
-    replaces the inline tools' use cases and ``oauth_options`` the sign-in
-    throttle and session lifetime, ``console_jobs`` the console's background jobs (tests).
+    it the caller owns them and they are never closed here. Every seam a
+    test replaces is a collaborator of ``runtime`` (``bootstrap.web`` builds
+    the real one), never a parameter here.
     """
     origins = OriginPolicy(settings)
     # Nothing is measured unless metrics are on (METRICS_ENABLED).
@@ -74,17 +66,68 @@ def create_app(
         deps.pool,
         runtime.keystore,
         settings,
-        oauth_options or OAuthOptions(),
+        runtime.oauth_options or OAuthOptions(),
         fetcher=runtime.metadata_fetcher,
     )
     renderer = Renderer(settings.public_url)
-    jobs = Jobs(deps.pool) if console_jobs is None else console_jobs
-    middleware: list[Any] = [
-        # First: the collaborators are open before any other startup hook runs.
-        *([_Lifespan(lifespan)] if lifespan is not None else []),
+    owns_jobs = runtime.console_jobs is None
+    jobs = Jobs(deps.pool) if runtime.console_jobs is None else runtime.console_jobs
+    app = falcon.asgi.App(
+        middleware=_middleware(settings, runtime, lifespan, metrics, services, renderer, origins)
         # Shutdown hooks run in reverse: the console's jobs stop (and record it) before
         # the lifespan closes the pool.
-        *([_StopJobs(jobs)] if lifespan is not None and console_jobs is None else []),
+        + ([_StopJobs(jobs)] if lifespan is not None and owns_jobs else [])
+    )
+    # "/mcp/" is a common client-side slip; serve it rather than 404.
+    app.req_options.strip_url_path_trailing_slash = True
+    if runtime.audit is None:
+        # No process owns this app's lifetime (tests): no background writer to outlive it.
+        runtime.audit = AuditLog(deps.pool, settings, background=False)
+    dispatcher = McpDispatcher(
+        tool_specs(settings),
+        runtime.run_inline,
+        deps=deps,
+        write_queue=runtime.write_queue,
+        observer=metrics,
+        audit=runtime.audit,
+    )
+    _add_mcp_routes(app, settings, runtime, dispatcher, origins)
+    _add_oauth_routes(app, settings, runtime, services)
+    app.add_route("/healthz", Health())
+    app.add_route("/readyz", Ready(deps.pool, deps.embedder, runtime.settings.redis_url))
+    app.add_route(
+        "/metrics",
+        MetricsResource(settings, metrics, deps.pool, runtime.write_queue, dispatcher.admission),
+    )
+    add_console_routes(
+        app,
+        ConsoleServices(
+            settings=settings,
+            runtime=runtime,
+            pool=deps.pool,
+            renderer=renderer,
+            tools=ConsoleTools(dispatcher),
+            sessions=services.sessions,
+            login_guard=services.guard,
+            jobs=jobs,
+        ),
+    )
+    return app
+
+
+def _middleware(
+    settings: Settings,
+    runtime: Runtime,
+    lifespan: Lifespan | None,
+    metrics: Metrics | None,
+    services: OAuthServices,
+    renderer: Renderer,
+    origins: OriginPolicy,
+) -> list[Any]:
+    deps = runtime.deps
+    return [
+        # First: the collaborators are open before any other startup hook runs.
+        *([_Lifespan(lifespan)] if lifespan is not None else []),
         *(
             [
                 MetricsWiring(
@@ -109,21 +152,15 @@ def create_app(
             max_upload_bytes=settings.console_upload_max_bytes,
         ),
     ]
-    app = falcon.asgi.App(middleware=middleware)
-    # "/mcp/" is a common client-side slip; serve it rather than 404.
-    app.req_options.strip_url_path_trailing_slash = True
 
-    if runtime.audit is None:
-        # No process owns this app's lifetime (tests): no background writer to outlive it.
-        runtime.audit = AuditLog(deps.pool, settings, background=False)
-    dispatcher = McpDispatcher(
-        tool_specs(settings),
-        USE_CASES if use_cases is None else use_cases,
-        deps=deps,
-        write_queue=runtime.write_queue,
-        observer=metrics,
-        audit=runtime.audit,
-    )
+
+def _add_mcp_routes(
+    app: falcon.asgi.App,
+    settings: Settings,
+    runtime: Runtime,
+    dispatcher: McpDispatcher,
+    origins: OriginPolicy,
+) -> None:
     app.add_route(
         MCP_PATH,
         McpResource(
@@ -132,7 +169,7 @@ def create_app(
             settings=runtime.settings,
             bearer=runtime.bearer,
             keystore=runtime.keystore,
-            pool=deps.pool,
+            pool=runtime.deps.pool,
             sessions=SessionBook(),
             max_body_bytes=settings.max_body_bytes,
             max_batch=settings.max_batch_size,
@@ -141,6 +178,11 @@ def create_app(
     metadata = ProtectedResourceMetadata(settings)
     app.add_route("/.well-known/oauth-protected-resource", metadata)
     app.add_route(f"/.well-known/oauth-protected-resource{MCP_PATH}", metadata)
+
+
+def _add_oauth_routes(
+    app: falcon.asgi.App, settings: Settings, runtime: Runtime, services: OAuthServices
+) -> None:
     app.add_route("/oauth/jwks", Jwks(runtime.keystore))
     app.add_route("/.well-known/oauth-authorization-server", AuthorizationServerMetadata(settings))
     app.add_route("/oauth/register", Registration(services))
@@ -148,26 +190,6 @@ def create_app(
     app.add_route("/oauth/token", Token(services))
     app.add_route("/oauth/revoke", Revocation(services))
     app.add_error_handler(OAuthError, handle_oauth_error)
-    app.add_route("/healthz", Health())
-    app.add_route("/readyz", Ready(deps.pool, deps.embedder, runtime.settings.redis_url))
-    app.add_route(
-        "/metrics",
-        MetricsResource(settings, metrics, deps.pool, runtime.write_queue, dispatcher.admission),
-    )
-    add_console_routes(
-        app,
-        ConsoleServices(
-            settings=settings,
-            runtime=runtime,
-            pool=deps.pool,
-            renderer=renderer,
-            tools=ConsoleTools(dispatcher),
-            sessions=services.sessions,
-            login_guard=services.guard,
-            jobs=jobs,
-        ),
-    )
-    return app
 
 
 class _Lifespan:

@@ -9,24 +9,39 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from config.settings import Settings
+from memory.calls import CallMeta
+from memory.commands import Command
 from memory.deps import Deps
+from memory.handlers import dispatch
 
 if TYPE_CHECKING:
+    from api.console.jobs import Jobs
+    from api.oauth_services import OAuthOptions
     from auth.bearer import BearerValidator
     from auth.keys import KeyStore
     from auth.metadata_fetch import MetadataFetcher
     from memory.audit import AuditLog
-    from memory.commands import Command
 
 
 class WriteQueue(Protocol):
-    """Runs a write use case on a Dramatiq worker and awaits its payload."""
+    """Runs a command on a worker and awaits its payload (``tasks.queue`` implements it).
 
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
-        """The worker's payload for ``command``, error payloads included.
+    The API knows the queue only as this interface: it imports nothing of ``tasks``.
+    """
+
+    async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]:
+        """The worker's payload for ``command`` run as ``meta``, error payloads included.
 
         Raises only when the queue itself fails (broker down, no answer in time).
         """
+        ...
+
+
+class CommandRunner(Protocol):
+    """Runs a command in this process (``memory.handlers.dispatch``)."""
+
+    async def __call__(self, deps: Deps, meta: CallMeta, command: Command) -> dict[str, Any]:
+        """The command's payload; raises MemoryServiceError (the tool's error)."""
         ...
 
 
@@ -56,3 +71,10 @@ class Runtime:
     #: Where every tool call is recorded; None: ``create_app`` makes one over the pool,
     #: written only when flushed (nothing owns a background writer for it).
     audit: AuditLog | None = None
+    #: Runs the inline tools' commands (the handler table's dispatch; tests record instead).
+    run_inline: CommandRunner = dispatch
+    #: The sign-in throttle and console session lifetime; None: the defaults.
+    oauth_options: OAuthOptions | None = None
+    #: The console's background jobs; None: ``create_app`` makes them over the pool and
+    #: stops them on shutdown (tests pass their own, which they stop).
+    console_jobs: Jobs | None = None

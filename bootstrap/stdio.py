@@ -34,7 +34,6 @@ from api.mcp.tools import tool_specs
 from auth.accounts import DEFAULT_USERNAME, find_account
 from auth.errors import AccountError
 from config.settings import Settings
-from memory.service import USE_CASES
 
 from .serve import fast_event_loop
 from .web import WebProcess
@@ -90,7 +89,7 @@ async def serve_stdio(settings: Settings, username: str | None, out: BinaryIO) -
         runtime = process.runtime
         dispatcher = McpDispatcher(
             tool_specs(settings),
-            USE_CASES,
+            runtime.run_inline,
             deps=runtime.deps,
             write_queue=runtime.write_queue,
             audit=runtime.audit,

@@ -38,6 +38,7 @@ from memory.relations import sweep_forever
 from storage.migrate import migrate
 from tasks.actors import extraction_hook
 from tasks.queue import DramatiqWriteQueue
+from tasks.results import results_waiter
 
 from .database import DatabaseAddress, open_pool, process_pool
 from .providers import embedding_client, make_embedder, make_fact_extractor, make_rerank_stage
@@ -81,8 +82,12 @@ class WebProcess:
             actor_deps=ActorDeps(settings, self._address, self._embedder) if run_worker else None,
         )
         keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
+        # How results are awaited follows from the broker (Redis, or in-process).
         self._queue = DramatiqWriteQueue(
-            self._broker.bundle, self._broker.actors, timeout_s=settings.write_timeout_s
+            self._broker.bundle,
+            self._broker.actors,
+            timeout_s=settings.write_timeout_s,
+            results=results_waiter(self._broker.bundle),
         )
         self.runtime = Runtime(
             settings=settings,

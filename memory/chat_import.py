@@ -31,25 +31,21 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from memory.rules.chat_exports import CHATGPT, CLAUDE, ChatExport, Conversation, is_trivial
 from memory.rules.text import normalize_text
 from memory.rules.timestamps import format_timestamp
 from storage import chat_import as store
 
-from .deps import Deps
-from .errors import MemoryServiceError
-from .writers import Writer, writing_as
+from .providers.facts import Fact, FactExtractionError, FactExtractor
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
-    from .audit import AuditLog
 
 logger = logging.getLogger("ownsona.memory.chat_import")
 
@@ -74,33 +70,12 @@ StoreBatch = Callable[[list[dict[str, Any]], str], Awaitable[dict[str, Any]]]
 Progress = Callable[[int, int, "ImportReport"], None]
 
 
-class FactExtractionError(Exception):
-    """The extractor failed on one conversation; its message holds no text and no key."""
-
-
 class ChatImportError(Exception):
     """The import cannot go on; ``public_message`` says why (no memory text)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.public_message = message
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One fact an extractor found: its sentence, and the day it happened when the
-    conversation fixes one (stored as the memory's occurred_at, issue 17)."""
-
-    text: str
-    day: date | None = None
-
-
-class FactExtractor(Protocol):
-    name: str
-
-    async def extract(self, *, title: str, day: date | None, messages: list[str]) -> list[Fact]:
-        """The user's durable facts; raises :class:`FactExtractionError`."""
-        ...
 
 
 @dataclass
@@ -335,38 +310,3 @@ def _count(payload: dict[str, Any], report: ImportReport) -> None:
             report.skipped += 1
         else:
             report.stored += 1
-
-
-def direct_store(
-    deps: Deps, user_id: int, audit: AuditLog | None, *, client_id: str | None = None
-) -> StoreBatch:
-    """``remember_batch`` run right here (a command), recorded in the audit log as entry
-    ``cli`` under ``client_id`` (the commands' own, ``memory.audit.COMMAND_CLIENT_ID``)."""
-    from .service import USE_CASES
-
-    run = USE_CASES["remember_batch"]
-
-    async def store_batch(items: list[dict[str, Any]], key: str) -> dict[str, Any]:
-        arguments = {"items": items}
-        started = time.monotonic()
-        try:
-            # The rows it stores name the command as their writer (memory.writers).
-            with writing_as(Writer(client_id) if client_id else None):
-                payload = await run(deps, user_id, arguments, idempotency_key=key)
-        except MemoryServiceError as ex:
-            payload = ex.to_payload()
-        if audit is not None:
-            audit.record(
-                user_id=user_id,
-                entry="cli",
-                client_id=client_id,
-                token_jti=None,
-                tool="remember_batch",
-                read_only=False,
-                arguments=arguments,
-                payload=payload,
-                duration_s=time.monotonic() - started,
-            )
-        return payload
-
-    return store_batch

@@ -11,9 +11,9 @@ from config.settings import Settings
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
-    from memory.chat_import import FactExtractor
     from memory.providers.embedders import Embedder
     from memory.providers.extractors import Extractor
+    from memory.providers.facts import FactExtractor
     from memory.recall_rerank import RerankStage
 
 #: ``(user_id, memory_ids)``: memories whose text was just stored or changed.

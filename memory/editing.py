@@ -18,6 +18,7 @@ from memory.rules.timestamps import format_timestamp
 from storage import memories as store
 from storage.rows import MemoryRow
 
+from .calls import CallMeta
 from .commands.editing import (
     UPDATE_FIELDS,
     Confirm,
@@ -136,9 +137,8 @@ def _occurred_at(request: UpdateRequest, row: MemoryRow) -> dict[str, Any]:
     return {"occurred_at": parsed, "occurred_at_parsed": parsed is not None}
 
 
-async def update_memory(
-    deps: Deps, user_id: int, command: UpdateMemory, *, idempotency_key: str | None = None
-) -> dict[str, Any]:
+async def update_memory(deps: Deps, meta: CallMeta, command: UpdateMemory) -> dict[str, Any]:
+    user_id, idempotency_key = meta.user_id, meta.idempotency_key
     request, dry_run = command.request, command.dry_run
     embedding = None
     if "text" in request.changes and not dry_run:
@@ -155,7 +155,7 @@ async def update_memory(
         }
 
     payload = await run_write(
-        deps, user_id, "update_memory", None if dry_run else idempotency_key, work
+        deps, user_id, command.type_name(), None if dry_run else idempotency_key, work
     )
     if "text" in request.changes and not dry_run:
         # Committed: re-extract its relations (unless the text was the same: nothing owed).
@@ -164,8 +164,9 @@ async def update_memory(
 
 
 async def update_memory_batch(
-    deps: Deps, user_id: int, command: UpdateMemoryBatch, *, idempotency_key: str | None = None
+    deps: Deps, meta: CallMeta, command: UpdateMemoryBatch
 ) -> dict[str, Any]:
+    user_id, idempotency_key = meta.user_id, meta.idempotency_key
     dry_run = command.dry_run
     parsed = list(command.items)
     # One embedder call for every item that brings new text.
@@ -207,7 +208,7 @@ async def update_memory_batch(
         return _batch_payload(dry_run, results, updated=updated, errors=len(results) - updated)
 
     payload = await run_write(
-        deps, user_id, "update_memory_batch", None if dry_run else idempotency_key, work
+        deps, user_id, command.type_name(), None if dry_run else idempotency_key, work
     )
     if not dry_run:  # committed: re-extract the relations of every changed text
         await text_stored(
@@ -222,9 +223,8 @@ async def update_memory_batch(
 # --- confirm -----------------------------------------------------------------
 
 
-async def confirm(
-    deps: Deps, user_id: int, command: Confirm, *, idempotency_key: str | None = None
-) -> dict[str, Any]:
+async def confirm(deps: Deps, meta: CallMeta, command: Confirm) -> dict[str, Any]:
+    user_id, idempotency_key = meta.user_id, meta.idempotency_key
     mid = command.id
 
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
@@ -236,7 +236,7 @@ async def confirm(
         confirmed_at = await store.confirm(conn, user_id, mid, salience)
         return {"ok": True, "memory_id": mid, "last_confirmed_at": format_timestamp(confirmed_at)}
 
-    return await run_write(deps, user_id, "confirm", idempotency_key, work)
+    return await run_write(deps, user_id, command.type_name(), idempotency_key, work)
 
 
 # --- forget ------------------------------------------------------------------
@@ -252,9 +252,8 @@ def _forget_message(*, dry_run: bool, already: bool, hard: bool = False) -> str:
     return "Tombstone updated" if already else "Forgotten"
 
 
-async def forget(
-    deps: Deps, user_id: int, command: Forget, *, idempotency_key: str | None = None
-) -> dict[str, Any]:
+async def forget(deps: Deps, meta: CallMeta, command: Forget) -> dict[str, Any]:
+    user_id, idempotency_key = meta.user_id, meta.idempotency_key
     mid, hard, dry_run = command.id, command.hard_delete, command.dry_run
     replaced_by = command.replaced_by_id
 
@@ -291,12 +290,13 @@ async def forget(
             "message": _forget_message(dry_run=dry_run, already=already, hard=hard),
         }
 
-    return await run_write(deps, user_id, "forget", None if dry_run else idempotency_key, work)
+    return await run_write(
+        deps, user_id, command.type_name(), None if dry_run else idempotency_key, work
+    )
 
 
-async def forget_batch(
-    deps: Deps, user_id: int, command: ForgetBatch, *, idempotency_key: str | None = None
-) -> dict[str, Any]:
+async def forget_batch(deps: Deps, meta: CallMeta, command: ForgetBatch) -> dict[str, Any]:
+    user_id, idempotency_key = meta.user_id, meta.idempotency_key
     dry_run = command.dry_run
 
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
@@ -337,5 +337,5 @@ async def forget_batch(
         )
 
     return await run_write(
-        deps, user_id, "forget_batch", None if dry_run else idempotency_key, work
+        deps, user_id, command.type_name(), None if dry_run else idempotency_key, work
     )

@@ -17,9 +17,6 @@ from storage import insights as store
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
-#: The tools that read memories for an assistant's answer: "recall calls".
-RECALL_TOOLS = ("recall", "search_memory", "build_context_prompt")
-
 
 @dataclass(frozen=True)
 class Period:
@@ -49,11 +46,17 @@ async def memories_added_per_week(
 
 
 async def recall_calls_per_day(
-    pool: AsyncConnectionPool, user_id: int, *, days: int = 30, now: datetime | None = None
+    pool: AsyncConnectionPool,
+    user_id: int,
+    tools: Sequence[str],
+    *,
+    days: int = 30,
+    now: datetime | None = None,
 ) -> list[Period]:
-    """The last ``days`` days, today included: calls of the recall tools on each."""
+    """The last ``days`` days, today included: audited calls of ``tools`` on each (the
+    console names the tools that read memories for an answer)."""
     today = (now or datetime.now(UTC)).astimezone(UTC).date()
     starts = [today - timedelta(days=n) for n in range(days - 1, -1, -1)]
     async with pool.connection() as conn:
-        rows = await store.tool_calls_per_day(conn, user_id, RECALL_TOOLS, _midnight(starts[0]))
+        rows = await store.tool_calls_per_day(conn, user_id, tools, _midnight(starts[0]))
     return _filled(rows, starts)

@@ -19,6 +19,7 @@ from memory.rules import ranking
 from storage import learning as learned
 from storage import memories as store
 
+from .calls import CallMeta
 from .commands.learning import Reinforce
 from .deps import Deps
 from .writes import run_write
@@ -42,9 +43,8 @@ def next_centroid(
     return (total / norm).astype(np.float32)
 
 
-async def reinforce(
-    deps: Deps, user_id: int, command: Reinforce, *, idempotency_key: str | None = None
-) -> dict[str, Any]:
+async def reinforce(deps: Deps, meta: CallMeta, command: Reinforce) -> dict[str, Any]:
+    user_id, idempotency_key = meta.user_id, meta.idempotency_key
     ids, delta, query = list(command.memory_ids), command.delta, command.query
     # The tools chapter: the query is ignored for negative (and null) feedback.
     query_vector = await deps.embedder.embed_one(query) if query is not None and delta > 0 else None
@@ -96,4 +96,4 @@ async def reinforce(
         )
         return payload
 
-    return await run_write(deps, user_id, "reinforce", idempotency_key, work)
+    return await run_write(deps, user_id, command.type_name(), idempotency_key, work)

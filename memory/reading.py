@@ -8,23 +8,31 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.rules import query_time, ranking
-from memory.rules.inputs import Args, memory_id
-from memory.rules.text import clean_text, normalize_tags
-from memory.rules.timestamps import format_timestamp, parse_timestamp
+from memory.rules.timestamps import format_timestamp
 from storage import memories as store
-from storage.rows import MemoryFilter, ScoredMemoryRow
+from storage.rows import ScoredMemoryRow
 
 from . import lexical, recall_hops, recall_latest, recall_rerank, recall_time
+from .calls import CallMeta
+from .commands.reading import (
+    BuildContextPrompt,
+    CountMemories,
+    ExportMemories,
+    GetMemory,
+    ListMemories,
+    ListTags,
+    MemoryStats,
+    Recall,
+    TextSearch,
+)
 from .deps import Deps
-from .errors import LIMIT_EXCEEDED, MemoryServiceError, invalid, not_found
+from .errors import LIMIT_EXCEEDED, MemoryServiceError, not_found
 from .shapes import explain_shape, full_shape, hop_explain_shape, match_shape
 
 PROMPT_HEAD = "The following are previously known facts:"
 PROMPT_SEPARATOR = "-----------------"
 PROMPT_USER = "The following is the user's prompt:"
 NO_FACTS = "No relevant previously known facts were found."
-#: Most tags list_tags returns in one call.
-MAX_TAG_LIST = 1000
 
 
 @dataclass(frozen=True)
@@ -273,38 +281,17 @@ async def _settled(
     return marked, hopped
 
 
-def _search_args(
-    deps: Deps, args: Args, query_field: str
-) -> tuple[str, int, float | None, list[str], datetime | None]:
-    settings = deps.settings
-    query = clean_text(args.raw(query_field), field=query_field, max_chars=settings.max_text_chars)
-    limit = args.integer(
-        "limit", default=settings.default_recall_limit, minimum=1, cap=settings.max_recall_limit
-    )
-    min_score = args.number("min_score", default=None, minimum=0.0, maximum=1.0)
-    tags = list(_tag_filter(args))
-    # At the caller's offset: "yesterday" and "last week" are the caller's.
-    as_of = (
-        parse_timestamp(args.raw("as_of"), field="as_of", keep_offset=True)
-        if args.has("as_of")
-        else None
-    )
-    assert limit is not None
-    return query, limit, min_score, tags, as_of
-
-
-async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    args = Args(raw)
-    query, limit, min_score, tags, as_of = _search_args(deps, args, "query")
-    explain = args.boolean("explain")
+async def recall(deps: Deps, meta: CallMeta, command: Recall) -> dict[str, Any]:
+    """``recall`` and ``search_memory``."""
+    explain = command.explain
     found = await _ranked(
         deps,
-        user_id,
-        query,
-        limit=limit,
-        min_score=min_score,
-        tags=tags,
-        as_of=as_of,
+        meta.user_id,
+        command.query,
+        limit=command.limit,
+        min_score=command.min_score,
+        tags=list(command.tags),
+        as_of=command.as_of,
         explain=explain,
     )
     matches = []
@@ -328,13 +315,17 @@ async def recall(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dic
 
 
 async def build_context_prompt(
-    deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
+    deps: Deps, meta: CallMeta, command: BuildContextPrompt
 ) -> dict[str, Any]:
-    args = Args(raw)
-    user_prompt, limit, min_score, tags, as_of = _search_args(deps, args, "user_prompt")
-    max_chars = args.integer("max_chars", minimum=1)
+    user_prompt, max_chars = command.user_prompt, command.max_chars
     found = await _ranked(
-        deps, user_id, user_prompt, limit=limit, min_score=min_score, tags=tags, as_of=as_of
+        deps,
+        meta.user_id,
+        user_prompt,
+        limit=command.limit,
+        min_score=command.min_score,
+        tags=list(command.tags),
+        as_of=command.as_of,
     )
     tail = f"\n\n{PROMPT_SEPARATOR}\n\n{PROMPT_USER}\n\n{user_prompt}"
     head = f"{PROMPT_HEAD}\n\n"
@@ -352,85 +343,43 @@ async def build_context_prompt(
     return {"ok": True, "prompt": f"{head}{body}{tail}", "memory_ids": used}
 
 
-def _tag_filter(args: Args) -> tuple[str, ...]:
-    """Normalized filter tags; tags that all normalize away would silently mean "any"."""
-    tags = normalize_tags(args.raw("tags"))
-    if not tags and args.raw("tags"):
-        raise invalid("None of the given tags is a valid tag after normalisation.", field="tags")
-    return tuple(tags)
-
-
-def _filters(args: Args, *, with_tags: bool) -> MemoryFilter:
-    min_chars = args.integer("min_chars")
-    max_chars = args.integer("max_chars")
-    if min_chars is not None and min_chars < 0:
-        raise invalid("min_chars must not be negative.", field="min_chars")
-    if max_chars is not None and max_chars < 0:
-        raise invalid("max_chars must not be negative.", field="max_chars")
-    if min_chars is not None and max_chars is not None and min_chars > max_chars:
-        raise invalid("min_chars must not be greater than max_chars.", field="min_chars")
-    since = None
-    if args.has("not_confirmed_since"):
-        since = parse_timestamp(args.raw("not_confirmed_since"), field="not_confirmed_since")
-        if since > datetime.now(UTC):
-            raise invalid(
-                "not_confirmed_since must not be in the future.", field="not_confirmed_since"
-            )
-    return MemoryFilter(
-        include_deleted=args.boolean("include_deleted"),
-        untagged_only=args.boolean("untagged_only"),
-        min_chars=min_chars,
-        max_chars=max_chars,
-        not_confirmed_since=since,
-        tags=_tag_filter(args) if with_tags else (),
-        source_provider=args.string("source_provider", max_len=200) if with_tags else None,
-    )
-
-
-async def list_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    args = Args(raw)
-    limit = args.integer("limit", default=20, minimum=1, cap=deps.settings.max_recall_limit)
-    offset = args.integer("offset", default=0, minimum=0)
-    f = _filters(args, with_tags=True)
+async def list_memories(deps: Deps, meta: CallMeta, command: ListMemories) -> dict[str, Any]:
+    f = command.filters.memory_filter()
     async with deps.pool.connection() as conn:
-        rows = await store.list_memories(conn, user_id, f, limit=limit or 20, offset=offset or 0)
+        rows = await store.list_memories(
+            conn, meta.user_id, f, limit=command.limit, offset=command.offset
+        )
     return {
         "ok": True,
         "memories": [match_shape(r) for r in rows],
         "count": len(rows),
-        "offset": offset,
+        "offset": command.offset,
     }
 
 
-async def text_search(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    args = Args(raw)
-    fragment = clean_text(args.raw("text"), field="text", max_chars=deps.settings.max_text_chars)
-    limit = args.integer("limit", default=20, minimum=1, cap=deps.settings.max_recall_limit)
+async def text_search(deps: Deps, meta: CallMeta, command: TextSearch) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
-        rows = await store.text_search(conn, user_id, fragment, limit=limit or 20)
+        rows = await store.text_search(conn, meta.user_id, command.text, limit=command.limit)
     return {"ok": True, "memories": [match_shape(r) for r in rows], "count": len(rows)}
 
 
-async def get_memory(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    mid = memory_id(Args(raw))
+async def get_memory(deps: Deps, meta: CallMeta, command: GetMemory) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
-        row = await store.get_memory(conn, user_id, mid)
+        row = await store.get_memory(conn, meta.user_id, command.id)
     if row is None:
-        raise not_found(mid)
+        raise not_found(command.id)
     return {"ok": True, "memory": full_shape(row)}
 
 
-async def count_memories(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    f = _filters(Args(raw), with_tags=True)
+async def count_memories(deps: Deps, meta: CallMeta, command: CountMemories) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
-        count = await store.count_memories(conn, user_id, f)
+        count = await store.count_memories(conn, meta.user_id, command.filters.memory_filter())
     return {"ok": True, "count": count}
 
 
-async def memory_stats(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    Args(raw)
+async def memory_stats(deps: Deps, meta: CallMeta, command: MemoryStats) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
-        stats = await store.store_stats(conn, user_id, top_tags=10)
+        stats = await store.store_stats(conn, meta.user_id, top_tags=10)
     return {
         "ok": True,
         "total": stats.total,
@@ -447,27 +396,20 @@ async def memory_stats(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) 
     }
 
 
-async def list_tags(deps: Deps, user_id: int, raw: dict[str, Any], **_: Any) -> dict[str, Any]:
-    args = Args(raw)
-    include_deleted = args.boolean("include_deleted")
-    limit = args.integer("limit", default=MAX_TAG_LIST, minimum=1, cap=MAX_TAG_LIST)
+async def list_tags(deps: Deps, meta: CallMeta, command: ListTags) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
         tags = await store.tag_counts(
-            conn, user_id, include_deleted=include_deleted, limit=limit or MAX_TAG_LIST
+            conn, meta.user_id, include_deleted=command.include_deleted, limit=command.limit
         )
     return {"ok": True, "tags": [{"tag": t.tag, "count": t.count} for t in tags]}
 
 
-async def export_memories(
-    deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
-) -> dict[str, Any]:
-    args = Args(raw)
-    include_deleted = args.boolean("include_deleted", default=True)
+async def export_memories(deps: Deps, meta: CallMeta, command: ExportMemories) -> dict[str, Any]:
     cap = deps.settings.export_max_rows
     # One snapshot: the count and the rows agree.
     async with deps.pool.connection() as conn, conn.transaction():
         rows = await store.export_rows(
-            conn, user_id, include_deleted=include_deleted, limit=cap + 1
+            conn, meta.user_id, include_deleted=command.include_deleted, limit=cap + 1
         )
     if len(rows) > cap:
         raise MemoryServiceError(

@@ -28,22 +28,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memory.rules.inputs import Args
 from storage import outbox
 from storage import relations as store
 
 from . import graph
+from .calls import CallMeta
+from .commands.relations import QueryRelations
 from .deps import Deps
-from .errors import invalid
 
 if TYPE_CHECKING:
     # The protocol only: the extractor itself comes in Deps (built by bootstrap).
     from memory.providers.extractors import Extractor
 
 #: Hops query_relations follows by default, and at most.
-DEFAULT_HOPS = 2
-MAX_HOPS = 5
-_ENTITY_CHARS = 500
 
 #: A write's own relay is trusted this long before the sweep sends its entries
 #: again (a job lost in a crash, or given up by the broker after its retries).
@@ -70,18 +67,8 @@ _REBUILD_PAGE = 200
 _log = logging.getLogger(__name__)
 
 
-async def query_relations(
-    deps: Deps, user_id: int, raw: dict[str, Any], **_: Any
-) -> dict[str, Any]:
-    args = Args(raw)
-    entity = args.string("entity", required=True, max_len=_ENTITY_CHARS)
-    assert entity is not None
-    if not entity.strip():
-        raise invalid(
-            "entity must not be empty: name a person, place, thing or 'me'.", field="entity"
-        )
-    hops = args.integer("max_hops", default=DEFAULT_HOPS, minimum=1, cap=MAX_HOPS)
-    assert hops is not None
+async def query_relations(deps: Deps, meta: CallMeta, command: QueryRelations) -> dict[str, Any]:
+    user_id, entity, hops = meta.user_id, command.entity, command.max_hops
     cap = deps.settings.graph_max_relations
     walk = graph.Traversal(entity, max_hops=hops, max_edges=cap)
     texts: dict[int, str] = {}

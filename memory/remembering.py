@@ -25,11 +25,12 @@ from storage import memories as store
 from storage import memory_provenance as provenance_store
 from storage.rows import MemoryRow, Neighbour, NewMemory
 
+from .calls import CallMeta
 from .commands.remember import Remember, RememberBatch, RememberItem
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, failed_item
 from .relations import text_stored
-from .writers import current_writer
+from .writers import Writer
 from .writes import prior_receipt, run_write
 
 #: Cosine at or above which an active row counts as a near duplicate.
@@ -43,28 +44,17 @@ Outcome = dict[str, Any] | MemoryServiceError
 Envelope = Callable[[list[Outcome]], dict[str, Any]]
 
 
-async def remember(
-    deps: Deps, user_id: int, command: Remember, *, idempotency_key: str | None = None
-) -> dict[str, Any]:
+async def remember(deps: Deps, meta: CallMeta, command: Remember) -> dict[str, Any]:
     def only(outcomes: list[Outcome]) -> dict[str, Any]:
         (outcome,) = outcomes
         if isinstance(outcome, MemoryServiceError):
             raise outcome  # inside the write's transaction: it rolls back, nothing is stored
         return outcome
 
-    return await store_items(
-        deps,
-        user_id,
-        [command.item],
-        idempotency_key=idempotency_key,
-        tool="remember",
-        envelope=only,
-    )
+    return await store_items(deps, meta, [command.item], label=command.type_name(), envelope=only)
 
 
-async def remember_batch(
-    deps: Deps, user_id: int, command: RememberBatch, *, idempotency_key: str | None = None
-) -> dict[str, Any]:
+async def remember_batch(deps: Deps, meta: CallMeta, command: RememberBatch) -> dict[str, Any]:
     def batch(outcomes: list[Outcome]) -> dict[str, Any]:
         results = [failed_item(o) if isinstance(o, MemoryServiceError) else o for o in outcomes]
         succeeded = sum(1 for r in results if r["ok"])
@@ -79,12 +69,7 @@ async def remember_batch(
         }
 
     return await store_items(
-        deps,
-        user_id,
-        list(command.items),
-        idempotency_key=idempotency_key,
-        tool="remember_batch",
-        envelope=batch,
+        deps, meta, list(command.items), label=command.type_name(), envelope=batch
     )
 
 
@@ -113,23 +98,23 @@ class _Plan:
 
 async def store_items(
     deps: Deps,
-    user_id: int,
+    meta: CallMeta,
     items: list[RememberItem | MemoryServiceError],
     *,
-    idempotency_key: str | None,
-    tool: str,
+    label: str,
     envelope: Envelope,
 ) -> dict[str, Any]:
     """Embed and store the valid items; ``envelope(outcomes)`` builds the payload.
 
     Returns the stored receipt instead when this write already happened.
     """
+    user_id = meta.user_id
     valid = [(i, it) for i, it in enumerate(items) if isinstance(it, RememberItem)]
     # The receipt lookup goes to PostgreSQL first and the texts are embedded
     # meanwhile: a redelivered write (rare) wastes an embedding, every other
     # write saves a round trip of waiting.
     prior, vectors = await asyncio.gather(
-        prior_receipt(deps, user_id, idempotency_key),
+        prior_receipt(deps, user_id, meta.idempotency_key),
         _embed(deps, [it.text for _, it in valid]),
         return_exceptions=True,
     )
@@ -146,13 +131,7 @@ async def store_items(
     for attempt in range(3):
         try:
             payload = await _store_in_transaction(
-                deps,
-                user_id,
-                items,
-                plans,
-                idempotency_key=idempotency_key,
-                tool=tool,
-                envelope=envelope,
+                deps, meta, items, plans, label=label, envelope=envelope
             )
             # Committed: new text gets its relations extracted in the background (SUPPLEMENT §6).
             await text_stored(
@@ -184,17 +163,18 @@ def _reset(plan: _Plan) -> None:
 
 async def _store_in_transaction(
     deps: Deps,
-    user_id: int,
+    meta: CallMeta,
     items: list[RememberItem | MemoryServiceError],
     plans: dict[int, _Plan],
     *,
-    idempotency_key: str | None,
-    tool: str,
+    label: str,
     envelope: Envelope,
 ) -> dict[str, Any]:
+    user_id = meta.user_id
+
     async def work(conn: psycopg.AsyncConnection) -> dict[str, Any]:
         await _plan(conn, user_id, plans)
-        await _apply(conn, user_id, plans, deps)
+        await _apply(conn, user_id, plans, deps, meta.writer)
         return envelope(
             [
                 it if isinstance(it, MemoryServiceError) else _item_outcome(plans[i], plans)
@@ -202,7 +182,7 @@ async def _store_in_transaction(
             ]
         )
 
-    return await run_write(deps, user_id, tool, idempotency_key, work)
+    return await run_write(deps, user_id, label, meta.idempotency_key, work)
 
 
 async def _plan(conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _Plan]) -> None:
@@ -315,7 +295,11 @@ def _plan_references(plan: _Plan, targets: dict[int, MemoryRow]) -> None:
 
 
 async def _apply(
-    conn: psycopg.AsyncConnection, user_id: int, plans: dict[int, _Plan], deps: Deps
+    conn: psycopg.AsyncConnection,
+    user_id: int,
+    plans: dict[int, _Plan],
+    deps: Deps,
+    writer: Writer | None,
 ) -> None:
     to_insert = [i for i in sorted(plans) if plans[i].action == "insert" and plans[i].error is None]
     embedder = deps.embedder
@@ -334,7 +318,6 @@ async def _apply(
             )
     # Who wrote a row is set here, by the insert that creates it, and nowhere else: a
     # merge into an existing row ("Already remembered") or a later edit keeps its writer.
-    writer = current_writer()
     ids = await store.insert_memories(
         conn,
         user_id,

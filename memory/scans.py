@@ -31,6 +31,7 @@ from memory.rules import knn
 from memory.rules.clusters import Cluster, cluster_pairs
 from storage import scans as store
 
+from .calls import CallMeta
 from .commands.scans import FindConflicts, FindNearDuplicates, Scan
 from .deps import Deps
 from .shapes import match_shape
@@ -50,15 +51,13 @@ MAX_GROUP_MEMBERS = 200
 
 
 async def find_near_duplicates(
-    deps: Deps, user_id: int, command: FindNearDuplicates, **_: Any
+    deps: Deps, meta: CallMeta, command: FindNearDuplicates
 ) -> dict[str, Any]:
-    return await _scan(deps, user_id, command)
+    return await _scan(deps, meta.user_id, command)
 
 
-async def find_conflicts(
-    deps: Deps, user_id: int, command: FindConflicts, **_: Any
-) -> dict[str, Any]:
-    return await _scan(deps, user_id, command, relations=True)
+async def find_conflicts(deps: Deps, meta: CallMeta, command: FindConflicts) -> dict[str, Any]:
+    return await _scan(deps, meta.user_id, command, relations=True)
 
 
 async def _scan(

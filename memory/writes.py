@@ -15,15 +15,15 @@ Two kinds of key (the API builds them, ``api/mcp/dispatch.py``):
   new request id (MCP 2026-07-28 has no session). Its receipt stands for
   ``Settings.idempotency_window_s`` seconds, and only while no later write
   of the same user named one of the memories its result names: once
-  "forget" has removed what a "remember" stored, the same "remember" again
+  a forget has removed what a remember stored, the same remember again
   is a new request, not a retry, and stores the text again. A write that
   changed nothing another write could undo is unaffected. The rule reads
   only receipts (every tool write leaves one), so background work on a
   memory (relations, re-embedding, recall's use counts) never voids one.
   A receipt that no longer stands is replaced by the new write's.
 
-  The queue sends a window key with the submission it belongs to
-  (``key#submission``, :func:`with_submission`): a message the broker
+  A window key travels with the submission it belongs to
+  (:meth:`IdempotencyKey.submitted`, made once per call at the edge): a message the broker
   redelivers after a worker died carries the same submission and gets its
   own receipt back whatever the window says by then (the worker may come
   back after the window, or after a later write named its memories), while a
@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
@@ -58,32 +59,46 @@ _PRUNE_CHANCE = 1 / 64
 Work = Callable[[psycopg.AsyncConnection], Awaitable[dict[str, Any]]]
 
 
-#: Separates a retry-window key from the queue submission it was sent in.
-SUBMISSION_SEPARATOR = "#"
+@dataclass(frozen=True)
+class IdempotencyKey:
+    """The key a write is done at most once under, and the submission that sent it.
 
+    ``key`` is an operation key or a retry-window key (module docstring; the
+    API builds it from the call). ``submission`` is set only on a window key,
+    by :meth:`submitted`, once per call: a redelivery of the same message
+    carries the same submission and gets its own receipt back, a client's
+    retry is a new submission, judged by the window.
+    """
 
-def with_submission(idempotency_key: str) -> str:
-    """A window key as one queue submission sends it; other keys unchanged (module doc)."""
-    if not is_window_key(idempotency_key):
-        return idempotency_key
-    return f"{idempotency_key}{SUBMISSION_SEPARATOR}{uuid.uuid4().hex}"
+    key: str
+    submission: str | None = None
 
+    @property
+    def is_window(self) -> bool:
+        return is_window_key(self.key)
 
-def _split(idempotency_key: str) -> tuple[str, str | None]:
-    """(the receipt's key, the submission) of a key the queue sent."""
-    if is_window_key(idempotency_key) and SUBMISSION_SEPARATOR in idempotency_key:
-        key, _, submission = idempotency_key.rpartition(SUBMISSION_SEPARATOR)
-        return key, submission
-    return idempotency_key, None
+    def submitted(self) -> IdempotencyKey:
+        """This key as one submission sends it: a window key gains a fresh submission id."""
+        if not self.is_window:
+            return self
+        return replace(self, submission=uuid.uuid4().hex)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "submission": self.submission}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IdempotencyKey:
+        submission = data.get("submission")
+        return cls(str(data["key"]), submission if isinstance(submission, str) else None)
 
 
 async def prior_receipt(
-    deps: Deps, user_id: int, idempotency_key: str | None
+    deps: Deps, user_id: int, idempotency_key: IdempotencyKey | None
 ) -> dict[str, Any] | None:
     """The stored answer of this write if it already happened (checked before costly work)."""
-    if not idempotency_key:
+    if idempotency_key is None:
         return None
-    key, submission = _split(idempotency_key)
+    key, submission = idempotency_key.key, idempotency_key.submission
     async with deps.pool.connection() as conn:
         return await store.get_receipt(
             conn, user_id, key, window_s=_window(deps, key), submission=submission
@@ -91,14 +106,16 @@ async def prior_receipt(
 
 
 async def run_write(
-    deps: Deps, user_id: int, tool: str, idempotency_key: str | None, work: Work
+    deps: Deps, user_id: int, label: str, idempotency_key: IdempotencyKey | None, work: Work
 ) -> dict[str, Any]:
     """Run ``work(conn)`` in one transaction and store its answer under the key.
 
     Two runs of the same key are serialised by an advisory lock; the second
     returns the first one's receipt. Without a key (dry runs) nothing is stored.
+    ``label`` names the write on its receipt (the command's type name).
     """
-    key, submission = _split(idempotency_key) if idempotency_key else (None, None)
+    key = idempotency_key.key if idempotency_key else None
+    submission = idempotency_key.submission if idempotency_key else None
     async with deps.pool.connection() as conn, conn.transaction():
         if key:
             await store.lock_receipt_key(conn, user_id, key)
@@ -110,7 +127,7 @@ async def run_write(
         payload = await work(conn)
         if key:
             await store.put_receipt(
-                conn, user_id, key, tool, payload, named_memories(payload), submission
+                conn, user_id, key, label, payload, named_memories(payload), submission
             )
             if random.random() < _PRUNE_CHANCE:
                 await store.prune_receipts(conn, older_than_s=RECEIPT_TTL_S)

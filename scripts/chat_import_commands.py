@@ -13,10 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
+
+if TYPE_CHECKING:
+    from memory.audit import AuditLog
+    from memory.chat_import import StoreBatch
+    from memory.deps import Deps
 
 
 def add_parser(sub: Any) -> None:
@@ -87,7 +93,7 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
     from bootstrap.admin import admin_pool, check_schema
     from bootstrap.providers import make_embedder
     from memory.audit import COMMAND_CLIENT_ID, AuditLog
-    from memory.chat_import import direct_store, import_chats
+    from memory.chat_import import import_chats
     from memory.deps import Deps
 
     async with admin_pool(settings, name="cli-chat-import", max_size=3) as pool:
@@ -121,6 +127,47 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
 
 class _UnknownAccount(Exception):
     pass
+
+
+def direct_store(
+    deps: Deps, user_id: int, audit: AuditLog | None, *, client_id: str | None = None
+) -> StoreBatch:
+    """``remember_batch`` run right here (its command, through ``memory.handlers.dispatch``),
+    recorded in the audit log as entry ``cli`` under ``client_id`` (the commands' own,
+    ``memory.audit.COMMAND_CLIENT_ID``); the rows it stores name that client as their writer."""
+    from memory.calls import CallMeta
+    from memory.commands import RememberBatch
+    from memory.errors import MemoryServiceError
+    from memory.handlers import dispatch
+    from memory.writers import Writer
+    from memory.writes import IdempotencyKey
+
+    writer = Writer(client_id) if client_id else None
+
+    async def store_batch(items: list[dict[str, Any]], key: str) -> dict[str, Any]:
+        arguments = {"items": items}
+        started = time.monotonic()
+        meta = CallMeta(user_id, writer=writer, idempotency_key=IdempotencyKey(key))
+        try:
+            command = RememberBatch.parse(arguments, deps.settings)
+            payload = await dispatch(deps, meta, command)
+        except MemoryServiceError as ex:
+            payload = ex.to_payload()
+        if audit is not None:
+            audit.record(
+                user_id=user_id,
+                entry="cli",
+                client_id=client_id,
+                token_jti=None,
+                tool="remember_batch",
+                read_only=False,
+                arguments=arguments,
+                payload=payload,
+                duration_s=time.monotonic() - started,
+            )
+        return payload
+
+    return store_batch
 
 
 def _progress(done: int, total: int, report: Any) -> None:

@@ -1,6 +1,9 @@
-"""Thin actors: ids and JSON in, a ``memory.service`` use case, a JSON payload out.
+"""Thin actors: JSON in, a ``memory.handlers`` handler, a JSON payload out.
 
-The worker side of a tool call. Domain errors come back as error payloads
+The worker side of a queued tool call: :func:`run_command` gets the call's
+metadata and its command as JSON (``memory.calls.CallMeta``,
+``memory.commands``), decodes them and runs the command's handler through
+``memory.handlers.dispatch``. Domain errors come back as error payloads
 (never retried: the answer would not change); a worker that dies mid-message
 has it redelivered, and the use case's write receipt makes the rerun return
 the first answer instead of writing again.
@@ -21,14 +24,14 @@ import dramatiq
 from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.middleware import AsyncIO
 
+from memory.calls import CallMeta
+from memory.commands import COMMAND_KEY, from_json
 from memory.deps import Deps
 from memory.errors import INTERNAL_ERROR, MemoryServiceError
+from memory.handlers import dispatch
 from memory.reembedding import reembed_batch as _reembed_batch
 from memory.relations import extract_relations as _extract_relations
 from memory.request_ids import accept_request_id, request_id_var
-from memory.service import USE_CASES
-from memory.writers import from_options as writers_from_options
-from memory.writers import writer_var
 
 #: The queue every tool write goes through.
 WRITE_QUEUE = "ownsona-writes"
@@ -80,35 +83,40 @@ class _NoWorker:
         raise RuntimeError("worker resources are not open: this broker has no WorkerResources")
 
 
-async def run_use_case(
-    source: DepsSource, use_case: str, user_id: int, args: dict[str, Any], idempotency_key: str
+async def run_command(
+    source: DepsSource, meta: dict[str, Any], command: dict[str, Any]
 ) -> dict[str, Any]:
+    """Run one queued command: ``meta`` and ``command`` as the API encoded them."""
     deps = source.deps()
-    fn = USE_CASES.get(use_case)
-    if fn is None:
+    try:
+        decoded = from_json(command)
+        call = CallMeta.from_json(meta)
+    except (KeyError, TypeError, ValueError):
+        # A message this version cannot read (one queued by an older web process).
+        _log.error("a queued command could not be decoded: %r", command.get(COMMAND_KEY))
         return MemoryServiceError(INTERNAL_ERROR, "Unknown operation.").to_payload()
     try:
-        # ``args`` is the command the API parsed (memory.commands), as JSON; the
-        # table entry decodes it, so the use case receives the command object. (It
-        # also parses raw arguments: a message an API process older than the
-        # commands queued, during a rolling upgrade.)
-        return await fn(deps, user_id, args, idempotency_key=idempotency_key)
+        return await dispatch(deps, call, decoded)
     except MemoryServiceError as ex:
         # The worker's one error boundary: the API passes this payload on as it is.
         return ex.to_payload()
     except Exception:
         # Never the arguments: they hold memory text.
-        _log.exception("write %s failed unexpectedly", use_case)
+        _log.exception("command %s failed unexpectedly", type(decoded).__name__)
         return MemoryServiceError(
             INTERNAL_ERROR, "An unexpected error occurred; nothing was changed."
         ).to_payload()
 
 
-async def extract_relations(source: DepsSource, user_id: int, memory_ids: list[int]) -> None:
+async def extract_relations(
+    source: DepsSource, user_id: int, memory_ids: list[int], request_id: str | None = None
+) -> None:
     """Re-extract these memories' relation edges (SUPPLEMENT §6); raises to be retried.
 
     A retry redoes the whole chunk: extraction replaces a memory's edges, so
-    doing one twice changes nothing.
+    doing one twice changes nothing. ``request_id`` is the write's that owed
+    it, for log lines only (:class:`WorkerResources` sets it as the logging
+    context).
     """
     deps = source.deps()
     for memory_id in memory_ids:
@@ -128,7 +136,7 @@ async def reembed_batch(
 
 @dataclass(frozen=True)
 class Actors:
-    run_use_case: dramatiq.Actor
+    run_command: dramatiq.Actor
     extract_relations: dramatiq.Actor
     reembed_batch: dramatiq.Actor
 
@@ -150,10 +158,10 @@ def declare_actors(
         (m for m in broker.middleware if isinstance(m, WorkerResources)), _NoWorker()
     )
     return Actors(
-        run_use_case=dramatiq.Actor(
-            _bound(run_use_case, source),
+        run_command=dramatiq.Actor(
+            _bound(run_command, source),
             broker=broker,
-            actor_name="run_use_case",
+            actor_name="run_command",
             queue_name=WRITE_QUEUE,
             priority=0,
             options={"max_retries": 0, "store_results": True, "time_limit": WRITE_TIME_LIMIT_MS},
@@ -208,12 +216,13 @@ def extraction_hook(actors: Actors) -> Callable[[int, list[int]], None]:
     def send(user_id: int, memory_ids: list[int]) -> None:
         # A few messages per batch rather than one per memory: a 200-item
         # remember_batch costs 8 enqueues, and a failed chunk retries alone.
-        # The write's request id goes along, so the extraction's log lines carry it too.
+        # The logging context's request id (the write's, on a worker or in the web
+        # process; none in the outbox sweep) goes along as an argument, so the
+        # extraction's log lines carry it too.
         request_id = request_id_var.get()
-        options: dict[str, Any] = {"request_id": request_id} if request_id else {}
         for start in range(0, len(memory_ids), EXTRACTION_CHUNK):
             chunk = memory_ids[start : start + EXTRACTION_CHUNK]
-            actors.extract_relations.send_with_options(args=(user_id, chunk), **options)
+            actors.extract_relations.send(user_id, chunk, request_id)
 
     return send
 
@@ -263,18 +272,14 @@ class WorkerResources(AsyncIO):
             loop_thread.run_coroutine(self._close(deps))
         super().after_worker_shutdown(broker, worker)
 
-    # Each worker thread runs one message at a time: the request id the API
-    # sent with it (tasks.queue) is this thread's while it runs (self._running,
-    # per thread), and the actor's coroutine inherits it (asyncio copies the
-    # context it is sent from).
+    # Each worker thread runs one message at a time: the request id its
+    # arguments carry (a command's CallMeta, an extraction's request id) is this
+    # thread's logging context while it runs (self._running, per thread), and
+    # the actor's coroutine inherits it (asyncio copies the context it is sent
+    # from). Log lines only: the handler gets the request id in its CallMeta.
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        self._running.request_id = request_id_var.set(
-            accept_request_id(message.options.get("request_id"))
-        )
-        # The app a write speaks for travels the same way (memory.writers); a message
-        # without it sets None, so nothing of an earlier message's leaks into this one.
-        self._running.writer = writer_var.set(writers_from_options(message.options))
+        self._running.request_id = request_id_var.set(_request_id_of(message))
         self._running.started = time.perf_counter()
 
     def after_process_message(
@@ -290,18 +295,29 @@ class WorkerResources(AsyncIO):
         )
         if token is not None:
             request_id_var.reset(token)
-        writer_token, self._running.writer = getattr(self._running, "writer", None), None
-        if writer_token is not None:
-            writer_var.reset(writer_token)
 
     after_skip_message = after_process_message
 
 
+def _request_id_of(message: Any) -> str | None:
+    """The request id a message's arguments carry (for its log lines), or None."""
+    args = message.args
+    if message.actor_name == "run_command" and args and isinstance(args[0], dict):
+        value = args[0].get("request_id")
+    elif message.actor_name == "extract_relations" and len(args) > 2:
+        value = args[2]
+    else:
+        value = None
+    return accept_request_id(value) if isinstance(value, str) else None
+
+
 def _log_processed(message: Any, result: Any, exception: Any, seconds: float) -> None:
-    """One line per message: the actor, the use case and outcome; never the arguments."""
+    """One line per message: the actor, the command and outcome; never the arguments."""
     fields: dict[str, Any] = {"actor": message.actor_name, "duration_ms": round(seconds * 1000, 2)}
-    if message.actor_name == "run_use_case" and message.args:
-        fields["use_case"] = message.args[0]
+    if message.actor_name == "run_command" and len(message.args) > 1:
+        command = message.args[1]
+        if isinstance(command, dict) and isinstance(command.get(COMMAND_KEY), str):
+            fields["use_case"] = command[COMMAND_KEY]
     if exception is not None:
         fields["outcome"] = type(exception).__name__
     elif isinstance(result, dict) and "ok" in result:

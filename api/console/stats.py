@@ -25,6 +25,8 @@ from memory import insights, provenance
 
 WEEKS = 12
 DAYS = 30
+#: The tools that read memories for an assistant's answer: "recall calls".
+RECALL_TOOLS = ("recall", "search_memory", "build_context_prompt")
 
 
 def _app_name(client_id: str | None) -> str:
@@ -67,7 +69,7 @@ class StatsPage:
         """Recall calls per day, the audit log caught up first."""
         if self._s.runtime.audit is not None:
             await self._s.runtime.audit.catch_up()
-        return await insights.recall_calls_per_day(self._s.pool, user_id, days=DAYS)
+        return await insights.recall_calls_per_day(self._s.pool, user_id, RECALL_TOOLS, days=DAYS)
 
 
 def _context(

@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import Any, Protocol
 
@@ -30,19 +30,19 @@ from api.mcp.versions import (
     SUPPORTED_VERSIONS,
     ProtocolRules,
 )
-from api.runtime import WriteQueue
+from api.runtime import CommandRunner, WriteQueue
 from auth.connected_apps import CLI_CLIENT_ID
 from auth.scopes import required_scope
 from config.machine import available_cpus
 from config.settings import Settings
 from memory.audit import AuditLog
-from memory.commands import parse_command
+from memory.calls import CallMeta
 from memory.deps import Deps
 from memory.errors import INVALID_INPUT, MemoryServiceError
+from memory.request_ids import current_request_id
 from memory.rules.inputs import reject_unknown
-from memory.service import UseCase
-from memory.writers import STDIO_CLIENT_ID, Writer, writing_as
-from memory.writes import WINDOW_PREFIX
+from memory.writers import STDIO_CLIENT_ID, Writer
+from memory.writes import WINDOW_PREFIX, IdempotencyKey
 
 logger = logging.getLogger("ownsona.api.mcp")
 
@@ -128,12 +128,12 @@ class Outcome:
 
 
 class McpDispatcher:
-    """Serves MCP requests: the tool registry, the use cases, and the write queue."""
+    """Serves MCP requests: the tool registry, the inline runner, and the write queue."""
 
     def __init__(
         self,
         tools: Mapping[str, ToolSpec],
-        use_cases: Mapping[str, UseCase],
+        run_inline: CommandRunner,
         *,
         deps: Deps,
         write_queue: WriteQueue,
@@ -144,7 +144,7 @@ class McpDispatcher:
         self._audit = audit
         self._observer = observer
         self._listing = [spec.listing() for spec in tools.values()]
-        self._use_cases = use_cases
+        self._run_inline = run_inline
         self._deps = deps
         self._write_queue = write_queue
         self.admission = Admission(busy_recall_limit(deps.settings))
@@ -244,13 +244,8 @@ class McpDispatcher:
         started = time.perf_counter()
         if extra_arguments and not spec.annotations.get("readOnlyHint", False):
             raise ValueError("extra arguments are for read tools only")
-        # The app this call speaks for goes with its write (memory.writers): a memory it
-        # stores records its writer on the row.
-        with writing_as(writer_of(ctx)):
-            async with self.admission.call(embeds_query=spec.embeds_query, light=spec.light):
-                payload = await self._run(
-                    spec, args, request_id, ctx, explicit_key, extra_arguments
-                )
+        async with self.admission.call(embeds_query=spec.embeds_query, light=spec.light):
+            payload = await self._run(spec, args, request_id, ctx, explicit_key, extra_arguments)
         seconds = time.perf_counter() - started
         ok = payload.get("ok") is True
         error_code = None if ok else _payload_error_code(payload)
@@ -296,10 +291,14 @@ class McpDispatcher:
             # queued one costs a round trip through the queue. Nested items are
             # checked by the command's item parser, so a bad item fails alone.
             reject_unknown(args, spec.argument_names | extra_arguments)
+            # Parsed here, the one place wire names and arguments become a command: a
+            # bad call is refused before anything runs or is queued.
+            command = spec.parse(args, self._deps.settings)
+            # The call's metadata, built once here and carried with the command (in the
+            # queue message too): the user, the app its writes are recorded under, the
+            # request id its log lines carry, and a write's idempotency key.
+            meta = CallMeta(ctx.user_id, writer=writer_of(ctx), request_id=current_request_id())
             if spec.queued:
-                # Parsed here, in the API process: a bad call is refused before it
-                # is queued, and the worker receives the command, not raw JSON.
-                command = parse_command(spec.use_case, args, self._deps.settings)
                 key = idempotency_key(
                     ctx.user_id,
                     spec.name,
@@ -310,17 +309,20 @@ class McpDispatcher:
                     header=explicit_key,
                     window_s=self._deps.settings.idempotency_window_s,
                 )
+                # One submission per call: a redelivery of its message is told from a
+                # client's retry (memory.writes.IdempotencyKey).
+                meta = replace(meta, idempotency_key=IdempotencyKey(key).submitted())
                 waited_from = time.perf_counter()
                 try:
-                    payload = await self._write_queue.submit(command, ctx.user_id, key)
+                    payload = await self._write_queue.submit(meta, command)
                 finally:
                     if self._observer is not None:
                         self._observer.write_waited(spec.name, time.perf_counter() - waited_from)
             else:
-                payload = await self._use_cases[spec.use_case](self._deps, ctx.user_id, args)
+                payload = await self._run_inline(self._deps, meta, command)
             if not isinstance(payload, dict) or not isinstance(payload.get("ok"), bool):
                 kind = type(payload).__name__
-                raise TypeError(f"use case {spec.use_case} returned a {kind}, not a payload")
+                raise TypeError(f"{spec.name}'s handler returned a {kind}, not a payload")
             return payload
         except Exception as ex:
             return tool_failure_payload(ex, tool=spec.name, user_id=ctx.user_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from api.mcp import tool_outputs as out
 from api.mcp.tool_schemas import DRY_RUN, MEMORY_ID, STRING, Schemas, flag, item_of, retry_as
 from api.mcp.tool_spec import ToolSpec, write_hints
+from memory.commands import Confirm, Forget, ForgetBatch, UpdateMemory, UpdateMemoryBatch
 
 
 def editing_tools(s: Schemas) -> list[ToolSpec]:
@@ -20,7 +21,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({**update_item["properties"], "dry_run": DRY_RUN}, required=["id"]),
             out.result(memory_id=out.INT, changed_fields={"type": "array"}),
             write_hints(destructive=True, idempotent=True),
-            "update_memory",
+            UpdateMemory,
             queued=True,
         ),
         ToolSpec(
@@ -31,7 +32,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({"items": s.batch(item_of(update_item)), "dry_run": DRY_RUN}, required=["items"]),
             out.BATCH,
             write_hints(destructive=True, idempotent=True),
-            "update_memory_batch",
+            UpdateMemoryBatch,
             queued=True,
         ),
         ToolSpec(
@@ -42,7 +43,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             out.result(last_confirmed_at=out.STR),
             # Each call is another positive feedback step, so not idempotent.
             write_hints(destructive=False, idempotent=False),
-            "confirm",
+            Confirm,
             queued=True,
         ),
         ToolSpec(
@@ -62,7 +63,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             ),
             out.result(already_deleted=out.BOOL),
             write_hints(destructive=True, idempotent=True),
-            "forget",
+            Forget,
             queued=True,
         ),
         ToolSpec(
@@ -75,7 +76,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             ),
             out.BATCH,
             write_hints(destructive=True, idempotent=True),
-            "forget_batch",
+            ForgetBatch,
             queued=True,
         ),
     ]

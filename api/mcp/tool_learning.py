@@ -5,6 +5,7 @@ from __future__ import annotations
 from api.mcp import tool_outputs as out
 from api.mcp.tool_schemas import MEMORY_ID, Schemas, retry_as
 from api.mcp.tool_spec import ToolSpec, write_hints
+from memory.commands import Reinforce
 
 
 def learning_tools(s: Schemas) -> list[ToolSpec]:
@@ -30,7 +31,7 @@ def learning_tools(s: Schemas) -> list[ToolSpec]:
             ),
             out.result(reinforced=out.keys("id")),
             write_hints(destructive=False, idempotent=False),
-            "reinforce",
+            Reinforce,
             queued=True,
         ),
     ]

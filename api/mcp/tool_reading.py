@@ -17,6 +17,18 @@ from api.mcp.tool_schemas import (
     flag,
 )
 from api.mcp.tool_spec import READ_HINTS, ToolSpec
+from memory.commands import (
+    BuildContextPrompt,
+    CountMemories,
+    ExportMemories,
+    GetMemory,
+    ListMemories,
+    ListTags,
+    MemoryStats,
+    QueryRelations,
+    Recall,
+    TextSearch,
+)
 
 
 def reading_tools(s: Schemas) -> list[ToolSpec]:
@@ -42,7 +54,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             ),
             out.result(prompt=out.STR),
             READ_HINTS,
-            "build_context_prompt",
+            BuildContextPrompt,
             queued=False,
             embeds_query=True,
         ),
@@ -52,7 +64,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({"limit": s.limit(20), "offset": count(0, 0), **s.cleanup_filters()}),
             out.result(memories=out.ROWS),
             READ_HINTS,
-            "list_memories",
+            ListMemories,
             queued=False,
         ),
         ToolSpec(
@@ -62,7 +74,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({"text": TEXT, "limit": s.limit(20)}, required=["text"]),
             out.result(memories=out.ROWS),
             READ_HINTS,
-            "text_search",
+            TextSearch,
             queued=False,
         ),
         ToolSpec(
@@ -71,7 +83,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({"id": MEMORY_ID}, required=["id"]),
             out.result(memory={"required": ["id", "text"]}),
             READ_HINTS,
-            "get_memory",
+            GetMemory,
             queued=False,
         ),
         ToolSpec(
@@ -80,7 +92,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({**s.cleanup_filters(), "tags": TAGS, "source_provider": STRING}),
             out.result(count=out.INT),
             READ_HINTS,
-            "count_memories",
+            CountMemories,
             queued=False,
         ),
         ToolSpec(
@@ -89,7 +101,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({}),
             out.result(active=out.INT),
             READ_HINTS,
-            "memory_stats",
+            MemoryStats,
             queued=False,
         ),
         ToolSpec(
@@ -98,7 +110,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({"include_deleted": flag(False), "limit": count(1)}),
             out.result(tags=out.keys("tag", "count")),
             READ_HINTS,
-            "list_tags",
+            ListTags,
             queued=False,
         ),
         ToolSpec(
@@ -108,7 +120,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             s.obj({"include_deleted": flag(True)}),
             out.result(memories=out.ROWS),
             READ_HINTS,
-            "export_memories",
+            ExportMemories,
             queued=False,
         ),
         ToolSpec(
@@ -125,7 +137,7 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
             ),
             out.result(relations=out.keys("subject", "predicate", "object")),
             READ_HINTS,
-            "query_relations",
+            QueryRelations,
             queued=False,
         ),
     ]
@@ -160,7 +172,7 @@ def _recall_spec(s: Schemas, name: str) -> ToolSpec:
         ),
         out.result(matches=out.ROWS),
         READ_HINTS,
-        name,
+        Recall,
         queued=False,
         embeds_query=True,
     )

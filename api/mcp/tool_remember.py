@@ -5,6 +5,7 @@ from __future__ import annotations
 from api.mcp import tool_outputs as out
 from api.mcp.tool_schemas import DEDUP_POLICY, STRING, Schemas, item_of, retry_as
 from api.mcp.tool_spec import ToolSpec, write_hints
+from memory.commands import Remember, RememberBatch
 
 #: near_duplicates and previously_corrected entries (``memory.remembering._item_outcome``).
 _NEAR = out.keys("id", "text", "score")
@@ -27,7 +28,7 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
             # Not idempotent: downweights steps salience again; destructive: supersedes
             # retires the rows it names.
             write_hints(destructive=True, idempotent=False),
-            "remember",
+            Remember,
             queued=True,
         ),
         ToolSpec(
@@ -45,7 +46,7 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
             ),
             out.result(results=out.keys("ok")),
             write_hints(destructive=True, idempotent=False),
-            "remember_batch",
+            RememberBatch,
             queued=True,
         ),
     ]

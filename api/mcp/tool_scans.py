@@ -5,6 +5,8 @@ from __future__ import annotations
 from api.mcp import tool_outputs as out
 from api.mcp.tool_schemas import Schemas
 from api.mcp.tool_spec import READ_HINTS, ToolSpec
+from memory.commands import FindConflicts, FindNearDuplicates
+from memory.commands.scans import Scan
 
 
 def scan_tools(s: Schemas) -> list[ToolSpec]:
@@ -13,6 +15,7 @@ def scan_tools(s: Schemas) -> list[ToolSpec]:
         _scan_spec(
             s,
             "find_near_duplicates",
+            FindNearDuplicates,
             "Groups of active memories saying nearly the same (cosine >= threshold), for "
             "cleanup with forget_batch.",
             0.92,
@@ -20,6 +23,7 @@ def scan_tools(s: Schemas) -> list[ToolSpec]:
         _scan_spec(
             s,
             "find_conflicts",
+            FindConflicts,
             "Active memories sharing a tag that may contradict; you judge. reason: relation "
             "(one fact, e.g. home city, with different values, at any similarity) or "
             "similarity. Fix: confirm, or remember with supersedes (old is wrong) or "
@@ -29,7 +33,9 @@ def scan_tools(s: Schemas) -> list[ToolSpec]:
     ]
 
 
-def _scan_spec(s: Schemas, name: str, description: str, threshold: float) -> ToolSpec:
+def _scan_spec(
+    s: Schemas, name: str, command: type[Scan], description: str, threshold: float
+) -> ToolSpec:
     # Read-only, but a scan over the whole store: it runs on a worker so a
     # large store never ties up the web process.
     return ToolSpec(
@@ -43,6 +49,6 @@ def _scan_spec(s: Schemas, name: str, description: str, threshold: float) -> Too
         ),
         out.scan_result(with_reason=name == "find_conflicts"),
         READ_HINTS,
-        name,
+        command,
         queued=True,
     )

@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from config.settings import Settings
+from memory.commands import Command
+
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One MCP tool: its listing and the use case that serves it."""
+    """One MCP tool: its listing and the command its arguments are parsed into."""
 
     name: str
     description: str
@@ -17,13 +20,18 @@ class ToolSpec:
     output_schema: dict[str, Any]
     #: MCP ToolAnnotations: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
     annotations: dict[str, bool]
-    #: Key of ``memory.service.USE_CASES``.
-    use_case: str
+    #: The command class the tool's arguments are parsed into (``parse``, with the
+    #: tool's documented errors); ``memory.handlers.HANDLERS`` names its handler.
+    command: type[Command]
     #: True: runs on a worker through ``Runtime.write_queue``; False: inline.
     queued: bool
     #: True: an inline call that embeds a query (recall...): ``api.mcp.admission`` lets
     #: the inline calls that embed nothing go first.
     embeds_query: bool = False
+
+    def parse(self, arguments: dict[str, Any], settings: Settings) -> Command:
+        """The call's arguments as this tool's command, or MemoryServiceError."""
+        return self.command.parse(arguments, settings)
 
     @property
     def light(self) -> bool:

@@ -1,7 +1,8 @@
-"""Commands as plain JSON, for the write queue: ``{"command": tool, field: value, ...}``.
+"""Commands as plain JSON, for the queue: ``{"command": <type name>, field: value, ...}``.
 
 A command crosses the queue between the API process that parsed it and the
-worker that runs it, and Dramatiq's encoder is JSON (STYLE §3.8). The values
+worker that runs it; it is tagged by its command type's name (``"Remember"``),
+never by a tool name, and the worker looks its handler up by that type, and Dramatiq's encoder is JSON (STYLE §3.8). The values
 a command holds are JSON values plus a few typed ones, each written as an
 object tagged with ``"type"`` so the worker gets back exactly what the API
 parsed:
@@ -23,18 +24,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory.errors import MemoryServiceError
 
 if TYPE_CHECKING:
     from config.settings import Settings
 
-#: The key naming the tool of a command's JSON.
+#: The key naming the command type of a command's JSON.
 COMMAND_KEY = "command"
 
 _PARTS: dict[str, type[Any]] = {}
-#: Every command class, by its tool: filled by :func:`command` as the family modules load.
+#: Every command class, by its type name: filled by :func:`command` as the family modules load.
 REGISTERED: dict[str, type[Command]] = {}
 
 T = TypeVar("T")
@@ -42,25 +43,32 @@ T = TypeVar("T")
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """A tool call's arguments, validated and parsed in the API process."""
-
-    #: The tool (and ``memory.service.USE_CASES`` key) this command is for.
-    TOOL: ClassVar[str]
+    """A tool call's arguments, validated and parsed at the edge (the API process)."""
 
     @classmethod
     def parse(cls, raw: object, settings: Settings) -> Command:
-        """Validate a tool's JSON arguments into this command, or raise MemoryServiceError."""
+        """Validate a tool's JSON arguments into this command, or raise MemoryServiceError.
+
+        The errors are the tool's documented ones (INVALID_INPUT and the like).
+        """
         raise NotImplementedError(f"{cls.__name__} does not say how it is parsed")
 
+    @classmethod
+    def type_name(cls) -> str:
+        """The name the command's JSON is tagged with (and its write receipt labelled by)."""
+        return cls.__name__
+
     def to_json(self) -> dict[str, Any]:
-        """The command as plain JSON, ``{"command": TOOL, field: value, ...}``."""
-        return {COMMAND_KEY: self.TOOL, **_fields(self)}
+        """The command as plain JSON, ``{"command": <type name>, field: value, ...}``."""
+        return {COMMAND_KEY: self.type_name(), **_fields(self)}
 
 
-def command(cls: type[T]) -> type[T]:
-    """Register a :class:`Command` subclass under its ``TOOL`` (a class decorator)."""
-    assert issubclass(cls, Command)
-    REGISTERED[cls.TOOL] = cls
+C = TypeVar("C", bound=Command)
+
+
+def command(cls: type[C]) -> type[C]:
+    """Register a :class:`Command` subclass under its type name (a class decorator)."""
+    REGISTERED[cls.type_name()] = cls
     return cls
 
 
@@ -70,17 +78,12 @@ def part(cls: type[T]) -> type[T]:
     return cls
 
 
-def is_command_json(value: object) -> bool:
-    """True for the JSON :meth:`Command.to_json` writes."""
-    return isinstance(value, Mapping) and isinstance(value.get(COMMAND_KEY), str)
-
-
 def from_json(data: Mapping[str, Any]) -> Command:
     """The command :meth:`Command.to_json` wrote; ValueError for anything else."""
-    tool = data.get(COMMAND_KEY)
-    cls = REGISTERED.get(tool) if isinstance(tool, str) else None
+    name = data.get(COMMAND_KEY)
+    cls = REGISTERED.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ValueError(f"not a command: {tool!r}")
+        raise ValueError(f"not a command: {name!r}")
     return _build(cls, {k: v for k, v in data.items() if k != COMMAND_KEY})
 
 

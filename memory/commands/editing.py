@@ -99,8 +99,6 @@ def parse_update(
 @command
 @dataclass(frozen=True)
 class UpdateMemory(Command):
-    TOOL = "update_memory"
-
     request: UpdateRequest
     dry_run: bool
 
@@ -113,8 +111,6 @@ class UpdateMemory(Command):
 @command
 @dataclass(frozen=True)
 class UpdateMemoryBatch(Command):
-    TOOL = "update_memory_batch"
-
     #: In input order; an item that failed validation is its error, reported in its place.
     items: tuple[UpdateRequest | MemoryServiceError, ...]
     #: Each item's id as sent when it is an integer (echoed with the item's error), else None.
@@ -151,8 +147,6 @@ def _item_id(item: object) -> int | None:
 @command
 @dataclass(frozen=True)
 class Confirm(Command):
-    TOOL = "confirm"
-
     id: int
 
     @classmethod
@@ -166,8 +160,6 @@ class Confirm(Command):
 @command
 @dataclass(frozen=True)
 class Forget(Command):
-    TOOL = "forget"
-
     id: int
     hard_delete: bool
     reason: str | None
@@ -196,8 +188,6 @@ class Forget(Command):
 @command
 @dataclass(frozen=True)
 class ForgetBatch(Command):
-    TOOL = "forget_batch"
-
     #: In input order; an entry that is not a memory id is its error, reported in its place.
     ids: tuple[int | MemoryServiceError, ...]
     #: The entries as sent, echoed as the ``id`` of an entry that failed validation.

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 @command
 @dataclass(frozen=True)
 class Reinforce(Command):
-    TOOL = "reinforce"
-
     #: Duplicates collapsed, first-seen order kept.
     memory_ids: tuple[int, ...]
     delta: float

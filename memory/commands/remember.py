@@ -127,8 +127,6 @@ def _ids(args: Args, name: str, max_ids: int) -> tuple[int, ...]:
 @command
 @dataclass(frozen=True)
 class Remember(Command):
-    TOOL = "remember"
-
     item: RememberItem
 
     @classmethod
@@ -141,8 +139,6 @@ class Remember(Command):
 @command
 @dataclass(frozen=True)
 class RememberBatch(Command):
-    TOOL = "remember_batch"
-
     #: In input order; an item that failed validation is its error, reported in its place.
     items: tuple[RememberItem | MemoryServiceError, ...]
 

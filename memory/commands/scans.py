@@ -46,7 +46,6 @@ class Scan(Command):
 @command
 @dataclass(frozen=True)
 class FindNearDuplicates(Scan):
-    TOOL = "find_near_duplicates"
     DEFAULT_THRESHOLD = NEAR_DUPLICATE_THRESHOLD
     SHARED_TAG = False
 
@@ -54,6 +53,5 @@ class FindNearDuplicates(Scan):
 @command
 @dataclass(frozen=True)
 class FindConflicts(Scan):
-    TOOL = "find_conflicts"
     DEFAULT_THRESHOLD = CONFLICT_THRESHOLD
     SHARED_TAG = True

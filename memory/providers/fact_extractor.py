@@ -6,7 +6,7 @@ assistant is asked to ``remember`` them, each with the day it happened when the
 conversation fixes one (its ``occurred_at``, issue 17). It uses the relation extractor's LLM
 settings (``LLM_BASE_URL``, ``LLM_API_KEY``, ``LLM_MODEL``) and the same
 wire format and JSON habits as :class:`memory.providers.extractors.LLMExtractor`.
-A failure raises :class:`memory.chat_import.FactExtractionError`, whose message
+A failure raises :class:`memory.providers.facts.FactExtractionError`, whose message
 holds no conversation text and no key.
 """
 
@@ -17,7 +17,6 @@ from datetime import date
 
 import httpx
 
-from memory.chat_import import Fact, FactExtractionError
 from memory.providers.chat_completions import (
     ChatCompletionError,
     ChatCompletions,
@@ -25,6 +24,7 @@ from memory.providers.chat_completions import (
     unfenced,
 )
 from memory.providers.extractors import LLM_TIMEOUT_S
+from memory.providers.facts import Fact, FactExtractionError
 
 __all__ = ["MAX_FACTS", "LLMFactExtractor", "parse_facts"]
 

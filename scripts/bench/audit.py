@@ -32,14 +32,18 @@ import psycopg
 
 from config.settings import Settings
 from memory.audit import AuditLog
+from memory.calls import CallMeta
+from memory.commands import Command, CountMemories, GetMemory
 from memory.deps import Deps
+from memory.handlers import dispatch
 from memory.providers.embedders import LocalEmbedder
-from memory.service import USE_CASES
 from storage.embedded import start_embedded
 from storage.migrate import migrate
 from storage.pool import make_pool
 
 DIMENSIONS = 384
+#: Each tool's command class (the API's registry maps the names; benchmarks cannot import it).
+COMMANDS: dict[str, type[Command]] = {"count_memories": CountMemories, "get_memory": GetMemory}
 TOOLS: tuple[tuple[str, dict[str, Any] | None], ...] = (
     ("count_memories", {}),
     ("get_memory", None),
@@ -80,7 +84,8 @@ async def _time(
 ) -> float:
     """One call as the dispatcher makes it: the use case, then (log on) its record."""
     started = time.perf_counter()
-    payload = await USE_CASES[tool](deps, user_id, args)
+    command = COMMANDS[tool].parse(args, deps.settings)
+    payload = await dispatch(deps, CallMeta(user_id), command)
     seconds = time.perf_counter() - started
     if audit is not None:
         audit.record(

@@ -267,6 +267,8 @@ async def measure(
 ) -> dict[str, Any]:
     from config.settings import Settings
     from memory import reading
+    from memory.calls import CallMeta
+    from memory.commands import Recall
     from memory.deps import Deps
     from memory.providers.embedders import LocalEmbedder
     from storage.pool import make_pool
@@ -284,9 +286,12 @@ async def measure(
     names = ("vector, 0001", "vector", "hybrid", "sql vector, 0001", "sql vector", "sql hybrid")
     times: dict[str, list[float]] = {name: [] for name in names}
     probed: list[int] = []
+    meta, settings = CallMeta(user_id), deps.settings
     try:
         for warm in asked[:30]:  # warm the caches and the model
-            await reading.recall(deps, user_id, {"query": warm, "limit": limit})
+            await reading.recall(
+                deps, meta, Recall.parse({"query": warm, "limit": limit}, settings)
+            )
             await _vector_only(deps, user_id, warm, limit)
             await _vector_only(old_deps, user_id, warm, limit)
         for query, vector in zip(asked, vectors, strict=True):
@@ -294,7 +299,12 @@ async def measure(
             runs: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
                 (
                     "hybrid",
-                    partial(reading.recall, deps, user_id, {"query": query, "limit": limit}),
+                    partial(
+                        reading.recall,
+                        deps,
+                        meta,
+                        Recall.parse({"query": query, "limit": limit}, settings),
+                    ),
                 ),
                 ("vector", partial(_vector_only, deps, user_id, query, limit)),
                 ("vector, 0001", partial(_vector_only, old_deps, user_id, query, limit)),

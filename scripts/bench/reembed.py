@@ -41,9 +41,11 @@ from pathlib import Path
 import numpy as np
 
 from config.settings import Settings
+from memory.calls import CallMeta
+from memory.commands import RememberBatch
 from memory.deps import Deps
+from memory.handlers import dispatch
 from memory.providers.embedders import LocalEmbedder
-from memory.service import USE_CASES
 from scripts import reembed
 from scripts.bench import corpus
 from storage.embedded import start_embedded, stop_embedded
@@ -89,7 +91,8 @@ async def _seed(dsn: str, texts: list[str], dimensions: int = DIMENSIONS) -> Non
         deps = Deps(settings=Settings(database_url=dsn), pool=pool, embedder=_OldModel(dimensions))  # type: ignore[arg-type]
         for start in range(0, len(texts), 200):
             items = [{"text": t, "dedup_policy": "insert"} for t in texts[start : start + 200]]
-            await USE_CASES["remember_batch"](deps, user_id, {"items": items})
+            command = RememberBatch.parse({"items": items}, deps.settings)
+            await dispatch(deps, CallMeta(user_id), command)
     finally:
         await pool.close()
 

@@ -12,7 +12,7 @@ directory under a digest of the texts, and a store already holding exactly
 those rows is reused, so a second run goes straight to the scans.
 
 Then it calls the two use cases exactly as a worker does
-(``memory.service.USE_CASES``) ``--runs`` times each and prints the wall time
+(``memory.handlers.dispatch``) ``--runs`` times each and prints the wall time
 of each run, the groups and pairs found, rows scanned per second, and one more
 run timed piece by piece (reading the vectors, the neighbour search, the
 union-find). ``--hnsw`` also times the fallback path for stores above
@@ -37,13 +37,15 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from config.settings import Settings
+from memory.calls import CallMeta
+from memory.commands import FindConflicts, FindNearDuplicates
 from memory.deps import Deps
+from memory.handlers import dispatch
 from memory.providers.embedders import LocalEmbedder
 from memory.rules import knn
 from memory.rules.clusters import cluster_pairs
 from memory.rules.text import normalize_text
 from memory.scans import NEIGHBOURS, qualifying_pairs
-from memory.service import USE_CASES
 from storage import scans as scan_store
 from storage.embedded import start_embedded
 from storage.migrate import migrate
@@ -151,7 +153,9 @@ async def run_scans(
             payload: dict[str, Any] = {}
             for _ in range(runs):
                 started = time.perf_counter()
-                payload = await USE_CASES[tool](deps, user_id, {"max_groups": 500})
+                scan = FindConflicts if shared_tag else FindNearDuplicates
+                command = scan.parse({"max_groups": 500}, deps.settings)
+                payload = await dispatch(deps, CallMeta(user_id), command)
                 times.append(time.perf_counter() - started)
             threshold = payload["threshold"]
             results[tool] = {

@@ -1,0 +1,105 @@
+"""One handler per command type, the table of them, and the one way to run a command.
+
+Every handler has the signature ``async (deps, meta, command) -> payload``
+and either returns its ``{"ok": true, ...}`` payload or raises
+:class:`~memory.errors.MemoryServiceError`. :func:`dispatch` looks the
+handler up by the command's type and is the one database-error boundary of
+every path that runs a command: the web process (inline tools), the workers
+(queued tools) and the commands (chat import, scripts).
+
+Whether a command runs inline or on a worker is the tool registry's decision
+(``api/mcp/tool_*.py``), not this module's; which tool names a command is
+the registry's too: nothing here knows a tool name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import psycopg
+
+from . import editing, learning, reading, relations, remembering, scans
+from .calls import CallMeta
+from .commands import (
+    BuildContextPrompt,
+    Command,
+    Confirm,
+    CountMemories,
+    ExportMemories,
+    FindConflicts,
+    FindNearDuplicates,
+    Forget,
+    ForgetBatch,
+    GetMemory,
+    ListMemories,
+    ListTags,
+    MemoryStats,
+    QueryRelations,
+    Recall,
+    Reinforce,
+    Remember,
+    RememberBatch,
+    TextSearch,
+    UpdateMemory,
+    UpdateMemoryBatch,
+)
+from .deps import Deps
+from .errors import DATABASE_ERROR, MemoryServiceError
+
+C = TypeVar("C", bound=Command)
+Payload = dict[str, Any]
+#: A handler of one command type.
+Handler = Callable[[Deps, CallMeta, C], Awaitable[Payload]]
+
+_log = logging.getLogger(__name__)
+
+#: Every command type's handler (cosmicpython's ``handlers.py``): one row per command.
+HANDLERS: Mapping[type[Command], Handler[Any]] = {
+    Remember: remembering.remember,
+    RememberBatch: remembering.remember_batch,
+    Recall: reading.recall,
+    BuildContextPrompt: reading.build_context_prompt,
+    ListMemories: reading.list_memories,
+    TextSearch: reading.text_search,
+    GetMemory: reading.get_memory,
+    CountMemories: reading.count_memories,
+    MemoryStats: reading.memory_stats,
+    ListTags: reading.list_tags,
+    ExportMemories: reading.export_memories,
+    UpdateMemory: editing.update_memory,
+    UpdateMemoryBatch: editing.update_memory_batch,
+    Confirm: editing.confirm,
+    Forget: editing.forget,
+    ForgetBatch: editing.forget_batch,
+    Reinforce: learning.reinforce,
+    FindNearDuplicates: scans.find_near_duplicates,
+    FindConflicts: scans.find_conflicts,
+    QueryRelations: relations.query_relations,
+}
+
+
+async def dispatch(deps: Deps, meta: CallMeta, command: Command) -> Payload:
+    """Run ``command``'s handler for ``meta``; its payload, or MemoryServiceError.
+
+    The one database-error boundary: a database failure (the transaction has
+    rolled back) becomes DATABASE_ERROR, on every path.
+    """
+    handler = HANDLERS[type(command)]
+    try:
+        return await handler(deps, meta, command)
+    except MemoryServiceError:
+        raise
+    except psycopg.Error as ex:
+        raise database_error(ex, type(command).__name__) from ex
+
+
+def database_error(ex: psycopg.Error, what: str) -> MemoryServiceError:
+    """DATABASE_ERROR for a failure of the database (logged with its class, never its text)."""
+    _log.error("database error in %s: %s", what, type(ex).__name__)
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        "The database failed to complete the request; nothing was changed. Try again.",
+        {"sqlstate": getattr(ex, "sqlstate", None)},
+    )

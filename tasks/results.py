@@ -1,0 +1,164 @@
+"""Awaiting a message's result without blocking the event loop: one interface, two ways.
+
+:class:`ResultsWaiter` sends a message and awaits the result its actor
+stored, through the broker's own results backend. Which implementation a
+process uses follows from its broker (``results_waiter``, called by the
+composition root): Redis results are awaited with ``BRPOPLPUSH`` on an
+asyncio client; in-process results (the StubBroker with
+:class:`~tasks.broker.NotifyingStubBackend`) wake an asyncio future from the
+worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+import redis
+import redis.asyncio as aredis
+from dramatiq.message import Message
+
+from memory.errors import DATABASE_ERROR, MemoryServiceError
+
+from .broker import BrokerBundle, NotifyingStubBackend
+
+#: Longest single blocking read while awaiting a result, in seconds.
+_WAIT_SLICE_S = 10.0
+
+
+def queue_unreachable() -> MemoryServiceError:
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        "The write queue could not be reached, so nothing was stored. Try again shortly.",
+        {"component": "queue"},
+    )
+
+
+def write_timed_out(seconds: float) -> MemoryServiceError:
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        f"The write was queued but no worker finished it within {seconds:g} s. It may still be "
+        "applied; repeating the same call is safe and will not store it twice.",
+        {"component": "worker", "timeout_s": seconds},
+    )
+
+
+class ResultsWaiter(Protocol):
+    """Sends a message and awaits the raw result its actor stored."""
+
+    async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
+        """The stored result (to be unwrapped by the backend), or MemoryServiceError when
+        the queue cannot be reached or no result comes in time."""
+        ...
+
+    async def queue_depths(self) -> dict[str, int]:
+        """Messages enqueued and not yet acknowledged, per declared queue."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class InProcessResults:
+    """The StubBroker's waiter: the backend wakes an asyncio future as a result lands."""
+
+    def __init__(self, bundle: BrokerBundle, backend: NotifyingStubBackend) -> None:
+        self._broker: Any = bundle.broker
+        self._backend = backend
+
+    async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        key = self._backend.build_message_key(message)
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(done.set)
+
+        self._backend.add_waiter(key, wake)
+        try:
+            self._broker.enqueue(message)  # an in-memory queue: never blocks
+            try:
+                await asyncio.wait_for(done.wait(), timeout_s)
+            except TimeoutError:
+                raise write_timed_out(timeout_s) from None
+        finally:
+            self._backend.remove_waiter(key, wake)
+        return self._backend.get_stored(key)
+
+    async def queue_depths(self) -> dict[str, int]:
+        broker = self._broker
+        queues = sorted(broker.get_declared_queues() | broker.get_declared_delay_queues())
+        return {name: broker.queues[name].qsize() for name in queues if name in broker.queues}
+
+    async def aclose(self) -> None:
+        return None
+
+
+class RedisResults:
+    """The Redis broker's waiter: ``BRPOPLPUSH`` on an asyncio client, in bounded slices."""
+
+    def __init__(self, bundle: BrokerBundle, redis_url: str) -> None:
+        self._broker: Any = bundle.broker
+        self._backend: Any = bundle.backend
+        # Built with the queue (it connects on the first write, on the serving loop):
+        # results are awaited on asyncio, never on a thread. Reads may block for a
+        # whole wait slice plus network slack.
+        self._aredis: aredis.Redis | None = aredis.Redis.from_url(
+            redis_url, socket_connect_timeout=5, socket_timeout=_WAIT_SLICE_S + 10
+        )
+
+    async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
+        try:
+            await asyncio.to_thread(self._broker.enqueue, message)
+        except redis.RedisError as ex:
+            raise queue_unreachable() from ex
+        assert self._aredis is not None, "the waiter is open"
+        key = self._backend.build_message_key(message)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        raw = None
+        try:
+            # BRPOPLPUSH onto itself: the result stays for any other waiter (dramatiq's own
+            # scheme). Waiting in slices keeps every socket read bounded.
+            while raw is None:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                raw = await self._aredis.brpoplpush(key, key, timeout=min(_WAIT_SLICE_S, remaining))
+        except redis.RedisError as ex:
+            raise MemoryServiceError(
+                DATABASE_ERROR,
+                "The write was queued but its result could not be read. It may still be applied; "
+                "repeating the same call is safe and will not store it twice.",
+                {"component": "queue"},
+            ) from ex
+        if raw is None:
+            raise write_timed_out(timeout_s)
+        return self._backend.encoder.decode(raw)
+
+    async def queue_depths(self) -> dict[str, int]:
+        """On Redis: waiting, prefetched by a worker, or running (dramatiq keeps each
+        message in ``<namespace>:<queue>.msgs`` until it is acknowledged), delay queues
+        included."""
+        broker = self._broker
+        queues = sorted(broker.get_declared_queues() | broker.get_declared_delay_queues())
+
+        def read() -> list[int]:
+            with broker.client.pipeline(transaction=False) as pipe:
+                for name in queues:
+                    pipe.hlen(f"{broker.namespace}:{name}.msgs")
+                return [int(n) for n in pipe.execute()]
+
+        return dict(zip(queues, await asyncio.to_thread(read), strict=True))
+
+    async def aclose(self) -> None:
+        if self._aredis is not None:
+            await self._aredis.aclose()
+            self._aredis = None
+
+
+def results_waiter(bundle: BrokerBundle) -> ResultsWaiter:
+    """The waiter of ``bundle``'s broker: Redis when it has an address, else in-process."""
+    if bundle.redis_url:
+        return RedisResults(bundle, bundle.redis_url)
+    backend = bundle.backend
+    assert isinstance(backend, NotifyingStubBackend), "an in-process bundle notifies its waiters"
+    return InProcessResults(bundle, backend)
