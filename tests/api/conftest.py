@@ -8,8 +8,9 @@ the transport. ``test_service_roundtrip.py`` runs the real use cases.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +23,11 @@ from auth.bearer import BearerValidator
 from auth.keys import KeyStore
 from auth.tokens import issue_access_token
 from config.settings import Settings
+from memory.calls import CallMeta
 from memory.commands import Command
 from memory.deps import Deps
 from tests.conftest import make_user
+from tests.tool_calls import TOOL_OF
 
 PUBLIC_URL = "https://mem.example"
 
@@ -58,6 +61,10 @@ def token(keystore: KeyStore, api_settings: Settings, user_id: int) -> str:
     )
 
 
+#: The tool a queued command came from (queued tools have a command class of their own).
+_TOOL_OF = TOOL_OF
+
+
 @dataclass
 class FakeWriteQueue:
     """Records submissions; answers with ``payload`` or raises ``error``."""
@@ -66,11 +73,14 @@ class FakeWriteQueue:
         default_factory=lambda: {"ok": True, "memory_id": 1, "message": "Ok"}
     )
     error: Exception | None = None
+    #: (the tool, the user, the command's JSON as the message carries it, the key).
     calls: list[tuple[str, int, dict[str, Any], str]] = field(default_factory=list)
+    metas: list[CallMeta] = field(default_factory=list)
 
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
-        # Recorded as the queue sends it: the tool, the user, the command's JSON, the key.
-        self.calls.append((command.TOOL, user_id, command.to_json(), idempotency_key))
+    async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]:
+        key = meta.idempotency_key.key if meta.idempotency_key is not None else ""
+        self.calls.append((_TOOL_OF[type(command)], meta.user_id, command.to_json(), key))
+        self.metas.append(meta)
         if self.error is not None:
             raise self.error
         return self.payload
@@ -78,20 +88,18 @@ class FakeWriteQueue:
 
 @dataclass
 class FakeUseCases:
-    """A USE_CASES stand-in: every inline tool answers ``payload`` (or raises ``error``)."""
+    """The inline runner's stand-in: every inline command answers ``payload`` (or raises
+    ``error``); records (command type name, user id, command)."""
 
     payload: dict[str, Any] = field(default_factory=lambda: {"ok": True, "matches": []})
     error: Exception | None = None
-    calls: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    calls: list[tuple[str, int, Command]] = field(default_factory=list)
 
-    def __getitem__(self, name: str) -> Callable[..., Any]:
-        async def run(deps: Deps, user_id: int, args: dict[str, Any], **_: Any) -> dict[str, Any]:
-            self.calls.append((name, user_id, args))
-            if self.error is not None:
-                raise self.error
-            return self.payload
-
-        return run
+    async def __call__(self, deps: Deps, meta: CallMeta, command: Command) -> dict[str, Any]:
+        self.calls.append((type(command).__name__, meta.user_id, command))
+        if self.error is not None:
+            raise self.error
+        return self.payload
 
 
 @pytest.fixture
@@ -108,7 +116,7 @@ def use_cases() -> FakeUseCases:
 def runtime(
     api_settings: Settings, pool: Any, keystore: KeyStore, write_queue: FakeWriteQueue
 ) -> Runtime:
-    deps = Deps(settings=api_settings, pool=pool, embedder=None)  # type: ignore[arg-type]
+    deps = Deps(settings=api_settings, pool=pool, embedder=None)
     return Runtime(
         settings=api_settings,
         deps=deps,
@@ -122,7 +130,7 @@ def runtime(
 async def client(
     api_settings: Settings, runtime: Runtime, use_cases: FakeUseCases
 ) -> AsyncIterator[falcon.testing.ASGIConductor]:
-    app = create_app(api_settings, runtime=runtime, use_cases=use_cases)  # type: ignore[arg-type]
+    app = create_app(api_settings, runtime=dataclasses.replace(runtime, run_inline=use_cases))
     async with falcon.testing.ASGIConductor(app) as conductor:
         yield conductor
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -30,9 +31,8 @@ async def test_the_lifespan_opens_on_startup_and_closes_on_shutdown(
 
     app = create_app(
         api_settings,
-        runtime=runtime,
+        runtime=dataclasses.replace(runtime, run_inline=FakeUseCases()),
         lifespan=Lifespan(),
-        use_cases=FakeUseCases(),  # type: ignore[arg-type]
     )
     assert events == []  # building the app opens nothing
     async with falcon.testing.ASGIConductor(app) as conductor:
@@ -57,7 +57,7 @@ async def test_declared_oversized_body_is_refused_on_other_routes(
 
 def _app(api_settings: Settings, runtime: Runtime) -> Any:
     use_cases: Any = FakeUseCases()
-    return create_app(api_settings, runtime=runtime, use_cases=use_cases)
+    return create_app(api_settings, runtime=dataclasses.replace(runtime, run_inline=use_cases))
 
 
 async def _raw_post(

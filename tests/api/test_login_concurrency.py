@@ -10,6 +10,7 @@ process as a real process over its own pool.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -120,7 +121,8 @@ async def app(
     oauth_clean: str,
 ) -> Any:
     return create_app(
-        api_settings, runtime=runtime, use_cases=use_cases, oauth_options=oauth_options
+        api_settings,
+        runtime=dataclasses.replace(runtime, run_inline=use_cases, oauth_options=oauth_options),
     )
 
 
@@ -142,7 +144,8 @@ async def second_app(
             bearer=BearerValidator(keystore, api_settings),
         )
         yield create_app(
-            api_settings, runtime=other, use_cases=use_cases, oauth_options=oauth_options
+            api_settings,
+            runtime=dataclasses.replace(other, run_inline=use_cases, oauth_options=oauth_options),
         )
     finally:
         await pool.close()

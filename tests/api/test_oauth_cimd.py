@@ -73,9 +73,11 @@ async def cimd_http(
     """The app with the real OAuth server and a fetcher that reaches the local HTTPS server."""
     app = create_app(
         api_settings,
-        runtime=dataclasses.replace(runtime, metadata_fetcher=fetcher),
-        use_cases=use_cases,
-        oauth_options=oauth_options,
+        runtime=dataclasses.replace(
+            dataclasses.replace(runtime, metadata_fetcher=fetcher),
+            run_inline=use_cases,
+            oauth_options=oauth_options,
+        ),
     )
     async with falcon.testing.ASGIConductor(app) as conductor:
         yield conductor

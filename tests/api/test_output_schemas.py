@@ -12,6 +12,7 @@ a real result.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,22 +31,10 @@ from api.mcp.tools import tool_specs
 from api.runtime import Runtime
 from bootstrap.providers import make_extractor
 from config.settings import Settings
-from memory.commands import Command
 from memory.deps import Deps
 from memory.relations import extract_relations
-from memory.service import USE_CASES
 from tests.api.conftest import PUBLIC_URL, FakeUseCases, Mcp
-
-
-class InlineWriteQueue:
-    """Runs a queued tool's use case here, on the command's JSON, as a worker does."""
-
-    def __init__(self, deps: Deps) -> None:
-        self._deps = deps
-
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
-        run = USE_CASES[command.TOOL]
-        return await run(self._deps, user_id, command.to_json(), idempotency_key=idempotency_key)
+from tests.tool_calls import InlineWriteQueue
 
 
 @pytest.fixture
@@ -284,7 +273,7 @@ async def test_the_sdk_client_refuses_a_result_off_its_schema(
     api_settings: Settings, runtime: Runtime, use_cases: FakeUseCases, token: str
 ) -> None:
     # The control for the test above: the SDK does validate against our schemas.
-    app = create_app(api_settings, runtime=runtime, use_cases=use_cases)  # type: ignore[arg-type]
+    app = create_app(api_settings, runtime=dataclasses.replace(runtime, run_inline=use_cases))
     use_cases.payload = {"ok": True, "matches": [{"id": 1}]}
     async with _sdk(app, token) as client:
         with pytest.raises(RuntimeError, match="Invalid structured content"):

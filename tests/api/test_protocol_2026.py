@@ -24,9 +24,9 @@ from api.mcp.versions import (
 )
 from config.settings import Settings, SettingsError
 from memory.deps import Deps
-from memory.service import USE_CASES
-from memory.writes import WINDOW_PREFIX, named_memories, with_submission
+from memory.writes import WINDOW_PREFIX, IdempotencyKey, named_memories
 from tests.api.conftest import FakeWriteQueue, Mcp, open_session
+from tests.tool_calls import USE_CASES
 
 V = "2026-07-28"
 META = {
@@ -395,14 +395,21 @@ def test_named_memories_skips_neighbours() -> None:
 # --- retry-window receipts over the real use cases ---------------------------------
 
 
-async def _remember(deps: Deps, user: int, text: str, key: str) -> dict[str, Any]:
+def with_submission(key: str) -> IdempotencyKey:
+    """``key`` as one queued submission carries it (the dispatcher makes one per call)."""
+    return IdempotencyKey(key).submitted()
+
+
+async def _remember(deps: Deps, user: int, text: str, key: str | IdempotencyKey) -> dict[str, Any]:
     payload: dict[str, Any] = await USE_CASES["remember"](
         deps, user, {"text": text}, idempotency_key=key
     )
     return payload
 
 
-async def _forget(deps: Deps, user: int, memory_id: int, key: str) -> dict[str, Any]:
+async def _forget(
+    deps: Deps, user: int, memory_id: int, key: str | IdempotencyKey
+) -> dict[str, Any]:
     payload: dict[str, Any] = await USE_CASES["forget"](
         deps, user, {"id": memory_id}, idempotency_key=key
     )
@@ -483,7 +490,7 @@ async def test_after_the_window_the_same_call_writes_again(
 async def test_a_redelivered_message_gets_its_own_receipt_whatever_the_window_says(
     deps: Deps, alice: int, dsn: str
 ) -> None:
-    # The queue sends a window key with its submission (tasks.queue). A worker that died
+    # A queued call carries a window key with its submission (api.mcp.dispatch). A worker that died
     # after committing has the same message redelivered, perhaps after the window, or after
     # a later write named its memory: it must get its own answer back, not write again.
     sent = with_submission(WINDOW_PREFIX + "ana")
@@ -504,10 +511,9 @@ async def test_a_redelivered_message_gets_its_own_receipt_whatever_the_window_sa
 
 def test_only_window_keys_travel_with_a_submission() -> None:
     sent = with_submission(WINDOW_PREFIX + "abc")
-    assert sent.startswith(WINDOW_PREFIX + "abc#") and sent != with_submission(
-        WINDOW_PREFIX + "abc"
-    )
-    assert with_submission("explicit-op") == "explicit-op"
+    assert sent.key == WINDOW_PREFIX + "abc" and sent.submission is not None
+    assert sent != with_submission(WINDOW_PREFIX + "abc")
+    assert with_submission("explicit-op") == IdempotencyKey("explicit-op")
 
 
 async def test_an_explicit_key_outlives_a_forget(deps: Deps, alice: int, dsn: str) -> None:

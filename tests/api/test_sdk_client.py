@@ -8,6 +8,7 @@ In its default ``mode="auto"`` the client probes ``server/discover`` at
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -49,11 +50,7 @@ def connect(
     # client's anyio task group must be entered and left in the same task.
     @asynccontextmanager
     async def connect(mode: str = "auto") -> AsyncIterator[tuple[Client, Recorder]]:
-        app = create_app(
-            api_settings,
-            runtime=runtime,
-            use_cases=use_cases,  # type: ignore[arg-type]
-        )
+        app = create_app(api_settings, runtime=dataclasses.replace(runtime, run_inline=use_cases))
         recorder = Recorder(app)
         http = httpx2.AsyncClient(transport=recorder, headers={"Authorization": f"Bearer {token}"})
         transport = streamable_http_client(f"{PUBLIC_URL}/mcp", http_client=http)

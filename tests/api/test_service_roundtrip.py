@@ -14,22 +14,9 @@ import pytest
 from api.app import create_app
 from api.runtime import Runtime
 from config.settings import Settings
-from memory.commands import Command
 from memory.deps import Deps
-from memory.service import USE_CASES
 from tests.api.conftest import Mcp, open_session
-
-
-class InlineWriteQueue:
-    """Runs queued use cases right here, with the idempotency key, like a worker."""
-
-    def __init__(self, deps: Deps) -> None:
-        self._deps = deps
-
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
-        # The command's JSON, as the queue carries it to a worker.
-        run = USE_CASES[command.TOOL]
-        return await run(self._deps, user_id, command.to_json(), idempotency_key=idempotency_key)
+from tests.tool_calls import InlineWriteQueue
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -44,12 +45,12 @@ async def web_process(
         await keystore.load()
         other = Runtime(
             settings=settings,
-            deps=Deps(settings=settings, pool=pool, embedder=None),  # type: ignore[arg-type]
+            deps=Deps(settings=settings, pool=pool, embedder=None),
             write_queue=runtime.write_queue,
             keystore=keystore,
             bearer=BearerValidator(keystore, settings),
         )
-        app = create_app(settings, runtime=other, use_cases=use_cases)  # type: ignore[arg-type]
+        app = create_app(settings, runtime=dataclasses.replace(other, run_inline=use_cases))
         async with falcon.testing.ASGIConductor(app) as conductor:
             yield Mcp(conductor, token)
     finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +20,8 @@ from api.mcp.stdio import _OVERSIZED, LineFramer, OutputClosed, StdioServer
 from api.mcp.tools import tool_specs
 from api.runtime import Runtime
 from config.settings import Settings
+from memory.calls import CallMeta
+from memory.commands import Command, Recall
 from memory.deps import Deps
 from tests.api.conftest import FakeUseCases
 
@@ -78,14 +79,11 @@ class HeldUseCases(FakeUseCases):
         self.release = asyncio.Event()
         self.finished: list[str] = []
 
-    def __getitem__(self, name: str) -> Callable[..., Any]:
-        async def run(deps: Deps, user_id: int, args: dict[str, Any], **_: Any) -> dict[str, Any]:
-            self.started.set()
-            await self.release.wait()
-            self.finished.append(name)
-            return {"ok": True, "matches": []}
-
-        return run
+    async def __call__(self, deps: Deps, meta: CallMeta, command: Command) -> dict[str, Any]:
+        self.started.set()
+        await self.release.wait()
+        self.finished.append(type(command).__name__)
+        return {"ok": True, "matches": []}
 
 
 def _server(runtime: Runtime, settings: Settings, use_cases: Any, **options: Any) -> StdioServer:
@@ -151,7 +149,7 @@ async def test_requests_are_answered_one_line_each_and_notifications_not_at_all(
     assert {t["name"] for t in by_id[1]["result"]["tools"]} >= {"remember", "recall"}
     assert by_id["two"]["result"]["isError"] is False
     # The user is the one the process was started for.
-    assert use_cases.calls == [("recall", 42, {"query": "tea"})]
+    assert use_cases.calls == [("Recall", 42, Recall.parse({"query": "tea"}, api_settings))]
 
 
 async def test_framing_tolerates_crlf_blank_lines_and_messages_split_across_reads(
@@ -246,7 +244,7 @@ async def test_end_of_input_answers_the_requests_already_read(
     held.release.set()
     await asyncio.wait_for(serving, 10)
     assert [r["id"] for r in pipe.replies()] == [1]
-    assert held.finished == ["recall"]
+    assert held.finished == ["Recall"]
 
 
 async def test_stop_ends_the_session_without_end_of_input(

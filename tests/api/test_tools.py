@@ -18,9 +18,9 @@ from api.mcp.tools import (
     tool_specs,
 )
 from config.settings import Settings
-from memory.commands import COMMANDS, Remember, from_json
+from memory.commands import REGISTERED, MemoryStats, Recall, Remember, from_json
 from memory.errors import NOT_FOUND, MemoryServiceError
-from memory.service import USE_CASES
+from memory.handlers import HANDLERS
 from tests.api.conftest import FakeUseCases, FakeWriteQueue, Mcp, open_session
 
 TOOLS = {
@@ -62,14 +62,22 @@ async def list_tools(mcp: Mcp) -> list[dict]:
 # --- the registry -----------------------------------------------------------------
 
 
-def test_registry_matches_the_use_cases() -> None:
+def test_every_tool_is_one_command_with_one_handler() -> None:
+    """The recipe for a tool (README, docs/architecture.md): a command class, its handler
+    row, and the registry entry naming the class; nothing else maps names to code."""
     specs = tool_specs(Settings())
     assert set(specs) == TOOLS
     assert {name for name, spec in specs.items() if spec.queued} == QUEUED
     for spec in specs.values():
-        assert spec.use_case in USE_CASES
-        # A queued tool is parsed into its command before it is queued.
-        assert (spec.use_case in COMMANDS) is spec.queued, spec.name
+        assert spec.command in HANDLERS, spec.name
+        # Registered for the queue's JSON under its type name (never the tool's).
+        assert REGISTERED[spec.command.type_name()] is spec.command
+    # Every command has a tool, and only recall and search_memory share one.
+    commands = [spec.command for spec in specs.values()]
+    assert set(commands) == set(HANDLERS) == set(REGISTERED.values())
+    shared = {c for c in commands if commands.count(c) > 1}
+    assert shared == {Recall}
+    assert specs["recall"].command is specs["search_memory"].command
 
 
 async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> None:
@@ -211,7 +219,7 @@ async def test_inline_tool_result_envelope(mcp: Mcp, use_cases: FakeUseCases, us
     assert result["content"][0]["type"] == "text"
     assert result["structuredContent"] == use_cases.payload
     assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
-    assert use_cases.calls == [("recall", user_id, {"query": "son"})]
+    assert use_cases.calls == [("Recall", user_id, Recall.parse({"query": "son"}, Settings()))]
 
 
 async def test_service_error_is_a_tool_error_not_a_protocol_error(
@@ -263,7 +271,7 @@ async def test_timeout_is_reported_as_maybe_done(mcp: Mcp, write_queue: FakeWrit
 
 async def test_missing_arguments_become_empty_object(mcp: Mcp, use_cases: FakeUseCases) -> None:
     await mcp.call_tool("memory_stats")
-    assert use_cases.calls[0][2] == {}
+    assert use_cases.calls[0][2] == MemoryStats()
 
 
 async def test_unknown_tool_is_32602(mcp: Mcp) -> None:
@@ -298,7 +306,7 @@ async def test_queued_tools_go_through_the_write_queue(
     ((use_case, uid, args, key),) = write_queue.calls
     # The queue carries the command parsed here, as JSON, not the raw arguments.
     assert (use_case, uid) == ("remember", user_id)
-    assert isinstance(args, dict) and args["command"] == "remember"
+    assert isinstance(args, dict) and args["command"] == "Remember"
     command = from_json(args)
     assert isinstance(command, Remember) and command.item.text == SECRET
     assert command.to_json() == args

@@ -17,25 +17,12 @@ from api.app import create_app
 from api.mcp.tools import tool_specs
 from api.runtime import Runtime
 from config.settings import Settings
-from memory.commands import Command
 from memory.deps import Deps
-from memory.service import USE_CASES
 from tests.api.conftest import Mcp, open_session
 from tests.service.helpers import fingerprint
+from tests.tool_calls import InlineWriteQueue
 
-
-class CountingWriteQueue:
-    """Runs queued use cases here, like a worker, and records every submission."""
-
-    def __init__(self, deps: Deps) -> None:
-        self._deps = deps
-        self.submitted: list[str] = []
-
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
-        self.submitted.append(command.TOOL)
-        return await USE_CASES[command.TOOL](
-            self._deps, user_id, command.to_json(), idempotency_key=idempotency_key
-        )
+CountingWriteQueue = InlineWriteQueue
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ real server with httpx instead.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import secrets
 from dataclasses import dataclass, field
@@ -246,7 +247,8 @@ async def oauth_http(
     from api.app import create_app
 
     app = create_app(
-        api_settings, runtime=runtime, use_cases=use_cases, oauth_options=oauth_options
+        api_settings,
+        runtime=dataclasses.replace(runtime, run_inline=use_cases, oauth_options=oauth_options),
     )
     async with falcon.testing.ASGIConductor(app) as conductor:
         yield conductor

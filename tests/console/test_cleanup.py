@@ -15,11 +15,14 @@ from markupsafe import escape
 from api.runtime import Runtime
 from auth.tokens import issue_access_token
 from config.settings import Settings
+from memory.calls import CallMeta
+from memory.commands import Forget
 from memory.commands.codec import Command
 from memory.commands.editing import UpdateMemory
 from tests.api.conftest import Mcp
 from tests.api.test_service_roundtrip import InlineWriteQueue
 from tests.console.conftest import Browser, make_account
+from tests.tool_calls import meta_for
 
 SISTER = "My sister Anna lives in Berlin and works as a nurse."
 SISTER_AGAIN = "My sister Anna lives in Berlin and she works as a nurse."
@@ -41,14 +44,14 @@ class LocksTheRestAfterOneForget(InlineWriteQueue):
         self.group: set[int] = set()
         self.settings = deps.settings
 
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
-        payload = await super().submit(command, user_id, idempotency_key)
+    async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]:
+        payload = await super().submit(meta, command)
         args = command.to_json()
-        if command.TOOL == "forget" and not args["dry_run"] and args["id"] in self.group:
+        if isinstance(command, Forget) and not args["dry_run"] and args["id"] in self.group:
             rest, self.group = self.group - {args["id"]}, set()
             for mid in rest:
                 lock = UpdateMemory.parse({"id": mid, "keep": True}, self.settings)
-                locked = await super().submit(lock, user_id, uuid.uuid4().hex)
+                locked = await super().submit(meta_for(meta.user_id, uuid.uuid4().hex), lock)
                 assert locked["ok"], locked
         return payload
 

@@ -9,6 +9,7 @@ The browser keeps its cookies from one to the other.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -68,7 +69,7 @@ async def other(
             keystore=keystore,
             bearer=BearerValidator(keystore, console_settings),
         )
-        app = create_app(console_settings, runtime=runtime, console_jobs=jobs)
+        app = create_app(console_settings, runtime=dataclasses.replace(runtime, console_jobs=jobs))
         async with falcon.testing.ASGIConductor(app) as conductor:
             yield OtherProcess(conductor, jobs)
         await jobs.close()

@@ -28,11 +28,11 @@ from memory.deps import Deps
 from memory.errors import MemoryServiceError
 from memory.providers.embedders import OpenAIEmbedder
 from memory.relations import extract_relations
-from memory.service import USE_CASES
 from storage.migrate import migrate
 from storage.pool import make_pool
 from tests.conftest import TEST_DIMENSIONS
 from tests.providers.test_openai_embedder import FakeProvider, serve_provider
+from tests.tool_calls import USE_CASES
 
 REPO = Path(__file__).resolve().parents[2]
 

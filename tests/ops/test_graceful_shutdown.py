@@ -24,13 +24,13 @@ import psycopg
 import pytest
 
 from config.settings import Settings
-from memory.commands import parse_command
 from tasks.actors import declare_actors
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tests.conftest import QUEUE_NAMESPACE
 from tests.e2e.server import run_processes
 from tests.tasks.test_durability import _rows, _wait_until_taken
+from tests.tool_calls import meta_for, parse_command
 
 from .lifecycle_helpers import GatedProvider, base_env, call_tool, provider_env, provider_server
 
@@ -157,7 +157,8 @@ async def test_a_stopped_worker_finishes_or_hands_back_its_batch(
         first = _start_worker(env, tmp_path / "first.log")
         call = asyncio.create_task(
             queue.submit(
-                parse_command("remember_batch", {"items": items}, Settings()), alice, "sigterm-1"
+                meta_for(alice, "sigterm-1"),
+                parse_command("remember_batch", {"items": items}, Settings()),
             )
         )
         await _wait_until_taken(redis_url)
@@ -303,7 +304,8 @@ async def test_a_second_ctrl_c_stops_a_worker_at_once_and_its_batch_goes_to_anot
         first = _start_worker(env, tmp_path / "first.log")
         call = asyncio.create_task(
             queue.submit(
-                parse_command("remember_batch", {"items": items}, Settings()), alice, "sigint-twice"
+                meta_for(alice, "sigint-twice"),
+                parse_command("remember_batch", {"items": items}, Settings()),
             )
         )
         await _wait_until_taken(redis_url)

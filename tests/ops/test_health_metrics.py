@@ -380,7 +380,9 @@ async def test_queue_depth_counts_writes_no_worker_has_taken(
             empty = samples((await c.simulate_get("/metrics", headers=scrape_headers())).text)
             # Three writes sent as the write queue sends them, with nobody to take them.
             for n in range(3):
-                message = actors.run_use_case.message("remember", 1, {"text": f"f{n}"}, f"k{n}")
+                message = actors.run_command.message(
+                    {"user_id": 1}, {"command": "Remember", "text": f"f{n}"}
+                )
                 await asyncio.to_thread(bundle.broker.enqueue, message)
             page = samples((await c.simulate_get("/metrics", headers=scrape_headers())).text)
         assert value(empty, "ownsona_queue_depth", queue="ownsona-writes") == 0

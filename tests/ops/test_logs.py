@@ -311,7 +311,7 @@ def test_logs_are_json_lines_with_request_ids_and_no_secrets(
             processed = [
                 e
                 for e in worker
-                if e["request_id"] == request_id and e.get("actor") == "run_use_case"
+                if e["request_id"] == request_id and e.get("actor") == "run_command"
             ]
             assert len(processed) == 1 and processed[0]["use_case"], (request_id, processed)
     # Relation extraction, queued by a write, carries that write's request id along.
@@ -384,15 +384,16 @@ def test_database_error_text_never_reaches_a_log(clean_db: str, fmt: str) -> Non
 def test_dramatiq_messages_are_logged_by_actor_and_id_only() -> None:
     logger, buffer = capture()
     message = dramatiq.Message(
-        queue_name="q", actor_name="run_use_case",
-        args=("remember", 1, {"text": "Tralmirion library"}, "key"), kwargs={}, options={},
+        queue_name="q", actor_name="run_command",
+        args=({"user_id": 1}, {"command": "Remember", "text": "Tralmirion library"}), kwargs={},
+        options={},
     )  # fmt: skip
     # What dramatiq's worker logs at DEBUG for every message it receives.
     logger.debug("Received message %s with id %r.", message, message.message_id)
     entry = json.loads(buffer.getvalue())
     assert "Tralmirion" not in buffer.getvalue()
     assert entry["message"] == (
-        f"Received message run_use_case[{message.message_id}] with id {message.message_id!r}."
+        f"Received message run_command[{message.message_id}] with id {message.message_id!r}."
     )
 
 

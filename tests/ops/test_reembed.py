@@ -31,17 +31,16 @@ import pytest
 
 from bootstrap.providers import make_embedder
 from config.settings import Settings
-from memory.commands import parse_command
 from memory.deps import Deps
 from memory.errors import MemoryServiceError
 from memory.providers.embedders import LOCAL_MODEL_ID, LocalEmbedder
-from memory.service import USE_CASES
 from scripts import cli, reembed
 from storage.errors import StorageError
 from storage.migrate import migrate
 from storage.pool import make_pool
 from tests.conftest import TEST_DIMENSIONS
 from tests.providers.test_openai_embedder import FakeProvider, Reply, Request, _handler
+from tests.tool_calls import USE_CASES, meta_for, parse_command
 
 BOW_MODEL = "bow-test"
 OTHER_DIMENSIONS = 96
@@ -509,11 +508,10 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
                 ],
             )
             written = await runtime.write_queue.submit(
+                meta_for(user, "k-1"),
                 parse_command(
                     "remember", {"text": "My cousin Ottilie breeds alpacas in Peru."}, new_settings
                 ),
-                user,
-                "k-1",
             )
             await assert_recall(
                 deps,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from memory.errors import MemoryServiceError
-from memory.service import USE_CASES
+from tests.tool_calls import USE_CASES
 
 #: RFC 3339 in UTC with "Z" (SUPPLEMENT §2: timestamps out).
 RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")

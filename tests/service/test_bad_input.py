@@ -17,7 +17,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from memory.errors import MemoryServiceError
-from memory.service import USE_CASES
+from tests.tool_calls import USE_CASES
 
 from .helpers import check_payload, expire, fingerprint
 

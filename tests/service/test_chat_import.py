@@ -13,10 +13,11 @@ import httpx
 import psycopg
 import pytest
 
-from memory.chat_import import ChatImportError, direct_store, import_chats
+from memory.chat_import import ChatImportError, import_chats
 from memory.deps import Deps
 from memory.providers.fact_extractor import LLMFactExtractor
 from memory.rules.chat_exports import parse_export
+from scripts.chat_import_commands import direct_store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "chat_exports"
 CHATGPT = parse_export((FIXTURES / "chatgpt_conversations.json").read_bytes())

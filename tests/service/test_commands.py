@@ -8,17 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from config.settings import Settings
-from memory.commands import (
-    COMMANDS,
-    Command,
-    ForgetBatch,
-    RememberBatch,
-    UpdateMemory,
-    as_command,
-    from_json,
-    parse_command,
-)
+from memory.commands import ForgetBatch, Recall, RememberBatch, UpdateMemory, from_json
 from memory.errors import MemoryServiceError
+from tests.tool_calls import COMMAND_OF, parse_command
 
 SETTINGS = Settings(max_batch_size=6)
 
@@ -58,18 +50,29 @@ VALID = {
     "reinforce": {"memory_ids": [2, 1, 2], "delta": -0.5, "query": "tea?"},
     "find_near_duplicates": {"threshold": 0.95},
     "find_conflicts": {"max_groups": 5},
+    "recall": {"query": "where", "tags": ["Family"], "as_of": "2024-03-01T10:00:00+01:00"},
+    "search_memory": {"query": "where", "limit": 3, "explain": True},
+    "build_context_prompt": {"user_prompt": "hi", "max_chars": 500, "min_score": 0.2},
+    "list_memories": {"limit": 5, "offset": 2, "not_confirmed_since": "2020-01-01T00:00:00Z"},
+    "text_search": {"text": "Colby"},
+    "get_memory": {"id": 4},
+    "count_memories": {"tags": ["la"], "source_provider": "claude", "untagged_only": False},
+    "memory_stats": {},
+    "list_tags": {"include_deleted": True, "limit": 9},
+    "export_memories": {"include_deleted": False},
+    "query_relations": {"entity": "my manager", "max_hops": 3},
 }
 
 
-def test_every_command_has_a_case() -> None:
-    assert set(VALID) == set(COMMANDS)
+def test_every_tool_has_a_case() -> None:
+    assert set(VALID) == set(COMMAND_OF)
 
 
 @pytest.mark.parametrize("tool", sorted(VALID))
 def test_the_json_round_trip_gives_back_the_same_command(tool: str) -> None:
     command = parse_command(tool, VALID[tool], SETTINGS)
     wire = json.loads(json.dumps(command.to_json()))  # what Dramatiq's JSON encoder carries
-    assert wire["command"] == tool
+    assert wire["command"] == COMMAND_OF[tool].type_name()  # its type, never the tool name
     back = from_json(wire)
     assert type(back) is type(command)
     assert back.to_json() == command.to_json()
@@ -78,7 +81,6 @@ def test_the_json_round_trip_gives_back_the_same_command(tool: str) -> None:
         for v in vars(command).values()
     ):
         assert back == command  # exceptions compare by identity; the rest by value
-    assert as_command(tool, wire, SETTINGS).to_json() == command.to_json()
 
 
 def test_typed_values_come_back_typed() -> None:
@@ -171,8 +173,15 @@ def test_parsing_refuses_with_the_tools_errors(tool: str, raw: dict, code: str, 
     assert info.value.code == code and (info.value.detail or {}).get("field") == field
 
 
-def test_a_command_for_another_tool_is_refused() -> None:
+def test_json_tagged_by_a_tool_name_is_not_a_command() -> None:
     wire = parse_command("confirm", {"id": 1}, SETTINGS).to_json()
     with pytest.raises(ValueError):
-        as_command("forget", wire, SETTINGS)
-    assert isinstance(as_command("confirm", wire, SETTINGS), Command)
+        from_json({**wire, "command": "confirm"})
+    assert from_json(wire) == parse_command("confirm", {"id": 1}, SETTINGS)
+
+
+def test_recall_and_search_memory_are_one_command() -> None:
+    assert parse_command("recall", {"query": "q"}, SETTINGS) == parse_command(
+        "search_memory", {"query": "q"}, SETTINGS
+    )
+    assert isinstance(parse_command("search_memory", {"query": "q"}, SETTINGS), Recall)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memory.errors import MemoryServiceError
-from memory.service import USE_CASES
+from tests.tool_calls import USE_CASES
 
 from .helpers import call, fingerprint, get, remember_many
 

@@ -108,7 +108,7 @@ async def test_reinforce_is_not_an_edit(deps, alice):
 
 
 async def test_a_retried_reinforce_steps_once(deps, alice):
-    from memory.service import USE_CASES
+    from tests.tool_calls import USE_CASES
 
     [a] = await remember_many(deps, alice, ["My sister Ana lives in Porto."])
     first = await USE_CASES["reinforce"](deps, alice, {"memory_ids": [a]}, idempotency_key="r-1")

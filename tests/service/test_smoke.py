@@ -1,4 +1,4 @@
-from memory.service import USE_CASES
+from tests.tool_calls import USE_CASES
 
 
 async def call(deps, user, tool, **args):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import psycopg
 
 from memory.audit import COMMAND_CLIENT_ID
-from memory.chat_import import direct_store
 from memory.deps import Deps
-from memory.service import USE_CASES
-from memory.writers import Writer, writing_as
+from memory.writers import Writer
+from scripts.chat_import_commands import direct_store
+from tests.tool_calls import USE_CASES
 
 
 def _writers(dsn: str, user_id: int) -> dict[str, str | None]:
@@ -31,19 +31,24 @@ async def test_the_chat_import_command_records_itself(
 async def test_an_edit_a_merge_and_a_batch_keep_or_set_the_writer_as_they_should(
     deps: Deps, alice: int, clean_db: str
 ) -> None:
-    with writing_as(Writer("app-a")):
-        first = await USE_CASES["remember"](deps, alice, {"text": "My flat is on the third floor."})
-    with writing_as(Writer("app-b")):
-        merge = await USE_CASES["remember_batch"](
-            deps,
-            alice,
-            {"items": [{"text": "My flat is on the THIRD floor."}, {"text": "My door is red."}]},
-        )
-        assert merge["results"][0]["memory_id"] == first["memory_id"]
-        edit = await USE_CASES["update_memory"](
-            deps, alice, {"id": first["memory_id"], "text": "My flat is on the fourth floor."}
-        )
-        assert edit["ok"], edit
+    a, b = Writer("app-a"), Writer("app-b")
+    first = await USE_CASES["remember"](
+        deps, alice, {"text": "My flat is on the third floor."}, writer=a
+    )
+    merge = await USE_CASES["remember_batch"](
+        deps,
+        alice,
+        {"items": [{"text": "My flat is on the THIRD floor."}, {"text": "My door is red."}]},
+        writer=b,
+    )
+    assert merge["results"][0]["memory_id"] == first["memory_id"]
+    edit = await USE_CASES["update_memory"](
+        deps,
+        alice,
+        {"id": first["memory_id"], "text": "My flat is on the fourth floor."},
+        writer=b,
+    )
+    assert edit["ok"], edit
     # Outside any call (an operator script): nothing is recorded.
     await USE_CASES["remember"](deps, alice, {"text": "My postcode starts with EH6."})
     assert _writers(clean_db, alice) == {

@@ -13,11 +13,11 @@ import psycopg
 import redis
 
 from config.settings import Settings
-from memory.commands import parse_command
 from tasks.actors import declare_actors
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tests.conftest import QUEUE_NAMESPACE
+from tests.tool_calls import meta_for, parse_command
 
 HEARTBEAT_MS = 2000
 _FILLER = (
@@ -87,7 +87,8 @@ async def test_killed_worker_redelivers_and_stores_each_item_once(clean_db, redi
     try:
         call = asyncio.create_task(
             queue.submit(
-                parse_command("remember_batch", {"items": items}, Settings()), alice, "durable-1"
+                meta_for(alice, "durable-1"),
+                parse_command("remember_batch", {"items": items}, Settings()),
             )
         )
         await _wait_until_taken(redis_url)  # the first worker has the message and is embedding

@@ -26,11 +26,11 @@ from config.settings import SettingsError
 from memory.deps import Deps
 from memory.graph import Relation
 from memory.providers.extractors import ExtractionError, LLMExtractor
-from memory.service import USE_CASES
 from storage.pool import make_pool
 from tasks.actors import BACKGROUND_QUEUE, WorkerResources, declare_actors, extraction_hook
 from tasks.broker import make_broker
 from tests.conftest import QUEUE_NAMESPACE
+from tests.tool_calls import USE_CASES
 
 # --- a scripted chat-completions server ----------------------------------------------------
 

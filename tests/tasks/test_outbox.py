@@ -31,7 +31,6 @@ from memory.deps import Deps
 from memory.graph import Relation
 from memory.providers.extractors import RulesExtractor
 from memory.relations import extract_relations, rebuild_relations, relay_due, sweep_forever
-from memory.service import USE_CASES
 from storage import outbox
 from storage.pool import make_pool
 from storage.reembed import StaleRow, write_vectors
@@ -41,6 +40,7 @@ from tests.conftest import QUEUE_NAMESPACE, make_user
 from tests.e2e.server import run_processes
 from tests.ops.lifecycle_helpers import base_env, call_tool
 from tests.tasks.test_extraction import ChatServer, eventually
+from tests.tool_calls import USE_CASES
 
 
 def owed(dsn: str) -> dict[int, tuple[Any, int]]:

@@ -10,15 +10,15 @@ import psycopg
 import pytest
 
 from config.settings import Settings
-from memory.commands import Command, parse_command
+from memory.commands import Command
 from memory.deps import Deps
 from memory.errors import MemoryServiceError
-from memory.service import USE_CASES
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tests.conftest import QUEUE_NAMESPACE
+from tests.tool_calls import USE_CASES, meta_for, parse_command
 
 
 def _count(dsn: str, user_id: int) -> int:
@@ -63,9 +63,9 @@ def _command(tool: str, args: dict) -> Command:
 
 async def test_write_runs_on_worker_and_retry_does_not_store_twice(queue, clean_db, alice):
     args = {"text": "My sister Ana lives in Porto.", "dedup_policy": "insert"}
-    first = await queue.submit(_command("remember", args), alice, "key-1")
+    first = await queue.submit(meta_for(alice, "key-1"), _command("remember", args))
     assert first["ok"] and first["message"] == "Ok"
-    again = await queue.submit(_command("remember", args), alice, "key-1")
+    again = await queue.submit(meta_for(alice, "key-1"), _command("remember", args))
     assert again == first
     assert _count(clean_db, alice) == 1
 
@@ -74,22 +74,26 @@ async def test_batch_retry_returns_the_same_ids(queue, clean_db, alice):
     items = [
         {"text": f"Fact number {i} about my garden.", "dedup_policy": "insert"} for i in range(20)
     ]
-    first = await queue.submit(_command("remember_batch", {"items": items}), alice, "batch-1")
-    again = await queue.submit(_command("remember_batch", {"items": items}), alice, "batch-1")
+    first = await queue.submit(
+        meta_for(alice, "batch-1"), _command("remember_batch", {"items": items})
+    )
+    again = await queue.submit(
+        meta_for(alice, "batch-1"), _command("remember_batch", {"items": items})
+    )
     assert first == again and first["summary"]["succeeded"] == 20
     assert _count(clean_db, alice) == 20
 
 
 async def test_domain_errors_come_back_as_errors(queue, clean_db, alice):
     # The worker's error payload, passed on as it is (one conversion, on the worker).
-    payload = await queue.submit(_command("forget", {"id": 12345}), alice, "k-404")
+    payload = await queue.submit(meta_for(alice, "k-404"), _command("forget", {"id": 12345}))
     assert payload["ok"] is False and payload["error"]["code"] == "NOT_FOUND"
     assert _count(clean_db, alice) == 0
 
 
 async def test_a_parsed_command_runs_on_the_worker(queue, clean_db, alice, settings, deps):
     command = parse_command("remember", {"text": "My aunt Rosa lives in Lima."}, settings)
-    first = await queue.submit(command, alice, "cmd-1")
+    first = await queue.submit(meta_for(alice, "cmd-1"), command)
     assert first["ok"] and first["message"] == "Ok"
     # A message an API process older than the commands queued carries raw arguments;
     # the worker's use case (what run_use_case calls) parses them: the same write.
@@ -116,7 +120,9 @@ async def test_event_loop_keeps_serving_while_a_write_is_in_flight(queue, alice)
     task = asyncio.create_task(ticker())
     started = time.perf_counter()
     try:
-        await queue.submit(_command("remember_batch", {"items": items}), alice, "batch-lag")
+        await queue.submit(
+            meta_for(alice, "batch-lag"), _command("remember_batch", {"items": items})
+        )
     finally:
         task.cancel()
     took = time.perf_counter() - started
@@ -133,7 +139,7 @@ async def test_unreachable_redis_reports_nothing_stored(clean_db, settings, embe
     actors = declare_actors(bundle.broker)
     q = DramatiqWriteQueue(bundle, actors, timeout_s=5)
     with pytest.raises(MemoryServiceError) as info:
-        await q.submit(_command("remember", {"text": "I like tea."}), alice, "k-down")
+        await q.submit(meta_for(alice, "k-down"), _command("remember", {"text": "I like tea."}))
     assert info.value.code == "DATABASE_ERROR"
     assert "nothing was stored" in info.value.message
     assert _count(clean_db, alice) == 0

@@ -13,10 +13,10 @@ import asyncio
 import psycopg
 import pytest
 
-from memory import writers
-from memory.writers import Writer, writing_as
+from memory.writers import Writer
 from tasks.queue import DramatiqWriteQueue
 from tests.tasks.test_queue import _command, _start
+from tests.tool_calls import meta_for
 
 
 def _writer_of(dsn: str, memory_id: int) -> tuple[str | None, str | None]:
@@ -39,48 +39,36 @@ def worker(request, clean_db, settings, embedder):
     bundle.broker.close()
 
 
-async def test_the_submitted_writer_is_recorded_and_an_old_message_without_it_still_runs(
+async def test_the_submitted_writer_is_recorded_and_a_message_without_one_still_runs(
     worker, clean_db, alice
 ):
     bundle, actors = worker
     queue = DramatiqWriteQueue(bundle, actors, timeout_s=30)
     try:
-        with writing_as(Writer("ownsona-cli", "jti-laptop")):
-            stored = await queue.submit(
-                _command("remember", {"text": "My bike is a blue Brompton."}), alice, "w-1"
-            )
+        stored = await queue.submit(
+            meta_for(alice, "w-1", writer=Writer("ownsona-cli", "jti-laptop")),
+            _command("remember", {"text": "My bike is a blue Brompton."}),
+        )
         assert stored["ok"], stored
         assert _writer_of(clean_db, stored["memory_id"]) == ("ownsona-cli", "jti-laptop")
 
-        # The message an older web process sends: the same arguments, no writer option.
-        old = actors.run_use_case.message_with_options(
-            args=(
-                "remember",
-                alice,
-                _command("remember", {"text": "My bike lock code is on a card."}).to_json(),
-                "w-2",
-            ),
-            request_id="old-web-process",
+        # A call that names no app (an operator script): no writer in the message's meta.
+        anonymous = await queue.submit(
+            meta_for(alice, "w-2"),
+            _command("remember", {"text": "My bike lock code is on a card."}),
         )
-        assert writers.OPTION not in old.options
-        bundle.broker.enqueue(old)
-        answer = await asyncio.to_thread(bundle.backend.get_result, old, block=True, timeout=30_000)
-        assert answer["ok"], answer
-        assert _writer_of(clean_db, answer["memory_id"]) == (None, None)
+        assert anonymous["ok"], anonymous
+        assert _writer_of(clean_db, anonymous["memory_id"]) == (None, None)
     finally:
         await queue.aclose()
 
 
-async def test_a_malformed_writer_option_is_not_recorded(worker, clean_db, alice):
+async def test_a_malformed_writer_in_the_message_is_not_recorded(worker, clean_db, alice):
     bundle, actors = worker
-    message = actors.run_use_case.message_with_options(
-        args=(
-            "remember",
-            alice,
-            _command("remember", {"text": "My umbrella is green."}).to_json(),
-            "w-3",
-        ),
-        writer={"client_id": 42},
+    meta = meta_for(alice, "w-3").to_json()
+    meta["writer"] = {"client_id": 42}
+    message = actors.run_command.message(
+        meta, _command("remember", {"text": "My umbrella is green."}).to_json()
     )
     bundle.broker.enqueue(message)
     answer = await asyncio.to_thread(bundle.backend.get_result, message, block=True, timeout=30_000)

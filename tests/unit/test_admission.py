@@ -11,6 +11,7 @@ from api.mcp.admission import Admission
 from api.mcp.dispatch import CallContext, McpDispatcher, busy_recall_limit
 from api.mcp.tools import tool_specs
 from config.settings import Settings
+from memory.commands import Recall
 from memory.deps import Deps
 
 
@@ -199,16 +200,15 @@ async def test_the_dispatcher_holds_query_calls_back_but_never_a_light_read() ->
     specs = tool_specs(settings)
     gate = asyncio.Event()
 
-    async def slow(deps: Any, user_id: int, args: dict[str, Any], **_: Any) -> dict[str, Any]:
-        await gate.wait()
-        return {"ok": True, "matches": []}
-
-    async def quick(deps: Any, user_id: int, args: dict[str, Any], **_: Any) -> dict[str, Any]:
+    async def run(deps: Any, meta: Any, command: Any) -> dict[str, Any]:
+        if isinstance(command, Recall):  # slow
+            await gate.wait()
+            return {"ok": True, "matches": []}
         return {"ok": True, "memory": {"id": 1, "text": "x"}}
 
     dispatcher = McpDispatcher(
         specs,
-        {"recall": slow, "search_memory": slow, "get_memory": quick},
+        run,
         deps=Deps(settings=settings, pool=None, embedder=None),  # type: ignore[arg-type]
         write_queue=None,  # type: ignore[arg-type]
     )

@@ -1,16 +1,11 @@
-"""Which app a call's writes are recorded under, and how it rides in message options."""
+"""Which app a call's writes are recorded under, and how it rides in the call's metadata."""
 
 from __future__ import annotations
 
 from api.mcp.dispatch import CallContext, writer_of
-from memory.writers import (
-    STDIO_CLIENT_ID,
-    Writer,
-    current_writer,
-    from_options,
-    to_options,
-    writing_as,
-)
+from memory.calls import CallMeta
+from memory.writers import STDIO_CLIENT_ID, Writer, writer_from_json
+from memory.writes import WINDOW_PREFIX, IdempotencyKey
 
 
 def test_an_oauth_client_is_one_app_whatever_its_token() -> None:
@@ -29,21 +24,20 @@ def test_stdio_names_its_own_client_and_an_anonymous_call_none() -> None:
     assert writer_of(CallContext(user_id=1)) is None
 
 
-def test_the_options_round_trip_and_tolerate_old_or_bad_messages() -> None:
+def test_the_call_meta_round_trips_and_tolerates_bad_writers() -> None:
     writer = Writer("ownsona-cli", "j1")
-    assert from_options(to_options(writer)) == writer
-    assert to_options(None) == {}
-    assert from_options({}) is None  # a message queued before the option existed
-    assert from_options({"request_id": "r"}) is None
-    assert from_options({"writer": "ownsona-cli"}) is None
-    assert from_options({"writer": {"client_id": ""}}) is None
-    assert from_options({"writer": {"client_id": "x", "token_jti": 5}}) == Writer("x")
+    meta = CallMeta(7, writer=writer, request_id="r-1", idempotency_key=IdempotencyKey("k"))
+    assert CallMeta.from_json(meta.to_json()) == meta
+    assert CallMeta.from_json(CallMeta(7).to_json()) == CallMeta(7)
+    assert writer_from_json(None) is None
+    assert writer_from_json("ownsona-cli") is None
+    assert writer_from_json({"client_id": ""}) is None
+    assert writer_from_json({"client_id": "x", "token_jti": 5}) == Writer("x")
 
 
-def test_writing_as_restores_the_previous_writer() -> None:
-    assert current_writer() is None
-    with writing_as(Writer("a")):
-        with writing_as(None):
-            assert current_writer() is None
-        assert current_writer() == Writer("a")
-    assert current_writer() is None
+def test_a_window_key_gains_a_submission_and_an_operation_key_does_not() -> None:
+    window = IdempotencyKey(WINDOW_PREFIX + "abc")
+    sent = window.submitted()
+    assert sent.key == window.key and sent.submission is not None
+    assert sent != window.submitted()  # each submission is its own
+    assert IdempotencyKey("explicit-op").submitted() == IdempotencyKey("explicit-op")
