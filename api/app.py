@@ -155,7 +155,7 @@ def _middleware(
 
 
 def _add_mcp_routes(
-    app: falcon.asgi.App,
+    app: falcon.asgi.App[Any, Any],
     settings: Settings,
     runtime: Runtime,
     dispatcher: McpDispatcher,
@@ -181,7 +181,7 @@ def _add_mcp_routes(
 
 
 def _add_oauth_routes(
-    app: falcon.asgi.App, settings: Settings, runtime: Runtime, services: OAuthServices
+    app: falcon.asgi.App[Any, Any], settings: Settings, runtime: Runtime, services: OAuthServices
 ) -> None:
     app.add_route("/oauth/jwks", Jwks(runtime.keystore))
     app.add_route("/.well-known/oauth-authorization-server", AuthorizationServerMetadata(settings))
