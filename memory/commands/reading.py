@@ -101,7 +101,7 @@ class BuildContextPrompt(Command):
 @part
 @dataclass(frozen=True)
 class Filters:
-    """list_memories' and count_memories' filters (combined with AND)."""
+    """The filters of the listing and of the count (combined with AND)."""
 
     include_deleted: bool
     untagged_only: bool
