@@ -1,7 +1,7 @@
 """The one place in the API process where errors become wire shapes (STYLE §3.1).
 
 A queued tool's domain error became its payload once, on the worker
-(``tasks/actors.run_use_case``); that payload is passed on as it is, so
+(``tasks/actors.run_command``); that payload is passed on as it is, so
 what arrives here from a tool is an exception raised in this process: by an
 inline tool, by a call refused before it was queued, or by the queue itself.
 
@@ -58,7 +58,7 @@ TIMEOUT_MESSAGE = (
     "The operation did not finish in time and may still complete. Check (for example with "
     "get_memory, recall or list_memories) before repeating it."
 )
-#: The message of a tool call the database could not serve (the same as memory.service's).
+#: The message of a tool call the database could not serve (the same as memory.handlers').
 DATABASE_MESSAGE = "The database failed to complete the request; nothing was changed. Try again."
 #: A tool argument holding a lone surrogate (JSON's "\\ud800"), which is not text.
 SURROGATE_MESSAGE = (

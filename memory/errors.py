@@ -5,7 +5,7 @@ of the codes of the tools chapter ("Error codes"). Use cases raise it; it
 becomes a ``{"ok": false, "error": {...}}`` payload once, at the boundary it
 crosses:
 
-- on a worker, where ``tasks/actors.run_use_case`` returns it as the
+- on a worker, where ``tasks/actors.run_command`` returns it as the
   message's result (the API passes that payload on untouched);
 - in the API process, in ``api/errors.py`` (a tool that ran inline, or a
   call refused before it was queued).

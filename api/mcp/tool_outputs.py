@@ -22,7 +22,7 @@ Schema decisions:
 - Open objects (no ``additionalProperties: false``). A client that validates
   turns a result that does not match into a failure of the call (the official
   SDK raises), so a schema must never be stricter than the payloads
-  ``memory.service`` builds: a field added there must not break every client
+  ``memory.handlers`` return: a field added there must not break every client
   until the schema catches up. ``tests/api/test_output_schemas.py`` holds the
   schemas to real results of every tool.
 - Terse: the fields a model reads, typed; a nested object by the fields every
