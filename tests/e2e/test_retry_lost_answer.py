@@ -98,7 +98,7 @@ def _state(dsn: str, paris_id: int) -> dict[str, Any]:
         ).fetchall()
         salience = conn.execute("SELECT salience FROM memories WHERE id = %s", (paris_id,))
         receipts = conn.execute(
-            "SELECT count(*) FROM write_receipts WHERE tool = 'remember_batch'"
+            "SELECT count(*) FROM write_receipts WHERE tool = 'RememberBatch'"
         ).fetchone()
         return {
             "copies": dict(texts),
