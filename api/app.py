@@ -39,6 +39,7 @@ from api.oauth import (
 )
 from api.origins import McpCors, OriginPolicy
 from api.runtime import Lifespan, Runtime
+from api.tracing import RequestTracing
 from api.wellknown import AuthorizationServerMetadata, Jwks, ProtectedResourceMetadata
 from auth.mcp_sessions import SessionBook
 from auth.oauth_errors import OAuthError
@@ -141,6 +142,8 @@ def _middleware(
         ),
         # First of the request hooks: every answer, refusals included, gets its id and log line.
         RequestLog(metrics.request_answered if metrics is not None else None),
+        # Right after it, so the request's span carries its id (OTEL_EXPORTER_OTLP_ENDPOINT).
+        *([RequestTracing()] if settings.trace_endpoint else []),
         _BodyCap(settings.max_body_bytes, settings.console_upload_max_bytes),
         McpCors(origins, MCP_PATH),
         OAuthCors(),

@@ -75,7 +75,7 @@ async def serve_stdio(settings: Settings, username: str | None, out: BinaryIO) -
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows: EOF only
             loop.add_signal_handler(sig, stop.set)
-    process = WebProcess(settings)
+    process = WebProcess(settings, kind="stdio")
     await process.open()
     try:
         if process.notices:

@@ -42,6 +42,7 @@ from tasks.results import results_waiter
 
 from .database import DatabaseAddress, open_pool, process_pool
 from .providers import embedding_client, make_embedder, make_fact_extractor, make_rerank_stage
+from .tracing import start_tracing
 from .worker import ActorDeps, build_broker, require_broker
 
 _log = logging.getLogger(__name__)
@@ -67,8 +68,12 @@ class WebProcess:
     model loads here) and connects to nothing.
     """
 
-    def __init__(self, settings: Settings, *, in_process_worker: bool | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, in_process_worker: bool | None = None, kind: str = "web"
+    ) -> None:
         self.settings = settings
+        # First, so the SQL of every pool built below is traced (when OTLP is configured).
+        self._tracing = start_tracing(settings, kind)
         self._address = DatabaseAddress(settings)
         # The embedding provider's client (unused by the local model); closed after the embedder.
         self._http = embedding_client(settings)
@@ -186,6 +191,10 @@ class WebProcess:
                 await hook()
             except Exception:  # closing must go on
                 _log.exception("error while shutting down")
+        if self._tracing is not None:
+            # The last spans (this shutdown's) are exported before the process ends.
+            await asyncio.to_thread(self._tracing.shutdown)
+            self._tracing = None
 
 
 async def _check_reranker(stage: RerankStage) -> None:

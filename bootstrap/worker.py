@@ -28,9 +28,11 @@ from storage.schema import check_schema
 from tasks.actors import Actors, WorkerResources, declare_actors, extraction_hook, reembed_queue
 from tasks.broker import BrokerBundle, BrokerUnreachable, check_broker, make_broker
 from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker
+from tasks.tracing import TraceMiddleware
 
 from .database import DatabaseAddress, open_deps
 from .providers import embedding_client, extraction_client, make_embedder, make_extractor
+from .tracing import start_tracing
 
 #: A Redis worker's longest idle wait for a message, in milliseconds (Dramatiq's worker_timeout).
 REDIS_WORKER_TIMEOUT_MS = 1000
@@ -140,7 +142,12 @@ def build_broker(
         settings.redis_url,
         namespace=settings.queue_namespace,
         heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
-        extra_middleware=[*([resources] if resources else []), *extra_middleware],
+        extra_middleware=[
+            *([resources] if resources else []),
+            # One trace from web to worker: the context rides in each message.
+            *([TraceMiddleware()] if settings.trace_endpoint else []),
+            *extra_middleware,
+        ],
     )
     actors = (
         declare_actors(bundle.broker)
@@ -187,6 +194,7 @@ def run_worker_process(settings: Settings, threads: int) -> int:
             file=sys.stderr,
         )
         return 2
+    tracing = start_tracing(settings, "worker")
     address = DatabaseAddress(settings)
     asyncio.run(address())  # a bad DATABASE_URL fails here, in plain words
     http = embedding_client(settings)  # the provider's calls, on the worker's loop
@@ -211,4 +219,6 @@ def run_worker_process(settings: Settings, threads: int) -> int:
     stop.wait()
     stop_worker(worker, running, settings.shutdown_timeout_s)
     broker.bundle.broker.close()
+    if tracing is not None:
+        tracing.shutdown()
     return 0

@@ -139,6 +139,14 @@ class Settings:
     #: Record the query text of read tools in the audit log (the owner's own debugging).
     audit_record_queries: bool = False
 
+    # -- OpenTelemetry traces (bootstrap.tracing); the SDK reads the other OTEL_* itself --
+    #: Where spans go (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT,
+    #: OTLP/HTTP); None: tracing is off (the default), and so it is with OTEL_SDK_DISABLED=true
+    #: or OTEL_TRACES_EXPORTER=none.
+    trace_endpoint: str | None = None
+    #: OTEL_SERVICE_NAME when set; else each process names itself ``ownsona-<kind>``.
+    trace_service_name: str | None = None
+
     @property
     def resource_url(self) -> str:
         """The protected resource: ``<OWNSONA_PUBLIC_URL>/mcp`` (SUPPLEMENT §8)."""
@@ -198,6 +206,8 @@ class Settings:
             recall_session_hop=env.boolean("RECALL_SESSION_HOP", True),
             recall_graph_hop=env.boolean("RECALL_GRAPH_HOP", True),
             rerank_provider=env.choice("RERANK_PROVIDER", "off", ("off", "tei", "jina")),
+            trace_endpoint=_trace_endpoint(env),
+            trace_service_name=env.text("OTEL_SERVICE_NAME"),
             rerank_base_url=env.text("RERANK_BASE_URL"),
             rerank_api_key=env.text("RERANK_API_KEY"),
             rerank_model=env.text("RERANK_MODEL"),
@@ -294,6 +304,21 @@ class Settings:
         if provider == "local" and settings.embedding_model_dir is not None:
             _check_model_dir("EMBEDDING_MODEL_DIR", settings.embedding_model_dir)
         return settings
+
+
+def _trace_endpoint(env: _Env) -> str | None:
+    """The OTLP endpoint spans go to, or None when tracing is off (the default)."""
+    if env.boolean("OTEL_SDK_DISABLED", False):
+        return None
+    exporter = (env.text("OTEL_TRACES_EXPORTER") or "otlp").strip().lower()
+    if exporter == "none":
+        return None
+    if exporter != "otlp":
+        raise SettingsError("OTEL_TRACES_EXPORTER", "must be otlp or none")
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        if env.text(name):
+            return env.url(name, "")
+    return None
 
 
 def _optional_path(value: str | None) -> Path | None:

@@ -31,6 +31,7 @@ from api.mcp.versions import (
     ProtocolRules,
 )
 from api.runtime import CommandRunner, WriteQueue
+from api.tracing import tool_outcome, tool_span
 from auth.connected_apps import CLI_CLIENT_ID
 from auth.scopes import required_scope
 from config.machine import available_cpus
@@ -244,11 +245,15 @@ class McpDispatcher:
         started = time.perf_counter()
         if extra_arguments and not spec.annotations.get("readOnlyHint", False):
             raise ValueError("extra arguments are for read tools only")
-        async with self.admission.call(embeds_query=spec.embeds_query, light=spec.light):
-            payload = await self._run(spec, args, request_id, ctx, explicit_key, extra_arguments)
+        with tool_span(spec.name, queued=spec.queued) as span:
+            async with self.admission.call(embeds_query=spec.embeds_query, light=spec.light):
+                payload = await self._run(
+                    spec, args, request_id, ctx, explicit_key, extra_arguments
+                )
+            ok = payload.get("ok") is True
+            error_code = None if ok else _payload_error_code(payload)
+            tool_outcome(span, error_code)
         seconds = time.perf_counter() - started
-        ok = payload.get("ok") is True
-        error_code = None if ok else _payload_error_code(payload)
         logger.info(
             "tool %s user=%s ok=%s %.1fms",
             spec.name,

@@ -89,6 +89,7 @@ from api.mcp.jsonrpc import (
     Message,
 )
 from api.origins import OriginPolicy, preflight_headers
+from api.tracing import bearer_span
 from auth.bearer import BearerValidator
 from auth.errors import BearerError
 from auth.keys import KeyStore
@@ -337,7 +338,8 @@ class McpResource:
         if not self._origins.allows(req.get_header("Origin")):
             return _forbidden_origin()
         try:
-            principal: Principal = await self._bearer.validate(req.get_header("Authorization"))
+            with bearer_span():
+                principal: Principal = await self._bearer.validate(req.get_header("Authorization"))
         except BearerError as ex:
             return bearer_reply(self._settings, ex, req.get_header("Host"))
         except Exception as ex:

@@ -18,11 +18,12 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+from opentelemetry import trace
 
 from memory.errors import EMBEDDING_ERROR, MemoryServiceError
 
@@ -32,6 +33,25 @@ FloatArray = npt.NDArray[np.float32]
 
 #: Longest provider error message kept in ``error.detail``, in characters.
 PROVIDER_MESSAGE_MAX = 500
+
+_tracer = trace.get_tracer("ownsona.embedding")
+
+
+@contextlib.contextmanager
+def embedding_span(provider: str, model: str, count: int) -> Iterator[trace.Span]:
+    """The span of one embedding call: provider, model and how many texts, never the texts."""
+    with _tracer.start_as_current_span(
+        "embed",
+        record_exception=False,
+        attributes={"ownsona.embedding.provider": provider, "ownsona.embedding.model": model},
+    ) as span:
+        span.set_attribute("ownsona.embedding.texts", count)
+        try:
+            yield span
+        except BaseException as ex:
+            span.set_attribute("exception.type", type(ex).__name__)
+            span.set_status(trace.Status(trace.StatusCode.ERROR))
+            raise
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ from memory.providers.embedding import (
     Observable,
     check_texts,
     embedding_error,
+    embedding_span,
     normalize_rows,
     observed,
 )
@@ -272,9 +273,10 @@ class LocalEmbedder(Observable):
 
     async def embed(self, texts: Sequence[str]) -> FloatArray:
         check_texts(texts)
-        if len(texts) == 1 and len(texts[0]) <= COALESCE_MAX_CHARS:
-            return (await self._coalescer.embed_one(texts[0]))[None, :]
-        return await self._embed_batch(texts)
+        with embedding_span(self.provider, self.model, len(texts)):
+            if len(texts) == 1 and len(texts[0]) <= COALESCE_MAX_CHARS:
+                return (await self._coalescer.embed_one(texts[0]))[None, :]
+            return await self._embed_batch(texts)
 
     @observed
     async def _embed_batch(self, texts: Sequence[str]) -> FloatArray:
@@ -292,9 +294,10 @@ class LocalEmbedder(Observable):
         frees the loop and batches the queries that pile up meanwhile.
         """
         check_texts([text])
-        if len(text) > COALESCE_MAX_CHARS:
-            return (await self._embed_batch([text]))[0]
-        return await self._coalescer.embed_one(text)
+        with embedding_span(self.provider, self.model, 1):
+            if len(text) > COALESCE_MAX_CHARS:
+                return (await self._embed_batch([text]))[0]
+            return await self._coalescer.embed_one(text)
 
     def _batch_done(self, size: int, seconds: float, ok: bool) -> None:
         if self._observers:

@@ -23,6 +23,7 @@ from memory.providers.embedding import (
     Observable,
     check_texts,
     embedding_error,
+    embedding_span,
     normalize_rows,
     observed,
 )
@@ -119,7 +120,8 @@ class OpenAIEmbedder(Observable):
         }
         if self._configured_dimensions is not None:
             body["dimensions"] = self._configured_dimensions
-        response = await self._post_with_retries(body)
+        with embedding_span(self.provider, self.model, len(texts)):
+            response = await self._post_with_retries(body)
         vectors = self._parse(response, len(texts))
         if self._dimensions is None:
             self._dimensions = vectors.shape[1]
