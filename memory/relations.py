@@ -118,11 +118,13 @@ async def extract_relations(
     """
     chosen = extractor or deps.extractor
     async with deps.pool.connection() as conn:
-        if not await outbox.is_owed(conn, memory_id):
+        if not await outbox.is_owed(conn, user_id, memory_id):
             return None
         source = await store.source_text(conn, user_id, memory_id)
         if source is not None and source.deleted:
-            await outbox.finish(conn, memory_id)  # forgotten: nothing owed (its edges stay hidden)
+            await outbox.finish(
+                conn, user_id, memory_id
+            )  # forgotten: nothing owed (its edges stay hidden)
     if source is None or source.deleted:
         return None
     relations = await chosen.extract(source.text) if chosen is not None else []
@@ -130,12 +132,12 @@ async def extract_relations(
     async with deps.pool.connection() as conn, conn.transaction():
         current = await store.source_text(conn, user_id, memory_id, lock=True)
         if current is not None and current.deleted:
-            await outbox.finish(conn, memory_id)  # forgotten meanwhile
+            await outbox.finish(conn, user_id, memory_id)  # forgotten meanwhile
         if current is None or current.deleted or current.text != source.text:
             return None
         await store.delete_edges(conn, user_id, memory_id)
         await store.insert_edges(conn, user_id, memory_id, edges)
-        await outbox.finish(conn, memory_id)
+        await outbox.finish(conn, user_id, memory_id)
     return len(edges)
 
 

@@ -93,8 +93,11 @@ async def unclaim(conn: AsyncConnection, memory_ids: Sequence[int]) -> None:
     )
 
 
-async def is_owed(conn: AsyncConnection, memory_id: int) -> bool:
-    cur = await conn.execute("SELECT 1 FROM relation_outbox WHERE memory_id = %s", (memory_id,))
+async def is_owed(conn: AsyncConnection, user_id: int, memory_id: int) -> bool:
+    # user_id too: every statement on a user's table names its user (shard-ready, docs/scaling.md).
+    cur = await conn.execute(
+        "SELECT 1 FROM relation_outbox WHERE user_id = %s AND memory_id = %s", (user_id, memory_id)
+    )
     return await cur.fetchone() is not None
 
 
@@ -123,9 +126,11 @@ async def relay_failed(conn: AsyncConnection, memory_ids: Sequence[int]) -> None
     )
 
 
-async def finish(conn: AsyncConnection, memory_id: int) -> None:
+async def finish(conn: AsyncConnection, user_id: int, memory_id: int) -> None:
     """The memory's extraction is stored (or nothing is owed): drop its entry."""
-    await conn.execute("DELETE FROM relation_outbox WHERE memory_id = %s", (memory_id,))
+    await conn.execute(
+        "DELETE FROM relation_outbox WHERE user_id = %s AND memory_id = %s", (user_id, memory_id)
+    )
 
 
 async def owe_all(conn: AsyncConnection, user_id: int | None, *, hold_s: float) -> int:
