@@ -217,6 +217,7 @@ async def statements(clean_db: str, embedder: Any) -> list[str]:
     """Every statement sent while one user calls every tool (and their background jobs run)."""
     settings = Settings(public_url="https://mem.example")
     pool = make_pool(clean_db, min_size=1, max_size=4, name="shard-ready")
+    assert isinstance(pool.kwargs, dict)  # make_pool's connection arguments: add ours
     pool.kwargs["cursor_factory"] = RecordingCursor
     await pool.open(wait=True)
     try:
