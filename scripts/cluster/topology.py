@@ -137,10 +137,11 @@ class Cluster:
         multi_host = _accepts({**base, "DATABASE_URL": self.pg.multi_host_url()})
         base["DATABASE_URL"] = self.pg.multi_host_url() if multi_host else self.pg.query_form_url()
         sentinels = any("sentinel" in name for name in names)
+        # With REDIS_SENTINELS, REDIS_URL still gives the database number (its address is
+        # then unused); without, it is all the processes have: the first master.
+        base["REDIS_URL"] = f"redis://127.0.0.1:{self.redis.master_port()}/0"
         if sentinels:
             base.update(REDIS_SENTINELS=self.redis.sentinel_list, REDIS_SENTINEL_MASTER=MASTER_NAME)
-        else:
-            base["REDIS_URL"] = f"redis://127.0.0.1:{self.redis.master_port()}/0"
         self.features = Features(
             multi_host_url=multi_host,
             replicas=any("replica" in name for name in names),
