@@ -161,11 +161,15 @@ class RedisGroup:
         self.master, self.replica = self.replica, self.master
         return took
 
-    def restart_old_master(self) -> None:
-        """The dead master's machine returns (no ``replicaof``); the Sentinels demote it."""
+    def restart_old_master(self, *, wait: bool = True) -> None:
+        """The dead master's machine returns (no ``replicaof``); the Sentinels demote it.
+
+        With ``wait``, until it replicates from the new master.
+        """
         assert self.replica is not None
         self.replica.start()
-        self._wait(lambda: self.replica_link_up(), 60)
+        if wait:
+            self._wait(lambda: self.replica_link_up(), 60)
 
     def stop(self) -> None:
         for node in [*self.sentinels, self.replica, self.master]:

@@ -174,18 +174,20 @@ class Cluster:
         assert proc is not None
         problem = wait_until_healthy(self.urls[n], proc, timeout_s=180)
         if problem is not None:
-            raise RuntimeError(f"web{n} {problem}: see {self.root / f'web{n}.log'}")
+            raise RuntimeError(f"web{n} {problem}; its log ends:\n{_tail(self.log(f'web{n}'))}")
 
-    def start_worker(self, n: int) -> None:
-        """Start worker ``n`` and wait until it consumes (its start-up line in its log)."""
+    def start_worker(self, n: int, *, wait: bool = True) -> None:
+        """Start worker ``n``; with ``wait``, until it consumes (its start-up line in its log)."""
         name = f"worker{n}"
         starts = self.log(name).count(WORKER_READY)
         proc = self._spawn(["worker", "--threads", "2"], name)
         self.worker_procs[n] = proc
+        if not wait:
+            return
         deadline = time.monotonic() + 180
         while self.log(name).count(WORKER_READY) == starts:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not start: see {self.root / f'{name}.log'}")
+                raise RuntimeError(f"{name} did not start; its log ends:\n{_tail(self.log(name))}")
             time.sleep(0.2)
 
     # -- faults --------------------------------------------------------------
@@ -235,6 +237,11 @@ class Cluster:
             _stop(proc)
         self.redis.stop()
         self.pg.stop()
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    """The end of a process's log, for an error raised after its directory is gone."""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def _kill(proc: subprocess.Popen[bytes] | None) -> None:
