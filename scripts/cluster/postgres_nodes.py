@@ -315,6 +315,16 @@ class PgPair:
         hosts = ",".join(f"127.0.0.1:{node.port}" for node in self._by_name())
         return f"postgresql://{SUPERUSER}@{hosts}/{database}?target_session_attrs=read-write"
 
+    def standby_url(self, database: str = DATABASE) -> str:
+        """Both nodes, whichever is a standby now: a replica URL that survives a failover.
+
+        A replica URL naming one node goes stale at the promotion (it then names the
+        primary, which a process refuses as a replica at start-up); ``standby`` makes
+        libpq pick the node that is one at each connect.
+        """
+        hosts = ",".join(f"127.0.0.1:{node.port}" for node in self._by_name())
+        return f"postgresql://{SUPERUSER}@{hosts}/{database}?target_session_attrs=standby"
+
     def query_form_url(self, database: str = DATABASE) -> str:
         """libpq's ``?host=..&port=..`` form of :meth:`multi_host_url`."""
         hosts = ",".join("127.0.0.1" for _ in self.nodes)

@@ -131,7 +131,7 @@ class Cluster:
             WRITE_TIMEOUT=str(WRITE_TIMEOUT_S),
             QUEUE_HEARTBEAT_TIMEOUT="5000",
             LOG_FORMAT="text",
-            DATABASE_REPLICA_URLS=self.pg.standby.dsn(),
+            DATABASE_REPLICA_URLS=self.pg.standby_url(),
             REPLICA_MAX_LAG_S="5",
         )
         multi_host = _accepts({**base, "DATABASE_URL": self.pg.multi_host_url()})

@@ -74,7 +74,9 @@ def test_every_app_container_names_both_database_nodes_and_the_sentinels() -> No
         query = parse_qs(urlsplit(env["DATABASE_URL"]).query)
         assert query["host"] == ["postgres-primary,postgres-standby"], name
         assert query["target_session_attrs"] == ["read-write"], name
-        assert urlsplit(env["DATABASE_REPLICA_URLS"]).hostname == "postgres-standby", name
+        replicas = urlsplit(env["DATABASE_REPLICA_URLS"])
+        assert replicas.netloc.endswith("@postgres-primary:5432,postgres-standby:5432"), name
+        assert parse_qs(replicas.query)["target_session_attrs"] == ["standby"], name
         assert env["REDIS_SENTINELS"] == ",".join(f"{s}:26379" for s in sentinels), name
         for sentinel in sentinels:
             config = services[sentinel]["command"][2]
