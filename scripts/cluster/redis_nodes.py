@@ -161,15 +161,14 @@ class RedisGroup:
         self.master, self.replica = self.replica, self.master
         return took
 
-    def restart_old_master(self, *, wait: bool = True) -> None:
+    def restart_old_master(self) -> None:
         """The dead master's machine returns (no ``replicaof``); the Sentinels demote it.
 
-        With ``wait``, until it replicates from the new master.
+        Returns once it replicates from the new master.
         """
         assert self.replica is not None
         self.replica.start()
-        if wait:
-            self._wait(lambda: self.replica_link_up(), 60)
+        self._wait(lambda: self.replica_link_up(), 60)
 
     def stop(self) -> None:
         for node in [*self.sentinels, self.replica, self.master]:

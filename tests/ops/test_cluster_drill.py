@@ -40,7 +40,7 @@ def drill() -> Iterator[dict[str, PhaseResult]]:
         recover_timeout_s=BACK_WITHIN_S + 1,
         settle_s=1.0,
         rebuild_standby=False,  # the later faults need no standby
-        await_restarts=False,  # no assert depends on the restarted worker and Redis node
+        await_restarts=False,  # no assert depends on the restarted worker
     )
     # Not under pytest's basetemp: every pytest session on the machine resets
     # /tmp/pytest-of-<user> to 0700, locking the PostgreSQL user out of its nodes.
