@@ -30,13 +30,12 @@ from auth.keys import KeyStore
 from auth.tokens import issue_access_token
 from bootstrap.providers import make_extractor
 from config.settings import Settings
-from memory.commands import Command
 from memory.deps import Deps
 from memory.relations import extract_relations
-from memory.service import USE_CASES
 from storage.pool import make_pool
 from tests.api.conftest import Mcp
 from tests.conftest import make_user
+from tests.tool_calls import InlineWriteQueue
 
 #: Distributed by ``user_id``, colocated: a user's rows of all of them live on one node.
 DISTRIBUTED = {
@@ -161,17 +160,6 @@ def test_no_foreign_key_joins_rows_of_two_users(dsn: str) -> None:
     assert not wrong, wrong
 
 
-class _InlineWriteQueue:
-    """The worker's part, in-process: the queued use case with its idempotency key."""
-
-    def __init__(self, deps: Deps) -> None:
-        self._deps = deps
-
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
-        run = USE_CASES[command.TOOL]
-        return await run(self._deps, user_id, command.to_json(), idempotency_key=idempotency_key)
-
-
 async def _every_tool(mcp: Mcp, deps: Deps, user_id: int) -> None:
     async def ok(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = await mcp.call_tool(tool, arguments)
@@ -231,7 +219,7 @@ async def statements(clean_db: str, embedder: Any) -> list[str]:
             settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
         )
         runtime = Runtime(
-            settings, deps, _InlineWriteQueue(deps), keystore, BearerValidator(keystore, settings)
+            settings, deps, InlineWriteQueue(deps), keystore, BearerValidator(keystore, settings)
         )
         RecordingCursor.seen = []
         async with falcon.testing.ASGIConductor(create_app(settings, runtime=runtime)) as app:
