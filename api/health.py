@@ -5,8 +5,11 @@ database nor Redis, so a slow dependency does not get a healthy web process
 restarted.
 
 ``/readyz`` says this process can serve tools now: the database answers a
-trivial query through the pool, Redis answers PING (when ``REDIS_URL`` is
-set), and the embedder embeds a short fixed text. The checks run
+trivial query through the pool, Redis would take a write (when ``REDIS_URL``
+or ``REDIS_SENTINELS`` is set: the server, or the master the Sentinels name,
+says ``ROLE`` master; an old master that came back as a read-only replica
+answers PING but refuses every write), and the embedder embeds a short fixed
+text. The checks run
 concurrently, each with its own timeout; the answer is 200 when all pass,
 503 otherwise, with each check's outcome and duration. A failure is named
 by its exception class only: messages can quote connection strings.
@@ -25,8 +28,9 @@ from typing import Any
 
 import falcon
 import falcon.asgi
-import redis.asyncio as aredis
 from psycopg_pool import AsyncConnectionPool
+
+from tasks.redis_clients import RedisTarget, check_writable
 
 #: Seconds each check may take before it counts as failed.
 DATABASE_TIMEOUT_S = 2.0
@@ -47,10 +51,12 @@ class Health:
 class Ready:
     """``GET /readyz``: database, Redis (when configured) and embedder checks."""
 
-    def __init__(self, pool: AsyncConnectionPool, embedder: Any, redis_url: str | None) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool, embedder: Any, redis: RedisTarget | str | None
+    ) -> None:
         self._pool = pool
         self._embedder = embedder
-        self._redis_url = redis_url
+        self._redis = RedisTarget.of(redis)
         self._embedder_ok_until = 0.0
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -60,9 +66,9 @@ class Ready:
             "embedder": self._embedder_check,
         }
         timeouts = {"database": DATABASE_TIMEOUT_S, "embedder": EMBEDDER_TIMEOUT_S}
-        if self._redis_url:
-            redis_url = self._redis_url
-            checks["redis"] = lambda: _redis(redis_url)
+        if self._redis is not None:
+            target = self._redis
+            checks["redis"] = lambda: check_writable(target, timeout_s=REDIS_TIMEOUT_S)
             timeouts["redis"] = REDIS_TIMEOUT_S
         names = sorted(checks)
         outcomes = await asyncio.gather(*(_timed(checks[n], timeouts[n]) for n in names))
@@ -82,17 +88,6 @@ class Ready:
         if vector.shape != (self._embedder.dimensions,):
             raise ValueError("the embedder returned a vector of the wrong width")
         self._embedder_ok_until = time.monotonic() + EMBEDDER_CHECK_TTL_S
-
-
-async def _redis(url: str) -> None:
-    # A connection of its own: the check is that this process can reach Redis now.
-    client = aredis.Redis.from_url(
-        url, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S
-    )
-    try:
-        await client.ping()
-    finally:
-        await client.aclose()
 
 
 async def _timed(check: Callable[[], Awaitable[None]], timeout_s: float) -> dict[str, Any]:

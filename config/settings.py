@@ -17,6 +17,7 @@ from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from config.env import Env as _Env
 from config.env import SettingsError
+from config.redis_sentinel import RedisSentinel, read_redis_sentinel
 
 __all__ = ["Settings", "SettingsError"]
 
@@ -146,6 +147,15 @@ class Settings:
     trace_endpoint: str | None = None
     #: OTEL_SERVICE_NAME when set; else each process names itself ``ownsona-<kind>``.
     trace_service_name: str | None = None
+
+    # -- Redis Sentinel (config.redis_sentinel): the broker's master found through Sentinels --
+    #: REDIS_SENTINELS + REDIS_SENTINEL_MASTER (+ REDIS_SENTINEL_PASSWORD); None: REDIS_URL alone.
+    redis_sentinel: RedisSentinel | None = None
+
+    @property
+    def redis_configured(self) -> bool:
+        """True when writes go through Redis (REDIS_URL or REDIS_SENTINELS), not in-process."""
+        return bool(self.redis_url or self.redis_sentinel)
 
     @property
     def resource_url(self) -> str:
@@ -297,6 +307,10 @@ class Settings:
             env.url("RERANK_BASE_URL", "")
         if settings.redis_url:
             _check_redis_url(settings.redis_url)
+        # Redis Sentinel: its own block (config.redis_sentinel).
+        sentinel = read_redis_sentinel(env, settings.redis_url)
+        if sentinel is not None:
+            settings = replace(settings, redis_sentinel=sentinel)
         if settings.database_url:
             _check_database_url(settings.database_url)
         else:

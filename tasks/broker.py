@@ -24,6 +24,8 @@ from dramatiq.middleware import AsyncIO
 from dramatiq.results import Results
 from dramatiq.results.backends import RedisBackend, StubBackend
 
+from .redis_clients import RedisSettingsRefused, RedisTarget, check_sentinels, sync_client
+
 #: Default namespace of our keys in Redis (QUEUE_NAMESPACE changes it).
 NAMESPACE = "ownsona"
 #: Results outlive the longest write wait.
@@ -132,14 +134,24 @@ class NotifyingStubBackend(StubBackend):
 
 
 class BrokerUnreachable(Exception):
-    """Redis did not answer a PING (address, password, TLS settings)."""
+    """Redis did not answer a PING (address, password, TLS settings, no master)."""
+
+
+class BrokerRefused(BrokerUnreachable):
+    """The Redis settings name what is not there (Sentinels that don't know the master)."""
 
 
 @dataclass
 class BrokerBundle:
     broker: dramatiq.Broker
     backend: Any  # RedisBackend | NotifyingStubBackend
-    redis_url: str | None
+    #: Where Redis is (tasks.redis_clients); None: the in-process broker.
+    redis: RedisTarget | None
+
+    @property
+    def redis_url(self) -> str | None:
+        """REDIS_URL as given (with Sentinels: the master's options only, or None)."""
+        return self.redis.url if self.redis is not None else None
 
     @property
     def in_process(self) -> bool:
@@ -148,7 +160,7 @@ class BrokerBundle:
 
 
 def make_broker(
-    redis_url: str | None,
+    redis: RedisTarget | str | None,
     *,
     namespace: str = NAMESPACE,
     heartbeat_timeout_ms: int = 15_000,
@@ -156,13 +168,17 @@ def make_broker(
 ) -> BrokerBundle:
     """Build (and set as Dramatiq's global) the broker for this process.
 
-    TLS comes from the URL alone: ``rediss://`` plus redis-py's query options
-    (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``),
-    so the broker, the results backend (same client) and the write queue's
-    asyncio client (same URL, ``tasks.queue``) all get the same settings.
+    ``redis`` is a :class:`~tasks.redis_clients.RedisTarget` (REDIS_URL or
+    Sentinels), or a bare URL. TLS comes from the URL: ``rediss://`` plus
+    redis-py's query options (``ssl_cert_reqs``, ``ssl_ca_certs``,
+    ``ssl_certfile``, ``ssl_keyfile``), so the broker, the results backend
+    (same client) and the write queue's asyncio client (same target,
+    ``tasks.queue``) all get the same settings. With Sentinels the client is
+    Sentinel-managed and follows a failover by itself (``tasks.redis_clients``).
     """
-    if redis_url:
-        client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, health_check_interval=30)
+    target = RedisTarget.of(redis)
+    if target is not None:
+        client = sync_client(target, socket_connect_timeout=5, health_check_interval=30)
         broker: dramatiq.Broker = WakingRedisBroker(
             client=client,
             namespace=namespace,
@@ -185,14 +201,21 @@ def make_broker(
     for middleware in extra:
         broker.add_middleware(middleware)
     dramatiq.set_broker(broker)
-    return BrokerBundle(broker=broker, backend=backend, redis_url=redis_url)
+    return BrokerBundle(broker=broker, backend=backend, redis=target)
 
 
 def check_broker(bundle: BrokerBundle) -> None:
-    """PING Redis once (nothing to do in-process); raise :class:`BrokerUnreachable`."""
-    if not isinstance(bundle.broker, RedisBroker):
+    """PING Redis once (nothing to do in-process); raise :class:`BrokerUnreachable`.
+
+    With Sentinels, first check that they know the master's name: a wrong
+    name raises :class:`BrokerRefused` with the names they do know.
+    """
+    if not isinstance(bundle.broker, RedisBroker) or bundle.redis is None:
         return
     try:
+        check_sentinels(bundle.redis)
         bundle.broker.client.ping()
+    except RedisSettingsRefused as ex:
+        raise BrokerRefused(str(ex)) from ex
     except redis.RedisError as ex:
         raise BrokerUnreachable(str(ex) or type(ex).__name__) from ex

@@ -1,0 +1,222 @@
+"""Every Redis client of a process, built in one place: one address (REDIS_URL) or Sentinels.
+
+With ``REDIS_SENTINELS`` the clients are redis-py's Sentinel-managed ones
+(``Sentinel(...).master_for(name)``, sync and asyncio): each new connection
+asks the Sentinels where the master is, and redis-py drops a connection
+whose server answers ``READONLY`` (an old master that came back as a
+replica) or unblocks a waiter because it was demoted, so the next command
+reconnects to the new master. The broker, the results backend and the
+write queue's asyncio results client all come from here, so they follow a
+failover together (tests/tasks/test_sentinel_failover.py shows it).
+
+With ``REDIS_URL`` alone nothing changes from before: ``Redis.from_url``.
+In Sentinel mode ``REDIS_URL`` (optional) still gives the master's
+password, database number and TLS options; its host and port are unused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+import redis.asyncio as aredis
+import redis.asyncio.sentinel as asentinel
+import redis.sentinel
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.connection import parse_url
+
+from config.redis_sentinel import RedisSentinel
+from config.settings import Settings
+
+#: Longest wait on one Sentinel: discovery moves on to the next one after it.
+_SENTINEL_TIMEOUT_S = 2.0
+
+
+class RedisSettingsRefused(Exception):
+    """The Redis settings name something that is not there (a master the Sentinels don't know)."""
+
+
+class RedisNotWritable(Exception):
+    """Redis answers, but a write sent now would be refused (the base of the two below)."""
+
+
+class ReadOnlyReplica(RedisNotWritable):
+    """The server at the address is a replica: ``ROLE`` says slave, writes answer READONLY."""
+
+
+class NoMaster(RedisNotWritable):
+    """The Sentinels know the master's name but have no master to give out (failover under way)."""
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """Where this process's Redis is: ``REDIS_URL``, or the Sentinels (and the URL's options)."""
+
+    url: str | None = None
+    sentinel: RedisSentinel | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RedisTarget | None:
+        """The target the settings name; None without Redis (the in-process broker)."""
+        if not settings.redis_configured:
+            return None
+        return cls(url=settings.redis_url, sentinel=settings.redis_sentinel)
+
+    @classmethod
+    def of(cls, value: RedisTarget | str | None) -> RedisTarget | None:
+        """A target from a target or a bare URL (tests and older callers pass a URL)."""
+        if value is None or isinstance(value, RedisTarget):
+            return value
+        return cls(url=value)
+
+    @property
+    def variable(self) -> str:
+        """The setting an operator fixes when this target fails (for error messages)."""
+        return "REDIS_SENTINELS" if self.sentinel is not None else "REDIS_URL"
+
+    def describe(self) -> str:
+        """Where Redis is, for logs: never the password."""
+        if self.sentinel is not None:
+            return self.sentinel.describe()
+        parts = urlsplit(self.url or "")
+        if parts.scheme == "unix":
+            return f"unix socket {parts.path}"
+        return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path}"
+
+
+def sync_client(target: RedisTarget, **options: Any) -> redis.Redis:
+    """A blocking client of the master (the broker's and the results backend's)."""
+    if target.sentinel is None:
+        assert target.url is not None, "a target names a URL or Sentinels"
+        return redis.Redis.from_url(target.url, **options)
+    master_options = {**_master_options(target.url), **options}
+    sentinel = redis.sentinel.Sentinel(
+        target.sentinel.sentinels,
+        sentinel_kwargs=_sentinel_options(target, master_options),
+        **master_options,
+    )
+    client: redis.Redis = sentinel.master_for(target.sentinel.master)
+    return client
+
+
+def async_client(target: RedisTarget, **options: Any) -> aredis.Redis:
+    """An asyncio client of the master (the write queue's results, the readiness probe)."""
+    if target.sentinel is None:
+        assert target.url is not None, "a target names a URL or Sentinels"
+        return aredis.Redis.from_url(target.url, **options)
+    master_options = {**_master_options(target.url), **options}
+    sentinel = asentinel.Sentinel(
+        target.sentinel.sentinels,
+        sentinel_kwargs=_sentinel_options(target, master_options),
+        **master_options,
+    )
+    client: aredis.Redis = sentinel.master_for(target.sentinel.master)
+    return client
+
+
+def check_sentinels(target: RedisTarget, *, timeout_s: float = 5.0) -> None:
+    """At start-up: some Sentinel answers and knows the master's name.
+
+    Raises :class:`RedisSettingsRefused` when the Sentinels that answer know no
+    master of that name (a typo would otherwise look like an endless outage),
+    ``redis.ConnectionError`` when none answers. Nothing to check without Sentinels.
+    """
+    if target.sentinel is None:
+        return
+    options = _sentinel_options(
+        target, {"socket_connect_timeout": timeout_s, "socket_timeout": timeout_s}
+    )
+    known: set[str] = set()
+    answered = 0
+    errors: list[str] = []
+    for host, port in target.sentinel.sentinels:
+        client = redis.Redis(host=host, port=port, **options)
+        try:
+            masters = client.sentinel_masters()
+        except redis.RedisError as ex:
+            errors.append(f"{host}:{port}: {type(ex).__name__}: {ex}")
+            continue
+        finally:
+            client.close()
+        answered += 1
+        if target.sentinel.master in masters:
+            return
+        known.update(str(name) for name in masters)
+    if not answered:
+        raise redis.ConnectionError("no Sentinel answered (" + "; ".join(errors) + ")")
+    raise RedisSettingsRefused(
+        f"REDIS_SENTINEL_MASTER: the Sentinels ({answered} of "
+        f"{len(target.sentinel.sentinels)} answered) know no master named "
+        f"{target.sentinel.master!r}; they know: {_names(known)}"
+    )
+
+
+async def check_writable(target: RedisTarget, *, timeout_s: float) -> None:
+    """Raise unless a write sent now would reach a master (the readiness check).
+
+    PING is not enough: an old master that came back as a replica answers
+    PING and refuses every write. ``ROLE`` asks the server what it is; with
+    Sentinels the master is looked up first, as a write would.
+    """
+    client = async_client(
+        target,
+        socket_connect_timeout=timeout_s,
+        socket_timeout=timeout_s,
+        # One try: the probe reports what a write would meet now, it does not wait it out.
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        try:
+            role = await client.execute_command("ROLE")  # type: ignore[no-untyped-call]
+        except asentinel.MasterNotFoundError as ex:
+            raise NoMaster(str(ex)) from ex
+        kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
+        if kind != "master":
+            raise ReadOnlyReplica(f"the Redis server at {target.describe()} is a {kind}")
+    finally:
+        await client.aclose()
+        await _close_sentinels(client)
+
+
+async def _close_sentinels(client: aredis.Redis) -> None:
+    # A Sentinel-managed client's pool holds the Sentinel object, which holds its own clients.
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    if manager is not None:
+        for sentinel in manager.sentinels:
+            await sentinel.aclose()
+
+
+def _master_options(url: str | None) -> dict[str, Any]:
+    """The master's password, database and TLS options from REDIS_URL (host and port dropped)."""
+    if url is None:
+        return {}
+    options: dict[str, Any] = dict(parse_url(url))  # type: ignore[no-untyped-call]
+    for unused in ("host", "port", "path", "connection_class"):
+        options.pop(unused, None)
+    if urlsplit(url).scheme == "rediss":
+        options["ssl"] = True  # the Sentinel pool picks its TLS connection class from this
+    return options
+
+
+def _sentinel_options(target: RedisTarget, master_options: dict[str, Any]) -> dict[str, Any]:
+    """How to talk to the Sentinels: their own password, the master's timeouts and TLS."""
+    options = {
+        key: value
+        for key, value in master_options.items()
+        if key in ("socket_keepalive", "ssl") or key.startswith("ssl_")
+    }
+    for timeout in ("socket_connect_timeout", "socket_timeout"):
+        given = master_options.get(timeout)
+        options[timeout] = _SENTINEL_TIMEOUT_S if given is None else min(given, _SENTINEL_TIMEOUT_S)
+    if target.sentinel is not None and target.sentinel.password is not None:
+        options["password"] = target.sentinel.password
+    return options
+
+
+def _names(names: Iterable[str]) -> str:
+    found = sorted(names)
+    return ", ".join(repr(name) for name in found) if found else "none"
