@@ -45,6 +45,7 @@ from auth.mcp_sessions import SessionBook
 from auth.oauth_errors import OAuthError
 from config.settings import Settings
 from memory.audit import AuditLog
+from tasks.redis_clients import RedisTarget
 
 MCP_PATH = "/mcp"
 
@@ -95,7 +96,9 @@ def create_app(
     _add_mcp_routes(app, settings, runtime, dispatcher, origins)
     _add_oauth_routes(app, settings, runtime, services)
     app.add_route("/healthz", Health())
-    app.add_route("/readyz", Ready(deps.pool, deps.embedder, runtime.settings.redis_url))
+    app.add_route(
+        "/readyz", Ready(deps.pool, deps.embedder, RedisTarget.from_settings(runtime.settings))
+    )
     app.add_route(
         "/metrics",
         MetricsResource(settings, metrics, deps.pool, runtime.write_queue, dispatcher.admission),

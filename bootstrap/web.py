@@ -38,6 +38,7 @@ from memory.relations import sweep_forever
 from storage.migrate import migrate
 from tasks.actors import extraction_hook
 from tasks.queue import DramatiqWriteQueue
+from tasks.queue_guard import GuardedWriteQueue
 from tasks.results import results_waiter
 
 from .database import DatabaseAddress, open_pool, process_pool
@@ -94,18 +95,21 @@ class WebProcess:
             timeout_s=settings.write_timeout_s,
             results=results_waiter(self._broker.bundle),
         )
+        # Writes run on workers; the hook lets inline paths enqueue extraction too.
+        deps = Deps(
+            settings=settings,
+            pool=pool,
+            embedder=self._embedder,
+            on_text_stored=extraction_hook(self._broker.actors),
+            fact_extractor=make_fact_extractor(settings),
+            reranker=self._rerank,
+        )
         self.runtime = Runtime(
             settings=settings,
-            # Writes run on workers; the hook lets inline paths enqueue extraction too.
-            deps=Deps(
-                settings=settings,
-                pool=pool,
-                embedder=self._embedder,
-                on_text_stored=extraction_hook(self._broker.actors),
-                fact_extractor=make_fact_extractor(settings),
-                reranker=self._rerank,
-            ),
-            write_queue=self._queue,
+            deps=deps,
+            # A queue failure is logged, and a retry whose first attempt committed is
+            # answered from its receipt in PostgreSQL (tasks.queue_guard).
+            write_queue=GuardedWriteQueue(self._queue, deps),
             keystore=keystore,
             bearer=BearerValidator(keystore, settings),
             metadata_fetcher=metadata_fetcher(settings),

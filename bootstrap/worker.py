@@ -26,7 +26,8 @@ from memory.providers.embedders import Embedder
 from storage.errors import StorageError
 from storage.schema import check_schema
 from tasks.actors import Actors, WorkerResources, declare_actors, extraction_hook, reembed_queue
-from tasks.broker import BrokerBundle, BrokerUnreachable, check_broker, make_broker
+from tasks.broker import BrokerBundle, BrokerRefused, BrokerUnreachable, check_broker, make_broker
+from tasks.redis_clients import RedisTarget
 from tasks.shutdown import RunningMessages, stop_on_signals, stop_worker
 from tasks.tracing import TraceMiddleware
 
@@ -132,14 +133,14 @@ def build_broker(
     extra_middleware: Sequence[Any] = (),
     reembed_queue_name: str | None = None,
 ) -> Broker:
-    """The broker REDIS_URL names (in-process without it) and the actors declared on it.
+    """The broker REDIS_URL or REDIS_SENTINELS names (in-process without either) and its actors.
 
     With ``actor_deps`` the broker carries a worker's resources: a worker
     started on it opens them at boot. Nothing connects here.
     """
     resources = WorkerResources(actor_deps.build, actor_deps.close) if actor_deps else None
     bundle = make_broker(
-        settings.redis_url,
+        RedisTarget.from_settings(settings),
         namespace=settings.queue_namespace,
         heartbeat_timeout_ms=settings.queue_heartbeat_timeout_ms,
         extra_middleware=[
@@ -160,11 +161,15 @@ def build_broker(
 
 
 def require_broker(bundle: BrokerBundle) -> None:
-    """Raise StorageError naming REDIS_URL when Redis does not answer (address, TLS, auth)."""
+    """Raise StorageError naming the setting when Redis does not answer (address, TLS, auth),
+    or when the Sentinels know no master of REDIS_SENTINEL_MASTER's name."""
     try:
         check_broker(bundle)
+    except BrokerRefused as ex:
+        raise StorageError(str(ex)) from ex  # names REDIS_SENTINEL_MASTER itself
     except BrokerUnreachable as ex:
-        raise StorageError(f"REDIS_URL: cannot connect: {ex}") from ex
+        variable = bundle.redis.variable if bundle.redis is not None else "REDIS_URL"
+        raise StorageError(f"{variable}: cannot connect: {ex}") from ex
 
 
 def start_worker(broker: Broker, worker: Any, *, command: str) -> bool:
@@ -188,9 +193,9 @@ def run_worker_process(settings: Settings, threads: int) -> int:
     Within SHUTDOWN_TIMEOUT running messages finish; prefetched ones, and any
     still running after it, go back to the queue for another worker.
     """
-    if not settings.redis_url:
+    if not settings.redis_configured:
         print(
-            "ownsona worker needs REDIS_URL; without it `ownsona serve` runs its own worker.",
+            "ownsona worker needs REDIS_URL (or REDIS_SENTINELS); without it `ownsona serve` runs its own worker.",
             file=sys.stderr,
         )
         return 2

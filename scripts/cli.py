@@ -53,7 +53,9 @@ def _serve(settings: Settings) -> None:
         )
         print(f"  database: {database}", flush=True)
         queue = (
-            "Redis (REDIS_URL); run `ownsona worker` too"
+            "Redis (REDIS_SENTINELS); run `ownsona worker` too"
+            if settings.redis_sentinel
+            else "Redis (REDIS_URL); run `ownsona worker` too"
             if settings.redis_url
             else "in-process worker"
         )

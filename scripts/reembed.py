@@ -229,7 +229,7 @@ class _Dispatcher:
         self._settings = settings
         self._dsn = dsn
         self._deps = deps
-        self._remote = bool(settings.redis_url)
+        self._remote = settings.redis_configured
         if self._remote:
             default = REDIS_IN_FLIGHT
         elif deps.embedder.provider == "local":
@@ -363,9 +363,9 @@ def serve_batches(settings: Settings, threads: int) -> int:
     from bootstrap.worker import ActorDeps, build_broker, start_worker
     from tasks.actors import reembed_queue
 
-    if not settings.redis_url:
+    if not settings.redis_configured:
         print(
-            "ownsona reembed --worker needs REDIS_URL; without it `ownsona reembed` does the "
+            "ownsona reembed --worker needs REDIS_URL (or REDIS_SENTINELS); without it `ownsona reembed` does the "
             "work itself.",
             file=sys.stderr,
         )

@@ -28,6 +28,7 @@ from memory.errors import MemoryServiceError
 from memory.writes import prior_receipt
 
 if TYPE_CHECKING:
+    from memory.calls import CallMeta
     from memory.commands import Command
     from memory.deps import Deps
 
@@ -38,9 +39,9 @@ REPEAT_LOG_S = 10.0
 
 
 class _Queue(Protocol):
-    async def submit(
-        self, command: Command, user_id: int, idempotency_key: str
-    ) -> dict[str, Any]: ...
+    async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]: ...
+
+    async def queue_depths(self) -> dict[str, int]: ...
 
 
 class GuardedWriteQueue:
@@ -51,18 +52,18 @@ class GuardedWriteQueue:
         self._deps = deps
         self._failures = FailureLog(clock)
 
-    def __getattr__(self, name: str) -> Any:
-        # queue_depths, aclose...: the wrapped queue's (metrics and lifespan call them).
-        return getattr(self._queue, name)
+    async def queue_depths(self) -> dict[str, int]:
+        """The wrapped queue's backlog (``/metrics``)."""
+        return await self._queue.queue_depths()
 
-    async def submit(self, command: Command, user_id: int, idempotency_key: str) -> dict[str, Any]:
+    async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]:
         try:
-            payload = await self._queue.submit(command, user_id, idempotency_key)
+            payload = await self._queue.submit(meta, command)
         except MemoryServiceError as ex:
             # By the queue's contract this is the queue's own failure (unreachable,
             # no result in time), never the write's: a receipt may still exist.
             self._failures.failed(ex)
-            receipt = await self._receipt(user_id, idempotency_key)
+            receipt = await self._receipt(meta)
             if receipt is None:
                 raise
             _log.info("a queued write's first answer was returned from its receipt")
@@ -70,9 +71,9 @@ class GuardedWriteQueue:
         self._failures.succeeded()
         return payload
 
-    async def _receipt(self, user_id: int, idempotency_key: str) -> dict[str, Any] | None:
+    async def _receipt(self, meta: CallMeta) -> dict[str, Any] | None:
         try:
-            return await prior_receipt(self._deps, user_id, idempotency_key)
+            return await prior_receipt(self._deps, meta.user_id, meta.idempotency_key)
         except Exception as ex:
             # The database is down too: the queue's error is the answer.
             _log.warning("could not look up the write's receipt: %s", type(ex).__name__)

@@ -21,6 +21,7 @@ from dramatiq.message import Message
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 
 from .broker import BrokerBundle, NotifyingStubBackend
+from .redis_clients import RedisTarget, async_client, close_async_client
 
 #: Longest single blocking read while awaiting a result, in seconds.
 _WAIT_SLICE_S = 10.0
@@ -96,14 +97,16 @@ class InProcessResults:
 class RedisResults:
     """The Redis broker's waiter: ``BRPOPLPUSH`` on an asyncio client, in bounded slices."""
 
-    def __init__(self, bundle: BrokerBundle, redis_url: str) -> None:
+    def __init__(self, bundle: BrokerBundle, redis: RedisTarget) -> None:
         self._broker: Any = bundle.broker
         self._backend: Any = bundle.backend
         # Built with the queue (it connects on the first write, on the serving loop):
         # results are awaited on asyncio, never on a thread. Reads may block for a
         # whole wait slice plus network slack.
-        self._aredis: aredis.Redis | None = aredis.Redis.from_url(
-            redis_url, socket_connect_timeout=5, socket_timeout=_WAIT_SLICE_S + 10
+        # From the broker's own target (tasks.redis_clients): with Sentinels it follows
+        # the master through a failover as the broker's client does.
+        self._aredis: aredis.Redis | None = async_client(
+            redis, socket_connect_timeout=5, socket_timeout=_WAIT_SLICE_S + 10
         )
 
     async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
@@ -151,14 +154,14 @@ class RedisResults:
 
     async def aclose(self) -> None:
         if self._aredis is not None:
-            await self._aredis.aclose()
+            await close_async_client(self._aredis)
             self._aredis = None
 
 
 def results_waiter(bundle: BrokerBundle) -> ResultsWaiter:
     """The waiter of ``bundle``'s broker: Redis when it has an address, else in-process."""
-    if bundle.redis_url:
-        return RedisResults(bundle, bundle.redis_url)
+    if bundle.redis is not None:
+        return RedisResults(bundle, bundle.redis)
     backend = bundle.backend
     assert isinstance(backend, NotifyingStubBackend), "an in-process bundle notifies its waiters"
     return InProcessResults(bundle, backend)
