@@ -90,6 +90,19 @@ class RedisNode:
             return False
 
 
+def start_standalone(workdir: Path) -> RedisNode:
+    """One plain ``redis-server`` (no replica, no Sentinel), started, in ``workdir``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config = workdir / "standalone.conf"
+    log = workdir / "standalone.log"
+    lines = ["bind 127.0.0.1", f"port {port}", f"dir {workdir}", 'save ""', f"logfile {log}"]
+    config.write_text("\n".join([*lines, ""]))
+    node = RedisNode(port=port, config=config, log=log)
+    node.start()
+    return node
+
+
 @dataclass
 class RedisTopology:
     """A master, a replica and ``sentinels`` Sentinels in ``workdir``; :meth:`start` runs them."""

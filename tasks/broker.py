@@ -24,7 +24,13 @@ from dramatiq.middleware import AsyncIO
 from dramatiq.results import Results
 from dramatiq.results.backends import RedisBackend, StubBackend
 
-from .redis_clients import RedisSettingsRefused, RedisTarget, check_sentinels, sync_client
+from .redis_clients import (
+    RedisSettingsRefused,
+    RedisTarget,
+    check_sentinels,
+    close_sync_client,
+    sync_client,
+)
 
 #: Default namespace of our keys in Redis (QUEUE_NAMESPACE changes it).
 NAMESPACE = "ownsona"
@@ -99,6 +105,11 @@ class WakingRedisBroker(RedisBroker):
                 pipe.ltrim(key, 0, _MAX_WAKE_TOKENS - 1)
                 pipe.execute()
         return enqueued
+
+    def close(self) -> None:
+        super().close()
+        # Dramatiq leaves the client open; ours may hold Sentinel connections too.
+        close_sync_client(self.client)
 
 
 class NotifyingStubBackend(StubBackend):

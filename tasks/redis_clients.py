@@ -178,11 +178,21 @@ async def check_writable(target: RedisTarget, *, timeout_s: float) -> None:
         if kind != "master":
             raise ReadOnlyReplica(f"the Redis server at {target.describe()} is a {kind}")
     finally:
-        await client.aclose()
-        await _close_sentinels(client)
+        await close_async_client(client)
 
 
-async def _close_sentinels(client: aredis.Redis) -> None:
+def close_sync_client(client: redis.Redis) -> None:
+    """Close a :func:`sync_client`: its connections, and those to the Sentinels."""
+    client.close()
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    if manager is not None:
+        for sentinel in manager.sentinels:
+            sentinel.close()
+
+
+async def close_async_client(client: aredis.Redis) -> None:
+    """Close an :func:`async_client`: its connections, and those to the Sentinels."""
+    await client.aclose()
     # A Sentinel-managed client's pool holds the Sentinel object, which holds its own clients.
     manager = getattr(client.connection_pool, "sentinel_manager", None)
     if manager is not None:
