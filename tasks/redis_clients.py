@@ -171,14 +171,29 @@ async def check_writable(target: RedisTarget, *, timeout_s: float) -> None:
     )
     try:
         try:
-            role = await client.execute_command("ROLE")  # type: ignore[no-untyped-call]
+            kind = await _role(client)
         except asentinel.MasterNotFoundError as ex:
             raise NoMaster(str(ex)) from ex
-        kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
         if kind != "master":
             raise ReadOnlyReplica(f"the Redis server at {target.describe()} is a {kind}")
     finally:
         await close_async_client(client)
+
+
+async def _role(client: aredis.Redis) -> str:
+    """``master`` or ``slave``: ROLE, else INFO replication's role, else (neither allowed)
+    ``master`` once PING answers, as the check was before it asked."""
+    try:
+        role = await client.execute_command("ROLE")  # type: ignore[no-untyped-call]
+        return role[0].decode() if isinstance(role[0], bytes) else str(role[0])
+    except redis.ResponseError:
+        pass  # renamed or disabled by a managed service, or a Redis look-alike without it
+    try:
+        info = await client.info("replication")
+        return str(info.get("role", "master"))
+    except redis.ResponseError:
+        await client.ping()
+        return "master"
 
 
 def close_sync_client(client: redis.Redis) -> None:
