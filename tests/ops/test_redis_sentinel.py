@@ -27,6 +27,8 @@ import pytest
 
 from api.app import create_app
 from api.runtime import Runtime
+from auth.bearer import BearerValidator
+from auth.tokens import issue_access_token
 from config.redis_sentinel import RedisSentinel
 from config.settings import Settings, SettingsError
 from memory.commands import parse_command
@@ -39,6 +41,7 @@ from tasks.broker import BrokerRefused, check_broker, make_broker
 from tasks.queue import DramatiqWriteQueue
 from tasks.queue_guard import GuardedWriteQueue
 from tasks.redis_clients import RedisTarget
+from tests.api.conftest import Mcp
 from tests.conftest import QUEUE_NAMESPACE
 from tests.ops.test_health_metrics import NoQueue, keystore_for, ops_settings
 
@@ -285,11 +288,11 @@ async def test_writes_to_a_read_only_replica_are_logged_with_their_cause(
 
 
 async def test_a_retry_is_answered_from_postgresql_while_redis_is_stopped(
-    tmp_path: Path, clean_db: str, deps: Deps, embedder: Any, alice: int
+    tmp_path: Path, clean_db: str, pool: Any, embedder: Any, alice: int
 ) -> None:
+    """Through /mcp, as a client retries: the same Idempotency-Key, Redis gone."""
     node = start_standalone(tmp_path / "redis")
-    url = f"redis://{node.address}/0"
-    settings = deps.settings
+    settings = ops_settings(redis_url=f"redis://{node.address}/0")
 
     async def build() -> Deps:
         worker_pool = make_pool(clean_db, min_size=1, max_size=2, name="test-worker")
@@ -300,28 +303,49 @@ async def test_a_retry_is_answered_from_postgresql_while_redis_is_stopped(
         await worker_deps.pool.close()
 
     bundle = make_broker(
-        url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)]
+        settings.redis_url,
+        namespace=QUEUE_NAMESPACE,
+        extra_middleware=[WorkerResources(build, close)],
     )
     inner = DramatiqWriteQueue(bundle, declare_actors(bundle.broker), timeout_s=WRITE_TIMEOUT_S)
-    queue = GuardedWriteQueue(inner, deps)
+    deps = Deps(settings=settings, pool=pool, embedder=embedder)
+    keystore = await keystore_for(pool, settings)
+    runtime = Runtime(
+        settings,
+        deps,
+        GuardedWriteQueue(inner, deps),
+        keystore,
+        BearerValidator(keystore, settings),
+    )
+    token = issue_access_token(
+        keystore, settings, user_id=alice, client_id="t", scope="memory:read memory:write"
+    )
     worker = dramatiq.Worker(bundle.broker, worker_threads=1, worker_timeout=100)
     worker.start()
+    worker_running = True
+    text = "My passport number ends in 4417, filed in the blue folder."
     try:
-        text = "My passport number ends in 4417, filed in the blue folder."
-        first = await queue.submit(_remember(text), alice, "passport-1")
-        assert first["ok"]
-        worker.stop()
-        node.stop()
-        # Redis is gone: the same key gets the first answer, from PostgreSQL.
-        again = await queue.submit(_remember(text), alice, "passport-1")
-        assert again == first
-        # A new write cannot be queued: the retryable error, and nothing stored.
-        with pytest.raises(MemoryServiceError) as caught:
-            await queue.submit(_remember("A new fact while Redis is down."), alice, "new-1")
-        assert caught.value.code == DATABASE_ERROR
-        assert [t for _, t in _rows(clean_db, alice)] == [text]
+        async with falcon.testing.ASGIConductor(create_app(settings, runtime=runtime)) as c:
+            mcp = Mcp(c, token)
+            first = await mcp.call_tool("remember", {"text": text}, Idempotency_Key="passport-1")
+            assert first["isError"] is False
+            worker.stop()
+            worker_running = False
+            node.stop()
+            # Redis is gone: the same key gets the first answer, from PostgreSQL.
+            again = await mcp.call_tool("remember", {"text": text}, Idempotency_Key="passport-1")
+            assert again["isError"] is False
+            assert again["structuredContent"] == first["structuredContent"]
+            # A new write cannot be queued: the retryable error, and nothing stored.
+            new = await mcp.call_tool(
+                "remember", {"text": "A new fact while Redis is down."}, Idempotency_Key="new-1"
+            )
+            assert new["isError"] is True
+            assert new["structuredContent"]["error"]["code"] == DATABASE_ERROR
     finally:
-        worker.stop()
+        if worker_running:
+            worker.stop()
         await inner.aclose()
         bundle.broker.close()
         node.stop()
+    assert [t for _, t in _rows(clean_db, alice)] == [text]
