@@ -44,6 +44,16 @@ def write_timed_out(seconds: float) -> MemoryServiceError:
     )
 
 
+def message_lost() -> MemoryServiceError:
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        "The write was queued, but the queue lost it before a worker finished it (its Redis "
+        "server failed over). It may still have been applied; repeating the same call is safe "
+        "and will not store it twice.",
+        {"component": "queue"},
+    )
+
+
 class ResultsWaiter(Protocol):
     """Sends a message and awaits the raw result its actor stored."""
 
@@ -97,21 +107,24 @@ class InProcessResults:
 class RedisResults:
     """The Redis broker's waiter: ``BRPOPLPUSH`` on an asyncio client, in bounded slices."""
 
-    def __init__(self, bundle: BrokerBundle, redis: RedisTarget) -> None:
+    def __init__(
+        self, bundle: BrokerBundle, redis: RedisTarget, *, slice_s: float = _WAIT_SLICE_S
+    ) -> None:
         self._broker: Any = bundle.broker
         self._backend: Any = bundle.backend
+        self._slice_s = slice_s
         # Built with the queue (it connects on the first write, on the serving loop):
         # results are awaited on asyncio, never on a thread. Reads may block for a
         # whole wait slice plus network slack.
         # From the broker's own target (tasks.redis_clients): with Sentinels it follows
         # the master through a failover as the broker's client does.
         self._aredis: aredis.Redis | None = async_client(
-            redis, socket_connect_timeout=5, socket_timeout=_WAIT_SLICE_S + 10
+            redis, socket_connect_timeout=5, socket_timeout=slice_s + 10
         )
 
     async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
         try:
-            await asyncio.to_thread(self._broker.enqueue, message)
+            enqueued = await asyncio.to_thread(self._broker.enqueue, message)
         except redis.RedisError as ex:
             raise queue_unreachable() from ex
         assert self._aredis is not None, "the waiter is open"
@@ -125,7 +138,9 @@ class RedisResults:
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     break
-                raw = await self._aredis.brpoplpush(key, key, timeout=min(_WAIT_SLICE_S, remaining))
+                raw = await self._aredis.brpoplpush(key, key, timeout=min(self._slice_s, remaining))
+                if raw is None and await self._lost(enqueued, key):
+                    raise message_lost()
         except redis.RedisError as ex:
             raise MemoryServiceError(
                 DATABASE_ERROR,
@@ -136,6 +151,24 @@ class RedisResults:
         if raw is None:
             raise write_timed_out(timeout_s)
         return self._backend.encoder.decode(raw)
+
+    async def _lost(self, enqueued: Message[Any], result_key: str) -> bool:
+        """Whether Redis holds neither the message nor its result: a failover lost it.
+
+        Dramatiq keeps a message in ``<namespace>:<queue>.msgs`` (under the id its
+        enqueue gave it) from enqueue until acknowledged, and a worker stores the
+        result before it acknowledges; writes are never retried through a delay
+        queue (``max_retries`` 0). So neither, checked in this order, means the
+        master that had the message died before a replica received it. Without
+        this check the caller would wait the whole write timeout.
+        """
+        assert self._aredis is not None, "the waiter is open"
+        messages = f"{self._broker.namespace}:{enqueued.queue_name}.msgs"
+        async with self._aredis.pipeline(transaction=False) as pipe:
+            pipe.hexists(messages, enqueued.options["redis_message_id"])
+            pipe.exists(result_key)
+            held, has_result = await pipe.execute()
+        return not held and not has_result
 
     async def queue_depths(self) -> dict[str, int]:
         """On Redis: waiting, prefetched by a worker, or running (dramatiq keeps each

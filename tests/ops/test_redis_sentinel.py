@@ -31,7 +31,6 @@ from auth.bearer import BearerValidator
 from auth.tokens import issue_access_token
 from config.redis_sentinel import RedisSentinel
 from config.settings import Settings, SettingsError
-from memory.commands import parse_command
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 from scripts.redis_topology import MASTER_NAME, RedisTopology, start_standalone
@@ -41,9 +40,11 @@ from tasks.broker import BrokerRefused, check_broker, make_broker
 from tasks.queue import DramatiqWriteQueue
 from tasks.queue_guard import GuardedWriteQueue
 from tasks.redis_clients import RedisTarget
+from tasks.results import RedisResults
 from tests.api.conftest import Mcp
 from tests.conftest import QUEUE_NAMESPACE
 from tests.ops.test_health_metrics import NoQueue, keystore_for, ops_settings
+from tests.tool_calls import meta_for, parse_command
 
 #: Seconds a write may take to get through again after a failover (issue 29's target: 15).
 RECOVERY_S = 15.0
@@ -131,7 +132,7 @@ async def _until_stored(queue: GuardedWriteQueue, user_id: int, text: str, key: 
     deadline = started + RECOVERY_S + WRITE_TIMEOUT_S
     while True:
         try:
-            payload = await queue.submit(_remember(text), user_id, key)
+            payload = await queue.submit(meta_for(user_id, key), _remember(text))
         except MemoryServiceError as ex:
             assert ex.code == DATABASE_ERROR  # the retryable one, never another
             assert time.monotonic() < deadline, f"{text!r} was not stored in time"
@@ -232,7 +233,7 @@ async def test_writes_follow_a_sentinel_failover_and_each_is_stored_once(
     stored = [text for _, text in _rows(clean_db, alice)]
     assert sorted(stored) == sorted(texts.values())
     for key, text in texts.items():
-        again = await sentinel_queue.submit(_remember(text), alice, key)
+        again = await sentinel_queue.submit(meta_for(alice, key), _remember(text))
         assert again["ok"]
     assert len(_rows(clean_db, alice)) == len(texts)
 
@@ -275,7 +276,7 @@ async def test_writes_to_a_read_only_replica_are_logged_with_their_cause(
             for attempt in range(3):
                 with pytest.raises(MemoryServiceError) as caught:
                     await queue.submit(
-                        _remember("Replicas take no writes."), alice, f"ro-{attempt}"
+                        meta_for(alice, f"ro-{attempt}"), _remember("Replicas take no writes.")
                     )
                 assert caught.value.code == DATABASE_ERROR
     finally:
@@ -349,3 +350,38 @@ async def test_a_retry_is_answered_from_postgresql_while_redis_is_stopped(
         bundle.broker.close()
         node.stop()
     assert [t for _, t in _rows(clean_db, alice)] == [text]
+
+
+async def test_a_message_the_failover_lost_is_answered_at_once_not_after_the_timeout(
+    topology: RedisTopology, alice: int
+) -> None:
+    """A message the dead master had not yet passed to its replica is gone from the new one.
+
+    Played here by deleting the message (a namespace no worker consumes): the waiter
+    notices within one wait slice and answers the retryable error, instead of
+    waiting the whole write timeout for a result that cannot come.
+    """
+    namespace = f"{QUEUE_NAMESPACE}-lost"
+    bundle = make_broker(RedisTarget(sentinel=sentinel_of(topology)), namespace=namespace)
+    waiter = RedisResults(bundle, RedisTarget(sentinel=sentinel_of(topology)), slice_s=0.2)
+    actors = declare_actors(bundle.broker)
+    message = actors.run_command.message(
+        meta_for(alice, "lost-1").to_json(), _remember("A fact the failover lost.").to_json()
+    )
+    client = bundle.broker.client
+    queue = f"{namespace}:{message.queue_name}"
+    try:
+        started = time.monotonic()
+        wait = asyncio.create_task(waiter.send_and_wait(message, timeout_s=60))
+        while not client.hlen(f"{queue}.msgs"):
+            assert time.monotonic() - started < 10, "the message was never enqueued"
+            await asyncio.sleep(0.01)
+        client.delete(f"{queue}.msgs", queue)  # what the promoted replica never received
+        with pytest.raises(MemoryServiceError) as caught:
+            await wait
+        assert caught.value.code == DATABASE_ERROR
+        assert "lost it" in caught.value.message
+        assert time.monotonic() - started < 5
+    finally:
+        await waiter.aclose()
+        bundle.broker.close()
