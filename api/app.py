@@ -21,7 +21,7 @@ from api.console.render import Renderer
 from api.console.routes import add_routes as add_console_routes
 from api.console.services import ConsoleServices
 from api.console.tools import ConsoleTools
-from api.health import Health, Ready
+from api.health import Health, Ready, queue_check
 from api.logs import RequestLog
 from api.mcp.dispatch import McpDispatcher
 from api.mcp.resource import McpResource
@@ -45,7 +45,6 @@ from auth.mcp_sessions import SessionBook
 from auth.oauth_errors import OAuthError
 from config.settings import Settings
 from memory.audit import AuditLog
-from tasks.redis_clients import RedisTarget
 
 MCP_PATH = "/mcp"
 
@@ -97,7 +96,12 @@ def create_app(
     _add_oauth_routes(app, settings, runtime, services)
     app.add_route("/healthz", Health())
     app.add_route(
-        "/readyz", Ready(deps.pool, deps.embedder, RedisTarget.from_settings(runtime.settings))
+        "/readyz",
+        Ready(
+            deps.pool,
+            deps.embedder,
+            queue_check(runtime.write_queue, redis_configured=settings.redis_configured),
+        ),
     )
     app.add_route(
         "/metrics",

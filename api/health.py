@@ -5,11 +5,12 @@ database nor Redis, so a slow dependency does not get a healthy web process
 restarted.
 
 ``/readyz`` says this process can serve tools now: the database answers a
-trivial query through the pool, Redis would take a write (when ``REDIS_URL``
-or ``REDIS_SENTINELS`` is set: the server, or the master the Sentinels name,
-says ``ROLE`` master; an old master that came back as a read-only replica
-answers PING but refuses every write), and the embedder embeds a short fixed
-text. The checks run
+trivial query through the pool, the write queue could queue a write now
+(when ``REDIS_URL`` or ``REDIS_SENTINELS`` is set, reported as ``redis``: the
+server, or the master the Sentinels name, says ``ROLE`` master; an old
+master that came back as a read-only replica answers PING but refuses every
+write; ``tasks.redis_clients.check_writable``), and the embedder embeds a
+short fixed text. The checks run
 concurrently, each with its own timeout; the answer is 200 when all pass,
 503 otherwise, with each check's outcome and duration. A failure is named
 by its exception class only: messages can quote connection strings.
@@ -24,13 +25,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import falcon
 import falcon.asgi
 from psycopg_pool import AsyncConnectionPool
-
-from tasks.redis_clients import RedisTarget, check_writable
 
 #: Seconds each check may take before it counts as failed.
 DATABASE_TIMEOUT_S = 2.0
@@ -48,15 +47,34 @@ class Health:
         resp.set_header("Cache-Control", "no-store")
 
 
+@runtime_checkable
+class QueueReadiness(Protocol):
+    """A write queue that can tell whether a write sent now would be queued (on Redis)."""
+
+    async def check_ready(self) -> None:
+        """Return when it would; raise (the exception's class is reported) otherwise."""
+        ...
+
+
+def queue_check(queue: object, *, redis_configured: bool) -> QueueCheck | None:
+    """The readiness check of ``queue`` when writes go through Redis; None otherwise."""
+    if redis_configured and isinstance(queue, QueueReadiness):
+        return queue.check_ready
+    return None
+
+
+QueueCheck = Callable[[], Awaitable[None]]
+
+
 class Ready:
     """``GET /readyz``: database, Redis (when configured) and embedder checks."""
 
     def __init__(
-        self, pool: AsyncConnectionPool, embedder: Any, redis: RedisTarget | str | None
+        self, pool: AsyncConnectionPool, embedder: Any, redis_check: QueueCheck | None
     ) -> None:
         self._pool = pool
         self._embedder = embedder
-        self._redis = RedisTarget.of(redis)
+        self._redis_check = redis_check
         self._embedder_ok_until = 0.0
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -66,9 +84,8 @@ class Ready:
             "embedder": self._embedder_check,
         }
         timeouts = {"database": DATABASE_TIMEOUT_S, "embedder": EMBEDDER_TIMEOUT_S}
-        if self._redis is not None:
-            target = self._redis
-            checks["redis"] = lambda: check_writable(target, timeout_s=REDIS_TIMEOUT_S)
+        if self._redis_check is not None:
+            checks["redis"] = self._redis_check
             timeouts["redis"] = REDIS_TIMEOUT_S
         names = sorted(checks)
         outcomes = await asyncio.gather(*(_timed(checks[n], timeouts[n]) for n in names))

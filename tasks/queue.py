@@ -65,5 +65,9 @@ class DramatiqWriteQueue:
         """
         return await self._results.queue_depths()
 
+    async def check_ready(self) -> None:
+        """Return when a write sent now would be queued; raise why not (``/readyz``)."""
+        await self._results.check_ready()
+
     async def aclose(self) -> None:
         await self._results.aclose()

@@ -43,6 +43,8 @@ class _Queue(Protocol):
 
     async def queue_depths(self) -> dict[str, int]: ...
 
+    async def check_ready(self) -> None: ...
+
 
 class GuardedWriteQueue:
     """A write queue whose failures are logged and, when already done, answered by receipt."""
@@ -55,6 +57,10 @@ class GuardedWriteQueue:
     async def queue_depths(self) -> dict[str, int]:
         """The wrapped queue's backlog (``/metrics``)."""
         return await self._queue.queue_depths()
+
+    async def check_ready(self) -> None:
+        """The wrapped queue's readiness (``/readyz``)."""
+        await self._queue.check_ready()
 
     async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]:
         try:

@@ -21,8 +21,10 @@ from dramatiq.message import Message
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 
 from .broker import BrokerBundle, NotifyingStubBackend
-from .redis_clients import RedisTarget, async_client, close_async_client
+from .redis_clients import RedisTarget, async_client, check_writable, close_async_client
 
+#: Seconds the readiness probe waits for Redis (``/readyz`` gives its check 2 s).
+READY_TIMEOUT_S = 2.0
 #: Longest single blocking read while awaiting a result, in seconds.
 _WAIT_SLICE_S = 10.0
 
@@ -66,6 +68,10 @@ class ResultsWaiter(Protocol):
         """Messages enqueued and not yet acknowledged, per declared queue."""
         ...
 
+    async def check_ready(self) -> None:
+        """Return when a message sent now would be queued; raise why not (``/readyz``)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -75,6 +81,9 @@ class InProcessResults:
     def __init__(self, bundle: BrokerBundle, backend: NotifyingStubBackend) -> None:
         self._broker: Any = bundle.broker
         self._backend = backend
+
+    async def check_ready(self) -> None:
+        return None  # an in-memory queue always takes a message
 
     async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
         loop = asyncio.get_running_loop()
@@ -113,6 +122,7 @@ class RedisResults:
         self._broker: Any = bundle.broker
         self._backend: Any = bundle.backend
         self._slice_s = slice_s
+        self._target = redis
         # Built with the queue (it connects on the first write, on the serving loop):
         # results are awaited on asyncio, never on a thread. Reads may block for a
         # whole wait slice plus network slack.
@@ -151,6 +161,11 @@ class RedisResults:
         if raw is None:
             raise write_timed_out(timeout_s)
         return self._backend.encoder.decode(raw)
+
+    async def check_ready(self) -> None:
+        """The server, or the master the Sentinels name, says it is a master (not PING only:
+        an old master back as a read-only replica answers PING and refuses every write)."""
+        await check_writable(self._target, timeout_s=READY_TIMEOUT_S)
 
     async def _lost(self, enqueued: Message[Any], result_key: str) -> bool:
         """Whether Redis holds neither the message nor its result: a failover lost it.

@@ -186,15 +186,22 @@ async def test_readyz_is_503_when_redis_is_configured_but_down(
     clean_db: str, pool: Any, embedder: Any
 ) -> None:
     settings = ops_settings(redis_url=f"redis://:{SECRET_PASSWORD}@127.0.0.1:{closed_port()}/0")
+    # The check is the write queue's own: could it queue a write now?
+    bundle = make_broker(settings.redis_url, namespace=QUEUE_NAMESPACE)
+    queue = DramatiqWriteQueue(bundle, declare_actors(bundle.broker), timeout_s=30)
     runtime = Runtime(
         settings,
         Deps(settings=settings, pool=pool, embedder=embedder),
-        NoQueue(),
+        queue,
         await keystore_for(pool, settings),
         None,  # type: ignore[arg-type]
     )
-    async with falcon.testing.ASGIConductor(create_app(settings, runtime=runtime)) as c:
-        result = await c.simulate_get("/readyz")
+    try:
+        async with falcon.testing.ASGIConductor(create_app(settings, runtime=runtime)) as c:
+            result = await c.simulate_get("/readyz")
+    finally:
+        await queue.aclose()
+        bundle.broker.close()
     assert result.status_code == 503
     checks = result.json["checks"]
     assert checks["redis"] == {"ok": False, "ms": checks["redis"]["ms"], "error": "ConnectionError"}

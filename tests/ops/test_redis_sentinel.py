@@ -43,7 +43,7 @@ from tasks.redis_clients import RedisTarget
 from tasks.results import RedisResults
 from tests.api.conftest import Mcp
 from tests.conftest import QUEUE_NAMESPACE
-from tests.ops.test_health_metrics import NoQueue, keystore_for, ops_settings
+from tests.ops.test_health_metrics import keystore_for, ops_settings
 from tests.tool_calls import meta_for, parse_command
 
 #: Seconds a write may take to get through again after a failover (issue 29's target: 15).
@@ -239,18 +239,25 @@ async def test_writes_follow_a_sentinel_failover_and_each_is_stored_once(
 
 
 async def test_readyz_is_503_when_redis_url_names_a_read_only_replica(
-    topology: RedisTopology, clean_db: str, pool: Any, embedder: Any
+    topology: RedisTopology, clean_db: str, pool: Any, embedder: Any, deps: Deps
 ) -> None:
     async def readyz(settings: Settings) -> Any:
+        # The redis check is the write queue's: could it queue a write now?
+        bundle = make_broker(RedisTarget.from_settings(settings), namespace=QUEUE_NAMESPACE)
+        queue = DramatiqWriteQueue(bundle, declare_actors(bundle.broker), timeout_s=30)
         runtime = Runtime(
             settings,
             Deps(settings=settings, pool=pool, embedder=embedder),
-            NoQueue(),
+            GuardedWriteQueue(queue, deps),
             await keystore_for(pool, settings),
             None,  # type: ignore[arg-type]
         )
-        async with falcon.testing.ASGIConductor(create_app(settings, runtime=runtime)) as c:
-            return await c.simulate_get("/readyz")
+        try:
+            async with falcon.testing.ASGIConductor(create_app(settings, runtime=runtime)) as c:
+                return await c.simulate_get("/readyz")
+        finally:
+            await queue.aclose()
+            bundle.broker.close()
 
     replica = await readyz(ops_settings(redis_url=topology.redis_url(topology.replica())))
     assert replica.status_code == 503
