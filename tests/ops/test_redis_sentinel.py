@@ -10,6 +10,7 @@ process guards it. Every wait polls with a deadline.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -22,6 +23,7 @@ from typing import Any
 
 import dramatiq
 import falcon.testing
+import httpx
 import psycopg
 import pytest
 
@@ -33,6 +35,7 @@ from config.redis_sentinel import RedisSentinel
 from config.settings import Settings, SettingsError
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
+from scripts.processes import run_processes
 from scripts.redis_topology import MASTER_NAME, RedisTopology, start_standalone
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
@@ -392,3 +395,88 @@ async def test_a_message_the_failover_lost_is_answered_at_once_not_after_the_tim
     finally:
         await waiter.aclose()
         bundle.broker.close()
+
+
+def _remember_over_http(url: str, token: str, text: str, key: str) -> dict[str, Any]:
+    """One ``remember`` as a client sends it; the CallToolResult (errors included)."""
+    answer = httpx.post(
+        f"{url}/mcp",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"text": text}},
+        },
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "Idempotency-Key": key,
+        },
+        timeout=WRITE_TIMEOUT_S + 30,
+    )
+    assert answer.status_code == 200, answer.text  # never a 500, whatever Redis does
+    if answer.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in answer.text.splitlines() if line.startswith("data:")]
+        return dict(json.loads(data[-1])["result"])
+    return dict(answer.json()["result"])
+
+
+def _until_stored_over_http(url: str, token: str, text: str, key: str) -> float:
+    started = time.monotonic()
+    while True:
+        result = _remember_over_http(url, token, text, key)
+        if not result["isError"]:
+            return time.monotonic() - started
+        assert result["structuredContent"]["error"]["code"] == DATABASE_ERROR, result
+        assert time.monotonic() - started < RECOVERY_S + WRITE_TIMEOUT_S, result
+        time.sleep(0.1)  # a client's back-off between retries
+
+
+def _readyz(url: str) -> httpx.Response:
+    return httpx.get(f"{url}/readyz", timeout=10)
+
+
+def test_a_web_process_and_its_worker_follow_a_master_killed_with_sigkill(
+    topology: RedisTopology, clean_db: str, tmp_path: Path
+) -> None:
+    env = {
+        "DATABASE_URL": clean_db,
+        "REDIS_SENTINELS": topology.sentinel_setting,
+        "REDIS_SENTINEL_MASTER": MASTER_NAME,
+        # Its own queues: only this test's worker takes its messages.
+        "QUEUE_NAMESPACE": f"{QUEUE_NAMESPACE}-e2e",
+        "WRITE_TIMEOUT": str(WRITE_TIMEOUT_S),
+    }
+    with run_processes(tmp_path, env, workers=1) as server:
+        token = server.token()
+        assert _readyz(server.url).status_code == 200
+        _until_stored_over_http(server.url, token, "Before the crash I grew basil.", "e2e-1")
+
+        dead = topology.master()
+        dead.kill()
+        topology.wait_for_new_master(dead)
+        took = _until_stored_over_http(server.url, token, "After the crash I grew thyme.", "e2e-2")
+        assert took < RECOVERY_S
+        ready = _readyz(server.url)
+        assert ready.status_code == 200, ready.text
+
+        topology.restart(dead)  # the old master is back, as a replica: nothing writes there
+        topology.wait_until_replica(dead)
+        _until_stored_over_http(server.url, token, "With both back I grew mint.", "e2e-3")
+        # A retry of the first write, after both switches: its first answer, nothing stored.
+        retry = _remember_over_http(server.url, token, "Before the crash I grew basil.", "e2e-1")
+        assert not retry["isError"]
+    assert sorted(t for _, t in _rows(clean_db, _user_id(clean_db, "e2e"))) == sorted(
+        [
+            "Before the crash I grew basil.",
+            "After the crash I grew thyme.",
+            "With both back I grew mint.",
+        ]
+    )
+
+
+def _user_id(dsn: str, username: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT id FROM users WHERE username = %s", (username,)).fetchone()
+    assert row is not None
+    return int(row[0])
