@@ -195,7 +195,8 @@ def run_worker_process(settings: Settings, threads: int) -> int:
     """
     if not settings.redis_configured:
         print(
-            "ownsona worker needs REDIS_URL (or REDIS_SENTINELS); without it `ownsona serve` runs its own worker.",
+            "ownsona worker needs REDIS_URL (or REDIS_SENTINELS); without it `ownsona serve` "
+            "runs its own worker.",
             file=sys.stderr,
         )
         return 2

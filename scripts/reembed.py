@@ -365,8 +365,8 @@ def serve_batches(settings: Settings, threads: int) -> int:
 
     if not settings.redis_configured:
         print(
-            "ownsona reembed --worker needs REDIS_URL (or REDIS_SENTINELS); without it `ownsona reembed` does the "
-            "work itself.",
+            "ownsona reembed --worker needs REDIS_URL (or REDIS_SENTINELS); without it "
+            "`ownsona reembed` does the work itself.",
             file=sys.stderr,
         )
         return 2

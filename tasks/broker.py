@@ -160,11 +160,6 @@ class BrokerBundle:
     redis: RedisTarget | None
 
     @property
-    def redis_url(self) -> str | None:
-        """REDIS_URL as given (with Sentinels: the master's options only, or None)."""
-        return self.redis.url if self.redis is not None else None
-
-    @property
     def in_process(self) -> bool:
         """True for the in-memory broker: results arrive through the backend's waiters."""
         return isinstance(self.backend, NotifyingStubBackend)
