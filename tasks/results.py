@@ -133,22 +133,36 @@ class RedisResults:
         )
 
     async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
-        try:
-            enqueued = await asyncio.to_thread(self._broker.enqueue, message)
-        except redis.RedisError as ex:
-            raise queue_unreachable() from ex
+        enqueued = await self._enqueue(message)
         assert self._aredis is not None, "the waiter is open"
         key = self._backend.build_message_key(message)
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         raw = None
+        broken = 0  # connections lost in a row (Sentinels: the master is being replaced)
         try:
             # BRPOPLPUSH onto itself: the result stays for any other waiter (dramatiq's own
             # scheme). Waiting in slices keeps every socket read bounded.
             while raw is None:
-                remaining = deadline - asyncio.get_running_loop().time()
+                remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                raw = await self._aredis.brpoplpush(key, key, timeout=min(self._slice_s, remaining))
+                try:
+                    if broken and await self._lost(enqueued, key):
+                        raise message_lost()  # the new master never received it
+                    raw = await self._aredis.brpoplpush(
+                        key, key, timeout=min(self._slice_s, remaining)
+                    )
+                    broken = 0
+                except redis.ConnectionError:
+                    # With Sentinels the next command asks them for the master again
+                    # (redis-py reconnects a broken connection only on a new command):
+                    # keep waiting on the new master until the write's own deadline.
+                    if self._target.sentinel is None:
+                        raise
+                    broken += 1
+                    await asyncio.sleep(min(0.05 * 2**broken, 1.0, max(deadline - loop.time(), 0)))
+                    continue
                 if raw is None and await self._lost(enqueued, key):
                     raise message_lost()
         except redis.RedisError as ex:
@@ -161,6 +175,25 @@ class RedisResults:
         if raw is None:
             raise write_timed_out(timeout_s)
         return self._backend.encoder.decode(raw)
+
+    async def _enqueue(self, message: Message[Any]) -> Message[Any]:
+        """The message as enqueued (it carries its Redis id), or the queue's error.
+
+        With Sentinels a broken connection (the master just changed) gets one more
+        try: redis-py asks the Sentinels again only for a new command. Sending it
+        twice can only queue it twice, and its receipt answers the second run.
+        """
+        tries = 2 if self._target.sentinel is not None else 1
+        for attempt in range(tries):
+            try:
+                enqueued: Message[Any] = await asyncio.to_thread(self._broker.enqueue, message)
+                return enqueued
+            except redis.ConnectionError as ex:
+                if attempt + 1 == tries:
+                    raise queue_unreachable() from ex
+            except redis.RedisError as ex:
+                raise queue_unreachable() from ex
+        raise AssertionError("unreachable")
 
     async def check_ready(self) -> None:
         """The server, or the master the Sentinels name, says it is a master (not PING only:

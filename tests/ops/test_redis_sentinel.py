@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ from config.settings import Settings, SettingsError
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 from scripts.processes import run_processes
-from scripts.redis_topology import MASTER_NAME, RedisTopology, start_standalone
+from scripts.redis_topology import MASTER_NAME, RedisNode, RedisTopology, start_standalone
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
 from tasks.broker import BrokerRefused, check_broker, make_broker
@@ -90,8 +91,8 @@ def worker_env(dsn: str, topology: RedisTopology, master: str = MASTER_NAME) -> 
 @pytest.fixture(scope="module")
 def worker(
     dsn: str, topology: RedisTopology, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
-    """``ownsona worker`` on the Sentinels; yields its log file."""
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``ownsona worker`` on the Sentinels, running."""
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -106,7 +107,7 @@ def worker(
             assert proc.poll() is None, log.read_text(errors="replace")
             assert time.monotonic() < deadline, "the worker did not start"
             time.sleep(0.05)
-        yield log
+        yield proc
     finally:
         proc.terminate()
         try:
@@ -128,6 +129,17 @@ def _remember(text: str) -> Any:
     return parse_command("remember", {"text": text, "dedup_policy": "insert"}, Settings())
 
 
+async def _until_queued_on(node: RedisNode) -> None:
+    """Until ``node`` holds a message of this session's queues."""
+    deadline = time.monotonic() + 10
+    with node.client() as client:
+        while not any(
+            client.hlen(key) for key in client.scan_iter(match=f"{QUEUE_NAMESPACE}:*.msgs")
+        ):
+            assert time.monotonic() < deadline, "the write was not queued"
+            await asyncio.sleep(0.01)
+
+
 async def _until_stored(queue: GuardedWriteQueue, user_id: int, text: str, key: str) -> float:
     """Submit, and on the queue's retryable error submit again with the same key, as a
     client would, until stored; the seconds it took."""
@@ -146,7 +158,9 @@ async def _until_stored(queue: GuardedWriteQueue, user_id: int, text: str, key: 
 
 
 @pytest.fixture
-async def sentinel_queue(topology: RedisTopology, worker: Path, deps: Deps) -> Any:
+async def sentinel_queue(
+    topology: RedisTopology, worker: subprocess.Popen[bytes], deps: Deps
+) -> Any:
     bundle = make_broker(RedisTarget(sentinel=sentinel_of(topology)), namespace=QUEUE_NAMESPACE)
     inner = DramatiqWriteQueue(bundle, declare_actors(bundle.broker), timeout_s=WRITE_TIMEOUT_S)
     yield GuardedWriteQueue(inner, deps)
@@ -201,7 +215,11 @@ def test_sentinels_that_do_not_know_the_master_name_are_refused(
 
 
 async def test_writes_follow_a_sentinel_failover_and_each_is_stored_once(
-    topology: RedisTopology, sentinel_queue: GuardedWriteQueue, clean_db: str, alice: int
+    topology: RedisTopology,
+    worker: subprocess.Popen[bytes],
+    sentinel_queue: GuardedWriteQueue,
+    clean_db: str,
+    alice: int,
 ) -> None:
     texts = {}
     await _until_stored(sentinel_queue, alice, "Before any failover I lived in Lyon.", "k-1")
@@ -215,13 +233,22 @@ async def test_writes_follow_a_sentinel_failover_and_each_is_stored_once(
     took = await _until_stored(sentinel_queue, alice, texts["k-2"], "k-2")
     assert took < RECOVERY_S
 
-    # The master dies (SIGKILL) with a write in flight; the Sentinels promote the replica.
+    # The master dies (SIGKILL) while a write waits for its result: queued, and passed on
+    # to the replica, but not yet taken (the worker is held with SIGSTOP meanwhile).
     texts["k-3"] = "The day the master died I adopted a cat named Miso."
-    in_flight = asyncio.create_task(_until_stored(sentinel_queue, alice, texts["k-3"], "k-3"))
     dead = topology.master()
-    dead.kill()
-    await asyncio.to_thread(topology.wait_for_new_master, dead)
-    await in_flight
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        in_flight = asyncio.create_task(
+            sentinel_queue.submit(meta_for(alice, "k-3"), _remember(texts["k-3"]))
+        )
+        await _until_queued_on(topology.replica())
+        dead.kill()
+        await asyncio.to_thread(topology.wait_for_new_master, dead)
+    finally:
+        worker.send_signal(signal.SIGCONT)
+    # The waiting caller follows the new master and gets its answer: no error, stored once.
+    assert (await asyncio.wait_for(in_flight, RECOVERY_S + WRITE_TIMEOUT_S))["ok"]
     texts["k-4"] = "After the second switch I started learning the cello."
     took = await _until_stored(sentinel_queue, alice, texts["k-4"], "k-4")
     assert took < RECOVERY_S
