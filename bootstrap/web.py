@@ -81,7 +81,9 @@ class WebProcess:
         self._embedder = make_embedder(settings, client=self._http)
         self._rerank = make_rerank_stage(settings)
         pool = process_pool(settings, self._address, name="web")
-        run_worker = (not settings.redis_url) if in_process_worker is None else in_process_worker
+        run_worker = (
+            (not settings.redis_configured) if in_process_worker is None else in_process_worker
+        )
         self._broker = build_broker(
             settings,
             # The worker's event loop needs its own pool; the model is shared.
@@ -160,7 +162,7 @@ class WebProcess:
             # The relation outbox's sweep runs in every web process, in both shapes; with the
             # in-memory broker the first sweep sends every owed job (the last process's were lost).
             sweep = asyncio.create_task(
-                sweep_forever(deps, everything_first=not self.settings.redis_url)
+                sweep_forever(deps, everything_first=not self.settings.redis_configured)
             )
             # The background loops stop first (hooks run in reverse), before the worker,
             # broker and pool they use.
