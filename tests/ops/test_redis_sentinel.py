@@ -477,6 +477,9 @@ def test_a_web_process_and_its_worker_follow_a_master_killed_with_sigkill(
     with run_processes(tmp_path, env, workers=1) as server:
         token = server.token()
         assert _readyz(server.url).status_code == 200
+        # Writes go to the Sentinels' master, for the workers: no in-process worker here.
+        assert "queue: Redis (REDIS_SENTINELS)" in server.log()
+        assert "Starting event loop" not in server.log()  # a Dramatiq worker's boot line
         _until_stored_over_http(server.url, token, "Before the crash I grew basil.", "e2e-1")
 
         dead = topology.master()
