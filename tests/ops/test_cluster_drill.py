@@ -83,11 +83,6 @@ def test_a_killed_redis_master_loses_no_acknowledged_write(drill: dict[str, Phas
     _nothing_lost_or_broken(drill["redis"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="REDIS_SENTINELS / REDIS_SENTINEL_MASTER (issue 29 item 3) not landed: the processes"
-    " keep the first master's address, a read-only replica once it returns",
-)
 def test_writes_come_back_through_both_web_processes_after_a_sentinel_failover(
     drill: dict[str, PhaseResult],
 ) -> None:
