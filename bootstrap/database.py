@@ -19,7 +19,17 @@ from memory.deps import Deps
 from memory.providers.embedders import Embedder
 from storage.embedded import start_embedded
 from storage.errors import StorageError
-from storage.pool import DatabaseUnreachable, check_reachable, make_pool
+from storage.pool import DatabaseUnreachable, check_reachable, connection_defaults, make_pool
+
+
+def primary_dsn(settings: Settings) -> str:
+    """DATABASE_URL with its failover and timeout defaults (``storage.pool.connection_defaults``)."""
+    assert settings.database_url is not None
+    return connection_defaults(
+        settings.database_url,
+        connect_timeout_s=settings.db_connect_timeout_s,
+        statement_timeout_s=settings.db_statement_timeout_s,
+    )
 
 
 async def resolve_database(settings: Settings) -> str:
@@ -27,13 +37,17 @@ async def resolve_database(settings: Settings) -> str:
 
     Raises StorageError naming DATABASE_URL when it cannot be used (address,
     credentials, ``sslmode``), instead of a pool retrying until its timeout.
+    With several hosts the DSN handed out asks libpq for the writable one
+    (``target_session_attrs=read-write``), so every pool of every process
+    (web, worker, stdio, the commands) follows a promotion by itself.
     """
     if settings.database_url:
+        dsn = primary_dsn(settings)
         try:
-            await check_reachable(settings.database_url)
+            await check_reachable(dsn)
         except DatabaseUnreachable as ex:
             raise StorageError(f"DATABASE_URL: cannot connect: {ex}") from ex
-        return settings.database_url
+        return dsn
     # This process counts as a user of the cluster; the last one to exit stops it.
     return await asyncio.to_thread(functools.partial(start_embedded, settings.data_dir, hold=True))
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import SplitResult, parse_qs, urlsplit
 
+from config.database_url import check_database_url
 from config.env import Env as _Env
 from config.env import SettingsError
 from config.redis_sentinel import RedisSentinel, read_redis_sentinel
@@ -104,6 +105,18 @@ class Settings:
     #: Database connections per process.
     db_pool_min: int = 1
     db_pool_max: int = 10
+    #: Read replicas (DATABASE_REPLICA_URLS, comma-separated): streaming standbys of the
+    #: DATABASE_URL primary that serve the read tools (storage.replicas).
+    database_replica_urls: tuple[str, ...] = ()
+    #: A replica further behind the primary than this, in seconds, serves no reads
+    #: until it catches up (REPLICA_MAX_LAG_S).
+    replica_max_lag_s: float = 5.0
+    #: Seconds a connection attempt may take, per host (DB_CONNECT_TIMEOUT; libpq's
+    #: connect_timeout, unless the URL sets its own).
+    db_connect_timeout_s: int = 5
+    #: Longest a statement may run, in seconds (DB_STATEMENT_TIMEOUT); 0: no limit. Long
+    #: scans and index builds run on the same pools, hence off by default.
+    db_statement_timeout_s: int = 0
     #: Dramatiq worker processes, and threads in each, that ``ownsona worker`` runs.
     worker_processes: int = 1
     worker_threads: int = 4
@@ -246,6 +259,12 @@ class Settings:
             ),
             db_pool_min=env.integer("DB_POOL_MIN", 1, minimum=0, maximum=1000),
             db_pool_max=env.integer("DB_POOL_MAX", 10, minimum=1, maximum=1000),
+            database_replica_urls=_replica_urls(env.text("DATABASE_REPLICA_URLS")),
+            replica_max_lag_s=env.number("REPLICA_MAX_LAG_S", 5.0, minimum=0.1, maximum=86_400),
+            db_connect_timeout_s=env.integer("DB_CONNECT_TIMEOUT", 5, minimum=2, maximum=300),
+            db_statement_timeout_s=env.integer(
+                "DB_STATEMENT_TIMEOUT", 0, minimum=0, maximum=86_400
+            ),
             worker_processes=env.integer("WORKER_PROCESSES", 1, minimum=1, maximum=64),
             worker_threads=env.integer("WORKER_THREADS", 4, minimum=1, maximum=256),
             log_format=env.choice("LOG_FORMAT", "auto", ("auto", "json", "text")),
@@ -312,9 +331,10 @@ class Settings:
         if sentinel is not None:
             settings = replace(settings, redis_sentinel=sentinel)
         if settings.database_url:
-            _check_database_url(settings.database_url)
+            check_database_url("DATABASE_URL", settings.database_url, writable=True)
         else:
             _check_writable_dir("OWNSONA_DATA_DIR", settings.data_dir)
+        _check_replica_urls(settings)
         if provider == "local" and settings.embedding_model_dir is not None:
             _check_model_dir("EMBEDDING_MODEL_DIR", settings.embedding_model_dir)
         return settings
@@ -343,8 +363,6 @@ _HOST_NAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 )
-#: libpq's sslmode values (PostgreSQL docs, "Protection Provided in Different Modes").
-_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 #: redis-py's ssl_cert_reqs values in a URL.
 _REDIS_CERT_REQS = ("none", "optional", "required")
 
@@ -411,16 +429,25 @@ def _check_port(variable: str, parts: SplitResult) -> None:
         raise SettingsError(variable, "has a port that is not a number") from None
 
 
-def _check_database_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgres", "postgresql"):
-        raise SettingsError("DATABASE_URL", "must be a postgres:// or postgresql:// URL")
-    _check_port("DATABASE_URL", parts)
-    for mode in parse_qs(parts.query).get("sslmode", []):
-        if mode not in _SSLMODES:
-            raise SettingsError(
-                "DATABASE_URL", f"sslmode must be one of {', '.join(_SSLMODES)}, got {mode!r}"
-            )
+def _replica_urls(raw: str | None) -> tuple[str, ...]:
+    """The comma-separated URLs; a comma inside one (libpq's host list) does not split it."""
+    if raw is None:
+        return ()
+    parts = re.split(r",\s*(?=postgres(?:ql)?://)", raw, flags=re.IGNORECASE)
+    return tuple(part.strip() for part in parts if part.strip())
+
+
+def _check_replica_urls(settings: Settings) -> None:
+    """Each replica URL reads as libpq reads it; replicas need a DATABASE_URL primary."""
+    if settings.database_replica_urls and not settings.database_url:
+        raise SettingsError(
+            "DATABASE_REPLICA_URLS",
+            "needs DATABASE_URL (replicas follow a server primary, not the embedded database)",
+        )
+    for url in settings.database_replica_urls:
+        check_database_url("DATABASE_REPLICA_URLS", url, writable=False)
+    if len(set(settings.database_replica_urls)) != len(settings.database_replica_urls):
+        raise SettingsError("DATABASE_REPLICA_URLS", "names the same replica twice")
 
 
 def _check_redis_url(url: str) -> None:

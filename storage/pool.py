@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from .errors import StorageError
@@ -26,6 +26,56 @@ async def _configure(conn: AsyncConnection) -> None:
     await conn.execute("SET TIME ZONE 'UTC'")
 
 
+#: Seconds a connection may wait before PostgreSQL's server is asked if it is still there,
+#: then between asks, and how many unanswered asks end it (libpq keepalives_*): a
+#: connection to a server that vanished (its machine lost, no RST) fails in about 11 s.
+KEEPALIVE_IDLE_S = 5
+KEEPALIVE_INTERVAL_S = 2
+KEEPALIVE_COUNT = 3
+#: Milliseconds sent data may stay unacknowledged before the connection is dropped
+#: (libpq tcp_user_timeout, Linux): a write to a vanished server fails as fast.
+TCP_USER_TIMEOUT_MS = 10_000
+
+
+def connection_defaults(
+    dsn: str,
+    *,
+    connect_timeout_s: int = 5,
+    statement_timeout_s: int = 0,
+    writable: bool = True,
+) -> str:
+    """``dsn`` with bounded timeouts and, for a primary named among several hosts, failover.
+
+    Whatever the DSN sets itself wins. Added when absent:
+
+    - ``target_session_attrs=read-write`` when ``writable`` and several hosts are
+      named: libpq then tries each host in turn and keeps the one that accepts
+      writes, so after a standby is promoted a new connection finds it (issue 29);
+    - ``connect_timeout`` (per host), TCP keepalives and ``tcp_user_timeout``, so
+      neither a connection attempt nor a statement on a dead server hangs;
+    - ``statement_timeout`` (through ``options``) when ``statement_timeout_s`` > 0.
+
+    Returns libpq's key=value form (what the pools and ``pg_dump`` accept).
+    """
+    params: dict[str, str | int | None] = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    hosts = str(params.get("host") or params.get("hostaddr") or "").split(",")
+    if writable and len(hosts) > 1:
+        params.setdefault("target_session_attrs", "read-write")
+    params.setdefault("connect_timeout", connect_timeout_s)
+    params.setdefault("keepalives", 1)
+    params.setdefault("keepalives_idle", KEEPALIVE_IDLE_S)
+    params.setdefault("keepalives_interval", KEEPALIVE_INTERVAL_S)
+    params.setdefault("keepalives_count", KEEPALIVE_COUNT)
+    params.setdefault("tcp_user_timeout", TCP_USER_TIMEOUT_MS)
+    if statement_timeout_s > 0:
+        options = str(params.get("options") or "")
+        if "statement_timeout" not in options:
+            params["options"] = (
+                f"{options} -c statement_timeout={statement_timeout_s * 1000}".strip()
+            )
+    return make_conninfo("", **params)
+
+
 def make_pool(
     dsn: str | Callable[[], Awaitable[str]],
     *,
@@ -39,6 +89,14 @@ def make_pool(
     BEGIN before it and no ROLLBACK when the connection goes back to the
     pool. Anything that writes more than one statement must run inside
     ``async with conn.transaction():``.
+
+    Each connection is checked as it is handed out (one empty round trip,
+    ``check``): after a failover every idle connection of the pool points at the
+    dead primary, and each is then discarded and replaced by a new one, which
+    libpq connects to the promoted server (:func:`connection_defaults`), instead
+    of failing the request it was handed to. A connection that breaks while in
+    use is discarded when it comes back (psycopg_pool does so for a closed or
+    broken connection), and its request answers DATABASE_ERROR.
     """
     return AsyncConnectionPool(
         dsn,
@@ -46,8 +104,12 @@ def make_pool(
         max_size=max_size,
         open=False,
         configure=_configure,
+        check=AsyncConnectionPool.check_connection,
         name=name,
         kwargs={"autocommit": True},
+        # A dead primary: give up on a connection slot after a minute of failed attempts
+        # (the pool grows again on demand), so a long outage is not retried forever.
+        reconnect_timeout=60,
     )
 
 

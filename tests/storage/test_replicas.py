@@ -1,0 +1,171 @@
+"""Read replicas (issue 29): routing, read-your-writes, lag, and the start-up refusals.
+
+One primary and one real streaming standby for the module (``pair``). Lag is
+made deterministic by pausing the standby's replay (``pg_wal_replay_pause()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from storage.pool import connection_defaults, make_pool
+from storage.replicas import LocalPositions, ReplicaRefused, ReplicaSet
+
+from .conftest import caught_up
+from .pg_pair import Server, free_port, wait_until
+
+Pair = tuple[Server, Server]
+
+
+def _pool(url: str, name: str) -> AsyncConnectionPool:
+    return make_pool(connection_defaults(url, writable=False), min_size=1, max_size=4, name=name)
+
+
+@pytest.fixture
+async def replicas(pair: Pair) -> AsyncIterator[ReplicaSet]:
+    primary, standby = pair
+    primary_pool = _pool(primary.url(), "primary")
+    await primary_pool.open(wait=True)
+    rs = ReplicaSet(
+        primary_pool, [(standby.url(), _pool(standby.url(), "replica"))], LocalPositions(),
+        max_lag_s=0.5,
+    )  # fmt: skip
+    assert await rs.check(primary.url()) == []
+    await rs.open()
+    yield rs
+    await rs.close()
+    await primary_pool.close()
+    standby.sql("SELECT pg_wal_replay_resume()", database="postgres")
+
+
+async def _in_recovery(pool: AsyncConnectionPool) -> bool:
+    async with pool.connection() as conn:
+        row = await (await conn.execute("SELECT pg_is_in_recovery()")).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+async def _user(pool: AsyncConnectionPool, name: str) -> int:
+    async with pool.connection() as conn:
+        row = await (
+            await conn.execute(
+                "INSERT INTO users (username, password_hash) VALUES (%s, 'x') RETURNING id", (name,)
+            )
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _sees_user(pool: AsyncConnectionPool, user_id: int) -> bool:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT 1 FROM users WHERE id = %s", (user_id,))
+        return await cur.fetchone() is not None
+
+
+async def _until(what: str, ready, deadline_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+    while not await ready():
+        assert time.monotonic() - started < deadline_s, f"{what}: not within {deadline_s} s"
+        await asyncio.sleep(0.05)
+
+
+async def test_reads_go_to_a_healthy_replica(replicas: ReplicaSet, pair: Pair) -> None:
+    assert [s.state for s in replicas.status()] == ["ok"]
+    chosen = await replicas.pool_for_read(user_id=1)
+    assert chosen is not replicas.primary
+    assert await _in_recovery(chosen)
+    assert replicas.status()[0].reads == 1
+
+
+async def test_a_user_reads_their_write_while_the_replica_lags(
+    replicas: ReplicaSet, pair: Pair
+) -> None:
+    primary, standby = pair
+    standby.sql("SELECT pg_wal_replay_pause()", database="postgres")
+    alice = await _user(replicas.primary, "alice-ryw")
+    await replicas.wrote(alice)
+    other = 10**9  # a user who wrote nothing
+    await replicas.measure()
+    # Alice's read goes where her write is; the replica has not replayed it.
+    chosen = await replicas.pool_for_read(alice)
+    assert chosen is replicas.primary and await _sees_user(chosen, alice)
+    assert standby.sql(f"SELECT count(*) FROM users WHERE id = {alice}") == 0
+    # Someone else still reads from the replica while it is within REPLICA_MAX_LAG_S.
+    if replicas.status()[0].state == "ok":
+        assert await replicas.pool_for_read(other) is not replicas.primary
+    standby.sql("SELECT pg_wal_replay_resume()", database="postgres")
+    wait_until("the standby to catch up", lambda: caught_up(primary, standby))
+
+    async def replica_serves_alice() -> bool:
+        await replicas.measure()
+        return await replicas.pool_for_read(alice) is not replicas.primary
+
+    await _until("alice's reads to return to the replica", replica_serves_alice)
+    assert await _sees_user(await replicas.pool_for_read(alice), alice)
+
+
+async def test_a_lagging_replica_is_skipped_and_comes_back(
+    replicas: ReplicaSet, pair: Pair
+) -> None:
+    primary, standby = pair
+    standby.sql("SELECT pg_wal_replay_pause()", database="postgres")
+    await _user(replicas.primary, "bob-lag")
+
+    async def lagging() -> bool:
+        await replicas.measure()
+        return replicas.status()[0].state == "lagging"
+
+    await _until("the paused replica to count as lagging", lagging)
+    status = replicas.status()[0]
+    assert status.lag_s is not None and status.lag_s > 0.5
+    assert await replicas.pool_for_read(10**9) is replicas.primary
+    standby.sql("SELECT pg_wal_replay_resume()", database="postgres")
+
+    async def healthy() -> bool:
+        await replicas.measure()
+        return replicas.status()[0].state == "ok"
+
+    await _until("the replica to come back by itself", healthy)
+    assert await replicas.pool_for_read(10**9) is not replicas.primary
+
+
+async def test_an_unreachable_replica_is_warned_and_skipped(pair: Pair) -> None:
+    primary, _ = pair
+    primary_pool = _pool(primary.url(), "primary")
+    await primary_pool.open(wait=True)
+    gone = f"postgresql://postgres@127.0.0.1:{free_port()}/ownsona"
+    rs = ReplicaSet(primary_pool, [(gone, _pool(gone, "gone"))], LocalPositions(), max_lag_s=5)
+    try:
+        warnings = await rs.check(primary.url())
+        assert len(warnings) == 1 and "is unreachable" in warnings[0]
+        await rs.open()
+        assert rs.status()[0].state == "down"
+        assert await rs.pool_for_read(1) is primary_pool
+    finally:
+        await rs.close()
+        await primary_pool.close()
+
+
+async def test_a_replica_url_that_is_a_primary_is_refused(pair: Pair) -> None:
+    primary, _ = pair
+    rs = ReplicaSet(
+        _pool(primary.url(), "p"), [(primary.url(), _pool(primary.url(), "r"))], LocalPositions(),
+        max_lag_s=5,
+    )  # fmt: skip
+    with pytest.raises(ReplicaRefused, match=r"is a primary \(pg_is_in_recovery\(\) is false\)"):
+        await rs.check(primary.url())
+
+
+async def test_a_replica_of_another_database_is_refused(pair: Pair, dsn: str) -> None:
+    # The test session's embedded cluster: another initdb, so another system identifier.
+    primary, _ = pair
+    rs = ReplicaSet(
+        _pool(primary.url(), "p"), [(dsn, _pool(dsn, "r"))], LocalPositions(), max_lag_s=5
+    )
+    with pytest.raises(ReplicaRefused, match="is another database"):
+        await rs.check(primary.url())
