@@ -101,12 +101,16 @@ def create_app(
             deps.pool,
             deps.embedder,
             queue_check(runtime.write_queue, redis_configured=settings.redis_configured),
+            runtime.replicas,
         ),
     )
     app.add_route(
         "/metrics",
-        MetricsResource(settings, metrics, deps.pool, runtime.write_queue, dispatcher.admission),
-    )
+        MetricsResource(
+            settings, metrics, deps.pool, runtime.write_queue, dispatcher.admission,
+            runtime.replicas,
+        ),
+    )  # fmt: skip
     add_console_routes(
         app,
         ConsoleServices(

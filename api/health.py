@@ -15,6 +15,11 @@ concurrently, each with its own timeout; the answer is 200 when all pass,
 503 otherwise, with each check's outcome and duration. A failure is named
 by its exception class only: messages can quote connection strings.
 
+With read replicas (``DATABASE_REPLICA_URLS``) the body also lists each
+replica's state and lag as this process's health loop last measured them
+(``replicas``). A replica that is down or lagging does not make the process
+unready: its reads go to the primary.
+
 A passing embedder check is reused for :data:`EMBEDDER_CHECK_TTL_S`: with a
 paid provider, a probe every few seconds must not cost a request each.
 Failures are never reused.
@@ -30,6 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 import falcon
 import falcon.asgi
 from psycopg_pool import AsyncConnectionPool
+
+from api.runtime import ReplicaStates
 
 #: Seconds each check may take before it counts as failed.
 DATABASE_TIMEOUT_S = 2.0
@@ -70,11 +77,16 @@ class Ready:
     """``GET /readyz``: database, Redis (when configured) and embedder checks."""
 
     def __init__(
-        self, pool: AsyncConnectionPool, embedder: Any, redis_check: QueueCheck | None
+        self,
+        pool: AsyncConnectionPool,
+        embedder: Any,
+        redis_check: QueueCheck | None,
+        replicas: ReplicaStates | None = None,
     ) -> None:
         self._pool = pool
         self._embedder = embedder
         self._redis_check = redis_check
+        self._replicas = replicas
         self._embedder_ok_until = 0.0
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -93,6 +105,8 @@ class Ready:
         ready = all(result["ok"] for result in results.values())
         resp.status = 200 if ready else 503
         resp.media = {"status": "ready" if ready else "unavailable", "checks": results}
+        if self._replicas is not None:
+            resp.media["replicas"] = replica_states(self._replicas)
 
     async def _database(self) -> None:
         async with self._pool.connection(timeout=DATABASE_TIMEOUT_S) as conn:
@@ -105,6 +119,17 @@ class Ready:
         if vector.shape != (self._embedder.dimensions,):
             raise ValueError("the embedder returned a vector of the wrong width")
         self._embedder_ok_until = time.monotonic() + EMBEDDER_CHECK_TTL_S
+
+
+# --- read replicas (issue 29) -------------------------------------------------
+
+
+def replica_states(replicas: ReplicaStates) -> list[dict[str, Any]]:
+    """Each replica's name (host:port/db), state (ok, lagging, down, starting) and lag in s."""
+    return [
+        {"name": r.name, "state": r.state, "lag_s": r.lag_s, "ok": r.state == "ok"}
+        for r in replicas.status()
+    ]
 
 
 async def _timed(check: Callable[[], Awaitable[None]], timeout_s: float) -> dict[str, Any]:

@@ -15,6 +15,9 @@ What is measured, and where it comes from:
   the in-process worker shares the embedder, so writes count too.
 - ``ownsona_http_requests_total{method,route,status}``: the request-log
   middleware (``api.logs.RequestLog``).
+- ``ownsona_replica_up{replica}``, ``ownsona_replica_lag_seconds{replica}`` and
+  ``ownsona_replica_reads{replica}`` (``primary`` counts the reads no replica
+  could serve): the read replicas as this process's health loop last saw them.
 - ``ownsona_queue_depth{queue}`` and ``ownsona_db_pool_*{pool}``: read at
   scrape time from Redis (or the in-process queue) and from psycopg_pool's
   ``get_stats()``.
@@ -38,6 +41,7 @@ from prometheus_client.exposition import choose_encoder
 from psycopg_pool import AsyncConnectionPool
 
 from api.mcp.admission import Admission
+from api.runtime import ReplicaStates
 from config.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -118,6 +122,21 @@ class Metrics:
         self.pool_max = Gauge(
             "ownsona_db_pool_max", "Most connections the pool may open.", ["pool"], registry=r
         )
+        self.replica_up = Gauge(
+            "ownsona_replica_up",
+            "1 when the read replica serves reads (healthy, within REPLICA_MAX_LAG_S).",
+            ["replica"], registry=r,
+        )  # fmt: skip
+        self.replica_lag = Gauge(
+            "ownsona_replica_lag_seconds",
+            "How far the read replica's replay is behind the primary (-1: not measured).",
+            ["replica"], registry=r,
+        )  # fmt: skip
+        self.replica_reads = Gauge(
+            "ownsona_replica_reads",
+            "Reads served by each replica since the process started ('primary': no replica could).",
+            ["replica"], registry=r,
+        )  # fmt: skip
         self.queries_waiting = Gauge(
             "ownsona_queries_waiting",
             "recall/search_memory/build_context_prompt calls held back while lighter reads run "
@@ -151,10 +170,23 @@ class Metrics:
 
     # --- scrape time -----------------------------------------------------------
 
+    def replicas_seen(self, replicas: ReplicaStates) -> None:
+        for status in replicas.status():
+            self.replica_up.labels(status.name).set(1 if status.state == "ok" else 0)
+            self.replica_lag.labels(status.name).set(-1 if status.lag_s is None else status.lag_s)
+            self.replica_reads.labels(status.name).set(status.reads)
+        self.replica_reads.labels("primary").set(getattr(replicas, "primary_reads", 0))
+
     async def refresh(
-        self, pool: AsyncConnectionPool, queue: Any, admission: Admission | None = None
+        self,
+        pool: AsyncConnectionPool,
+        queue: Any,
+        admission: Admission | None = None,
+        replicas: ReplicaStates | None = None,
     ) -> None:
         """Read the values that are only worth reading when someone looks."""
+        if replicas is not None:
+            self.replicas_seen(replicas)
         if admission is not None:
             self.queries_waiting.set(admission.waiting)
         stats = pool.get_stats()
@@ -213,8 +245,10 @@ class MetricsResource:
         pool: AsyncConnectionPool,
         write_queue: Any,
         admission: Admission | None = None,
+        replicas: ReplicaStates | None = None,
     ) -> None:
         self._token = settings.metrics_token
+        self._replicas = replicas
         self._metrics = metrics
         self._pool = pool
         self._write_queue = write_queue
@@ -231,7 +265,7 @@ class MetricsResource:
                 description="Send Authorization: Bearer <METRICS_TOKEN>.",
                 challenges=['Bearer realm="metrics"'],
             )
-        await self._metrics.refresh(self._pool, self._write_queue, self._admission)
+        await self._metrics.refresh(self._pool, self._write_queue, self._admission, self._replicas)
         resp.data, resp.content_type = self._metrics.render(req.get_header("Accept"))
         resp.set_header("Cache-Control", "no-store")
 

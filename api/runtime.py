@@ -45,6 +45,14 @@ class CommandRunner(Protocol):
         ...
 
 
+class ReplicaStates(Protocol):
+    """The read replicas' states (``storage.replicas.ReplicaSet``), for /readyz and /metrics."""
+
+    def status(self) -> list[Any]:
+        """One ``ReplicaStatus`` (name, state, lag_s, reads) per replica."""
+        ...
+
+
 class Lifespan(Protocol):
     """Opens a runtime's collaborators on ASGI startup and closes them on shutdown."""
 
@@ -78,3 +86,5 @@ class Runtime:
     #: The console's background jobs; None: ``create_app`` makes them over the pool and
     #: stops them on shutdown (tests pass their own, which they stop).
     console_jobs: Jobs | None = None
+    #: The read replicas (DATABASE_REPLICA_URLS), shown by /readyz and /metrics; None: none.
+    replicas: ReplicaStates | None = None

@@ -32,6 +32,7 @@ from auth.metadata_fetch import MetadataFetcher
 from config.settings import Settings
 from memory.audit import AuditLog
 from memory.deps import Deps
+from memory.handlers import dispatch
 from memory.own_indexes import own_indexes_forever
 from memory.recall_rerank import RerankStage
 from memory.relations import sweep_forever
@@ -43,6 +44,7 @@ from tasks.results import results_waiter
 
 from .database import DatabaseAddress, open_pool, process_pool
 from .providers import embedding_client, make_embedder, make_fact_extractor, make_rerank_stage
+from .read_routing import RecordingWriteQueue, build_replicas, routed_runner
 from .tracing import start_tracing
 from .worker import ActorDeps, build_broker, require_broker
 
@@ -106,13 +108,21 @@ class WebProcess:
             fact_extractor=make_fact_extractor(settings),
             reranker=self._rerank,
         )
+        # DATABASE_REPLICA_URLS: reads on replicas, each write's WAL position recorded.
+        self.replicas = build_replicas(settings, pool)
+        # A queue failure is logged, and a retry whose first attempt committed is
+        # answered from its receipt in PostgreSQL (tasks.queue_guard).
+        guarded = GuardedWriteQueue(self._queue, deps)
         self.runtime = Runtime(
             settings=settings,
             deps=deps,
-            # A queue failure is logged, and a retry whose first attempt committed is
-            # answered from its receipt in PostgreSQL (tasks.queue_guard).
-            write_queue=GuardedWriteQueue(self._queue, deps),
+            write_queue=guarded
+            if self.replicas is None
+            else RecordingWriteQueue(guarded, self.replicas),
             keystore=keystore,
+            replicas=self.replicas,
+            # The read commands on a replica that has the caller's writes (or the primary).
+            run_inline=routed_runner(dispatch, self.replicas),
             bearer=BearerValidator(keystore, settings),
             metadata_fetcher=metadata_fetcher(settings),
             audit=AuditLog(pool, settings),
@@ -138,6 +148,12 @@ class WebProcess:
             await migrate(dsn, dimensions=dimensions)
             await open_pool(deps.pool)
             hooks.append(deps.pool.close)
+            if self.replicas is not None:
+                # Refuses a replica that is a primary or another database; warns of a down one.
+                for warning in await self.replicas.check(dsn):
+                    _log.warning("%s", warning)
+                await self.replicas.open()
+                hooks.append(self.replicas.close)
             audit = self.runtime.audit
             if audit is not None:
                 hooks.append(audit.close)  # writes what is buffered before the pool closes

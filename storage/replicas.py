@@ -139,8 +139,10 @@ class ReplicaSet:
     ) -> None:
         self.primary = primary
         self._replicas = [_Replica(replica_label(dsn), dsn, pool) for dsn, pool in replicas]
-        self._positions = positions
+        self.positions = positions
         self._max_lag_s = max_lag_s
+        #: Seconds a user's write position is kept (:func:`position_ttl_s`).
+        self.position_ttl_s = position_ttl_s(max_lag_s)
         self._samples: deque[tuple[float, int]] = deque(maxlen=PRIMARY_SAMPLES)
         self._turn = itertools.count()
         self._loop: asyncio.Task[None] | None = None
@@ -202,6 +204,9 @@ class ReplicaSet:
             self._loop = None
         for replica in self._replicas:
             await replica.pool.close()
+        closer = getattr(self.positions, "aclose", None)
+        if closer is not None:
+            await closer()
 
     # --- routing ------------------------------------------------------------
 
@@ -209,7 +214,7 @@ class ReplicaSet:
         """A healthy replica that has replayed ``user_id``'s last write, else the primary."""
         ready = [r for r in self._replicas if r.state == "ok"]
         if ready:
-            needed = await self._positions.get(user_id)
+            needed = await self.positions.get(user_id)
             if needed is not None:
                 ready = [r for r in ready if r.replayed >= needed]
         if not ready:
@@ -223,7 +228,7 @@ class ReplicaSet:
         """Record the primary's WAL position now, after ``user_id``'s write has committed."""
         async with self.primary.connection() as conn:
             position = await _one(conn, _PRIMARY_POSITION)
-        await self._positions.put(user_id, int(str(position)), position_ttl_s(self._max_lag_s))
+        await self.positions.put(user_id, int(str(position)), self.position_ttl_s)
 
     def is_replica(self, pool: AsyncConnectionPool) -> bool:
         return any(r.pool is pool for r in self._replicas)

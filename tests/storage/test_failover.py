@@ -21,8 +21,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
-from memory.service import USE_CASES
 from storage.pool import connection_defaults, make_pool
+from tests.tool_calls import USE_CASES
 
 from .pg_pair import Server, cut_replication
 

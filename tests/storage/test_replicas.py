@@ -9,12 +9,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from api.health import replica_states
+from bootstrap.read_routing import RecordingWriteQueue, routed_runner
+from memory.calls import CallMeta
+from memory.deps import Deps
+from memory.handlers import dispatch
 from storage.pool import connection_defaults, make_pool
 from storage.replicas import LocalPositions, ReplicaRefused, ReplicaSet
+from tests.tool_calls import InlineWriteQueue, meta_for, parse_command
 
 from .conftest import caught_up
 from .pg_pair import Server, free_port, wait_until
@@ -169,3 +176,35 @@ async def test_a_replica_of_another_database_is_refused(pair: Pair, dsn: str) ->
     )
     with pytest.raises(ReplicaRefused, match="is another database"):
         await rs.check(primary.url())
+
+
+async def test_tools_read_their_own_write_through_the_routed_runner(
+    replicas: ReplicaSet, pair: Pair, embedder: Any, settings: Any
+) -> None:
+    primary, standby = pair
+    deps = Deps(settings=settings, pool=replicas.primary, embedder=embedder)
+    run = routed_runner(dispatch, replicas)
+    queue = RecordingWriteQueue(InlineWriteQueue(deps), replicas)
+    carol = await _user(replicas.primary, "carol-tools")
+    standby.sql("SELECT pg_wal_replay_pause()", database="postgres")
+    remember = parse_command("remember", {"text": "Carol's cat is called Miso."}, settings)
+    stored = await queue.submit(meta_for(carol, "key-1"), remember)
+    # At once, whichever process: the write's position is recorded, the replica has not
+    # replayed it, so the read is served by the primary and sees the write.
+    get = parse_command("get_memory", {"id": stored["memory_id"]}, settings)
+    got = await run(deps, CallMeta(carol), get)
+    assert got["memory"]["text"] == "Carol's cat is called Miso."
+    assert replicas.primary_reads >= 1
+    # Another user's read is served by the replica (it is within REPLICA_MAX_LAG_S).
+    before = replicas.status()[0].reads
+    counted = await run(deps, CallMeta(10**9), parse_command("count_memories", {}, settings))
+    assert counted["count"] == 0 and replicas.status()[0].reads == before + 1
+    standby.sql("SELECT pg_wal_replay_resume()", database="postgres")
+
+
+def test_readyz_shows_each_replica(replicas: ReplicaSet) -> None:
+    states = replica_states(replicas)
+    assert states == [
+        {"name": states[0]["name"], "state": "ok", "lag_s": states[0]["lag_s"], "ok": True}
+    ]
+    assert states[0]["name"].startswith("127.0.0.1:") and states[0]["name"].endswith("/ownsona")
