@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 from collections.abc import Awaitable, Callable
 
 import psycopg
@@ -15,6 +16,25 @@ from .errors import StorageError
 #: Candidates the HNSW scan keeps while searching; above the largest candidate
 #: count recall asks for (4 x limit, at least 40; SUPPLEMENT §4).
 HNSW_EF_SEARCH = 200
+
+
+async def check_on_checkout(conn: AsyncConnection) -> None:
+    """Raise if ``conn``'s server is gone: a round trip only when its socket says something.
+
+    An idle connection has nothing to read. When its server dies or
+    restarts, the socket turns readable: the end of the stream (the server
+    process exited, or TCP keepalives found its machine gone) or a last
+    FATAL message (a shutdown, ``pg_terminate_backend``). Only then is the
+    connection asked (psycopg_pool's ``check_connection``, one empty round
+    trip), so a healthy checkout costs one ``select`` instead of a round trip
+    (measured on this machine: 0.25-1 ms more per checkout for the round trip).
+    """
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.OperationalError):
+        readable = [True]  # no usable socket: let the real check say so
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 async def _configure(conn: AsyncConnection) -> None:
@@ -32,6 +52,8 @@ async def _configure(conn: AsyncConnection) -> None:
 KEEPALIVE_IDLE_S = 5
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT = 3
+#: Seconds psycopg_pool keeps retrying a connection that failed (see make_pool).
+RECONNECT_TIMEOUT_S = 5.0
 #: Milliseconds sent data may stay unacknowledged before the connection is dropped
 #: (libpq tcp_user_timeout, Linux): a write to a vanished server fails as fast.
 TCP_USER_TIMEOUT_MS = 10_000
@@ -90,8 +112,8 @@ def make_pool(
     pool. Anything that writes more than one statement must run inside
     ``async with conn.transaction():``.
 
-    Each connection is checked as it is handed out (one empty round trip,
-    ``check``): after a failover every idle connection of the pool points at the
+    Each connection is checked as it is handed out (:func:`check_on_checkout`):
+    after a failover every idle connection of the pool points at the
     dead primary, and each is then discarded and replaced by a new one, which
     libpq connects to the promoted server (:func:`connection_defaults`), instead
     of failing the request it was handed to. A connection that breaks while in
@@ -104,12 +126,15 @@ def make_pool(
         max_size=max_size,
         open=False,
         configure=_configure,
-        check=AsyncConnectionPool.check_connection,
+        check=check_on_checkout,
         name=name,
         kwargs={"autocommit": True},
-        # A dead primary: give up on a connection slot after a minute of failed attempts
-        # (the pool grows again on demand), so a long outage is not retried forever.
-        reconnect_timeout=60,
+        # psycopg_pool retries a failed connection with a doubling delay until this
+        # timeout, then gives the slot up; the next request that finds no connection
+        # starts a fresh attempt at once. A short timeout keeps the delay short, so a
+        # promoted primary is found within seconds of the promotion, not after a backoff
+        # that grew for as long as the failover took (seen: 4-30 s with 60 s).
+        reconnect_timeout=RECONNECT_TIMEOUT_S,
     )
 
 

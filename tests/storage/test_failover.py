@@ -19,6 +19,8 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from bootstrap.database import resolve_database
+from config.settings import Settings
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 from storage.pool import connection_defaults, make_pool
@@ -63,10 +65,17 @@ async def _remember(deps: Deps, user: int, text: str, key: str | None = None) ->
 
 
 @pytest.mark.parametrize("form", ["hosts", "query"])
-def test_both_multi_host_forms_reach_the_writable_server(pair: Pair, form: str) -> None:
-    with psycopg.connect(connection_defaults(_multi_host(pair, form))) as conn:
-        row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
-    assert row == (False,)
+async def test_every_process_resolves_a_multi_host_url_to_the_writable_server(
+    pair: Pair, form: str
+) -> None:
+    # Standby first: libpq must skip it for the primary (target_session_attrs=read-write).
+    primary, standby = pair
+    url = _multi_host((standby, primary), form)
+    settings = Settings.from_env({"DATABASE_URL": url})
+    dsn = await resolve_database(settings)  # what web, worker, stdio and the commands use
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT pg_is_in_recovery(), inet_server_port()").fetchone()
+    assert row == (False, primary.port)
 
 
 async def test_the_pool_follows_a_promotion_and_no_id_is_reused(deps: Deps, pair: Pair) -> None:
