@@ -247,9 +247,10 @@ class ReplicaSet:
     async def measure(self) -> None:
         """One measure of the primary's position and every replica's state and lag."""
         try:
-            async with self.primary.connection(timeout=MEASURE_TIMEOUT_S) as conn:
-                position = int(str(await _one(conn, _PRIMARY_POSITION)))
-            self._samples.append((time.monotonic(), position))
+            position = await asyncio.wait_for(
+                _position(self.primary, _PRIMARY_POSITION), MEASURE_TIMEOUT_S
+            )
+            self._samples.append((time.monotonic(), int(str(position[1]))))
         except (psycopg.Error, TimeoutError) as ex:
             # No primary (a failover under way): the replicas keep their last state.
             _log.warning("replica health: the primary did not answer (%s)", type(ex).__name__)
@@ -257,9 +258,10 @@ class ReplicaSet:
 
     async def _measure(self, replica: _Replica) -> None:
         try:
-            async with replica.pool.connection(timeout=MEASURE_TIMEOUT_S) as conn:
-                cur = await conn.execute(_REPLICA_POSITION)
-                row = await asyncio.wait_for(cur.fetchone(), MEASURE_TIMEOUT_S)
+            # Bounded as a whole: a replica whose machine vanished must not stall the loop.
+            row = await asyncio.wait_for(
+                _position(replica.pool, _REPLICA_POSITION), MEASURE_TIMEOUT_S
+            )
         except Exception as ex:  # any failure: the replica serves nothing until it answers
             if replica.state != "down":
                 _log.warning(
@@ -267,7 +269,6 @@ class ReplicaSet:
                 )
             replica.state, replica.lag_s = "down", None
             return
-        assert row is not None
         in_recovery, replayed = bool(row[0]), row[1]
         if not in_recovery or replayed is None:
             # Promoted (it is a primary now) or not replaying: not a replica to read from.
@@ -303,6 +304,15 @@ class ReplicaSet:
                 await self.measure()
             except Exception:  # the loop must outlive any one failure
                 _log.exception("replica health check failed")
+
+
+async def _position(pool: AsyncConnectionPool, query: str) -> tuple[object, object]:
+    """The first row of ``query`` (the first column twice when it has one)."""
+    async with pool.connection(timeout=MEASURE_TIMEOUT_S) as conn:
+        cur = await conn.execute(query)  # type: ignore[arg-type]
+        row = await cur.fetchone()
+    assert row is not None
+    return (row[0], row[-1])
 
 
 async def _one(conn: AsyncConnection, query: str) -> object:
