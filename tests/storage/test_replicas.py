@@ -7,10 +7,14 @@ made deterministic by pausing the standby's replay (``pg_wal_replay_pause()``).
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
@@ -21,6 +25,7 @@ from memory.deps import Deps
 from memory.handlers import dispatch
 from storage.pool import connection_defaults, make_pool
 from storage.replicas import LocalPositions, ReplicaRefused, ReplicaSet
+from tests.ops.lifecycle_helpers import base_env
 from tests.tool_calls import InlineWriteQueue, meta_for, parse_command
 
 from .conftest import caught_up
@@ -208,3 +213,60 @@ def test_readyz_shows_each_replica(replicas: ReplicaSet) -> None:
         {"name": states[0]["name"], "state": "ok", "lag_s": states[0]["lag_s"], "ok": True}
     ]
     assert states[0]["name"].startswith("127.0.0.1:") and states[0]["name"].endswith("/ownsona")
+
+
+# -- ownsona serve with replicas ----------------------------------------------------
+
+
+def _serve_env(tmp_path: Path, **values: str) -> dict[str, str]:
+    env = base_env()
+    env.update(OWNSONA_DATA_DIR=str(tmp_path / "data"), PORT=str(free_port()), **values)
+    return env
+
+
+def test_serve_refuses_a_replica_url_that_is_a_primary(pair: Pair, tmp_path: Path) -> None:
+    primary, _ = pair
+    # The servers trust local connections: the password is never checked, only never shown.
+    replica = primary.url().replace("postgres@", "postgres:hunter2-never-shown@")
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.cli", "serve"],
+        env=_serve_env(tmp_path, DATABASE_URL=primary.url(), DATABASE_REPLICA_URLS=replica),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "DATABASE_REPLICA_URLS:" in done.stderr and "is a primary" in done.stderr
+    assert "hunter2-never-shown" not in done.stderr + done.stdout
+
+
+def test_serve_reads_from_the_replica_and_readyz_shows_it(pair: Pair, tmp_path: Path) -> None:
+    primary, standby = pair
+    env = _serve_env(
+        tmp_path,
+        # Standby first: libpq skips it for the writable primary.
+        DATABASE_URL=f"postgresql://postgres@127.0.0.1:{standby.port},127.0.0.1:{primary.port}/ownsona",
+        DATABASE_REPLICA_URLS=standby.url(),
+    )
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "scripts.cli", "serve"], env=env,
+            stdout=subprocess.DEVNULL, stderr=out,
+        )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{env['PORT']}/readyz"
+
+        def ready() -> bool:
+            assert server.poll() is None, log.read_text()
+            try:
+                return httpx.get(url, timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until("the server to be ready", ready, deadline_s=120)
+        body = httpx.get(url, timeout=5).json()
+        assert [(r["name"], r["state"]) for r in body["replicas"]] == [
+            (f"127.0.0.1:{standby.port}/ownsona", "ok")
+        ]
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
