@@ -2,7 +2,7 @@
 
 - :func:`build_replicas`: the :class:`~storage.replicas.ReplicaSet` of
   ``DATABASE_REPLICA_URLS`` (None without it), over the web pool as primary,
-  with the write positions in Redis when ``REDIS_URL`` is set (every web
+  with the write positions in Redis when ``REDIS_URL`` or ``REDIS_SENTINELS`` is set (every web
   process sees them) and in this process otherwise (then there is one).
 - :func:`routed_runner`: the inline runner (``memory.handlers.dispatch``)
   running each read command (:data:`READ_COMMANDS`) with a ``Deps`` whose
@@ -44,6 +44,7 @@ from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 from storage.pool import connection_defaults, make_pool
 from storage.replicas import LocalPositions, ReplicaSet, WritePositions
+from tasks.redis_clients import RedisTarget, async_client
 
 if TYPE_CHECKING:
     from api.runtime import CommandRunner, WriteQueue
@@ -106,9 +107,11 @@ def build_replicas(settings: Settings, primary: AsyncConnectionPool) -> ReplicaS
     if not settings.database_replica_urls:
         return None
     positions: WritePositions
-    if settings.redis_url:
+    target = RedisTarget.from_settings(settings)
+    if target is not None:
+        # The master, found through REDIS_SENTINELS when set (it follows a Sentinel failover).
         positions = RedisPositions(
-            aredis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2),
+            async_client(target, socket_timeout=2, socket_connect_timeout=2),
             settings.queue_namespace,
         )
     else:
