@@ -100,6 +100,9 @@ def database_error(ex: psycopg.Error, what: str) -> MemoryServiceError:
     _log.error("database error in %s: %s", what, type(ex).__name__)
     return MemoryServiceError(
         DATABASE_ERROR,
-        "The database failed to complete the request; nothing was changed. Try again.",
+        # Not "nothing was changed": a connection lost during COMMIT (a failover) leaves
+        # the outcome unknown to us; the write's receipt makes the retry safe either way.
+        "The database failed to complete the request. Try again: repeating the same call "
+        "is safe and never stores a write twice.",
         {"sqlstate": getattr(ex, "sqlstate", None)},
     )
