@@ -7,7 +7,6 @@ the tool dispatcher, PostgreSQL with pgvector, the real embedder.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -67,9 +66,9 @@ def console_jobs(pool: Any, clean_db: str) -> Jobs:
 async def conductor(
     console_settings: Settings, console_runtime: Runtime, console_jobs: Jobs
 ) -> AsyncIterator[falcon.testing.ASGIConductor]:
-    app = create_app(
-        console_settings, runtime=dataclasses.replace(console_runtime, console_jobs=console_jobs)
-    )
+    # The same runtime, not a copy: tests read the audit log create_app gives it.
+    console_runtime.console_jobs = console_jobs
+    app = create_app(console_settings, runtime=console_runtime)
     async with falcon.testing.ASGIConductor(app) as c:
         yield c
     await console_jobs.close()
