@@ -51,7 +51,7 @@ MCP_PATH = "/mcp"
 
 def create_app(
     settings: Settings, *, runtime: Runtime, lifespan: Lifespan | None = None
-) -> falcon.asgi.App:
+) -> falcon.asgi.App[falcon.asgi.Request, falcon.asgi.Response]:
     """Routes, middleware and error handling around ``runtime``'s collaborators.
 
     ``lifespan`` opens them on startup and closes them on shutdown; without

@@ -113,6 +113,8 @@ async def store_items(
     # The receipt lookup goes to PostgreSQL first and the texts are embedded
     # meanwhile: a redelivered write (rare) wastes an embedding, every other
     # write saves a round trip of waiting.
+    prior: dict[str, Any] | BaseException | None
+    vectors: np.ndarray | list[np.ndarray] | BaseException
     prior, vectors = await asyncio.gather(
         prior_receipt(deps, user_id, meta.idempotency_key),
         _embed(deps, [it.text for _, it in valid]),
@@ -125,8 +127,7 @@ async def store_items(
     if isinstance(vectors, BaseException):
         raise vectors
     plans: dict[int, _Plan] = {
-        i: _Plan(item=it, embedding=vectors[n])
-        for n, (i, it) in enumerate(valid)  # type: ignore[index]
+        i: _Plan(item=it, embedding=vectors[n]) for n, (i, it) in enumerate(valid)
     }
     for attempt in range(3):
         try:
@@ -148,9 +149,10 @@ async def store_items(
     raise AssertionError("unreachable")
 
 
-async def _embed(deps: Deps, texts: list[str]) -> Any:
+async def _embed(deps: Deps, texts: list[str]) -> np.ndarray | list[np.ndarray]:
+    """One vector per text, in order (a single text takes the embedder's one-text path)."""
     if not texts:
-        return None
+        return []
     if len(texts) == 1:
         return [await deps.embedder.embed_one(texts[0])]
     return await deps.embedder.embed(texts)

@@ -17,11 +17,17 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from config.settings import Settings
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+_T = TypeVar("_T")
 
 #: In the data dir: the public URL of the last ``ownsona serve`` (one line).
 PUBLIC_URL_FILE = "public_url"
@@ -146,7 +152,7 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
+async def _with_pool(settings: Settings, fn: Callable[[AsyncConnectionPool], Awaitable[_T]]) -> _T:
     from bootstrap.admin import admin_pool
 
     async with admin_pool(settings) as pool:

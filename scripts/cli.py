@@ -7,12 +7,18 @@ import asyncio
 import getpass
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from auth.errors import AccountError
 from bootstrap.admin import DatabaseNotSetUp
 from config.settings import Settings, SettingsError, check_listen_host, public_listen_problem
 from storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+_T = TypeVar("_T")
 
 _log = logging.getLogger("ownsona")
 
@@ -73,7 +79,7 @@ def _serve(settings: Settings) -> None:
 # --- admin -------------------------------------------------------------------
 
 
-async def _with_pool(settings: Settings, fn):  # type: ignore[no-untyped-def]
+async def _with_pool(settings: Settings, fn: Callable[[AsyncConnectionPool], Awaitable[_T]]) -> _T:
     from bootstrap.admin import admin_pool
 
     async with admin_pool(settings) as pool:
@@ -110,7 +116,7 @@ async def _user_passwd(settings: Settings, name: str, password: str) -> int:
 async def _rotate_keys(settings: Settings) -> str:
     from auth.keys import KeyStore
 
-    async def run(pool):  # type: ignore[no-untyped-def]
+    async def run(pool: AsyncConnectionPool) -> str:
         keystore = KeyStore(pool, access_token_ttl_s=settings.access_token_ttl_s)
         await keystore.load()
         return await keystore.rotate()

@@ -294,6 +294,7 @@ class _Dispatcher:
 
         message = self._actor.message(ids, target)
         backend = self._bundle.backend
+        payload: dict[str, Any]  # the reembed_batch actor's answer
         try:
             if self._bundle.in_process:
                 payload = await self._in_process(message, backend)
@@ -329,7 +330,7 @@ class _Dispatcher:
             try:
                 await asyncio.wait_for(landed.wait(), BATCH_TIMEOUT_S)
             except TimeoutError:
-                raise ResultTimeout(message) from None
+                raise ResultTimeout(message) from None  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
         finally:
             backend.remove_waiter(key, wake)
         return backend.unwrap_result(backend.get_stored(key))

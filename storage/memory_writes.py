@@ -299,7 +299,8 @@ async def confirm(conn: AsyncConnection, user_id: int, memory_id: int, salience:
     )
     row = await cur.fetchone()
     assert row is not None
-    return row[0]
+    confirmed_at: datetime = row[0]
+    return confirmed_at
 
 
 _UPDATABLE = frozenset(

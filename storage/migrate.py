@@ -60,7 +60,7 @@ async def migrate(dsn: str, *, dimensions: int) -> list[int]:
                 text = migration.sql.replace("{dim}", str(int(dimensions)))
                 try:
                     async with conn.transaction():
-                        await conn.execute(text)  # type: ignore[arg-type]
+                        await conn.execute(text)
                         await conn.execute(
                             "INSERT INTO schema_version (version, name) VALUES (%s, %s)",
                             (migration.version, migration.name),

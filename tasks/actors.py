@@ -136,9 +136,9 @@ async def reembed_batch(
 
 @dataclass(frozen=True)
 class Actors:
-    run_command: dramatiq.Actor
-    extract_relations: dramatiq.Actor
-    reembed_batch: dramatiq.Actor
+    run_command: dramatiq.Actor[..., Any]
+    extract_relations: dramatiq.Actor[..., Any]
+    reembed_batch: dramatiq.Actor[..., Any]
 
 
 def declare_actors(
@@ -260,7 +260,8 @@ class WorkerResources(AsyncIO):
         return self._deps
 
     def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        super().before_worker_boot(broker, worker)  # starts the event loop thread
+        # Starts the event loop thread.
+        super().before_worker_boot(broker, worker)  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
         loop_thread = get_event_loop_thread()
         assert loop_thread is not None
         self._deps = loop_thread.run_coroutine(self._build())
@@ -270,7 +271,7 @@ class WorkerResources(AsyncIO):
         deps, self._deps = self._deps, None
         if deps is not None and loop_thread is not None:
             loop_thread.run_coroutine(self._close(deps))
-        super().after_worker_shutdown(broker, worker)
+        super().after_worker_shutdown(broker, worker)  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
 
     # Each worker thread runs one message at a time: the request id its
     # arguments carry (a command's CallMeta, an extraction's request id) is this

@@ -86,7 +86,7 @@ class _WakingConsumer(_RedisConsumer):
                         )
                         return None
         except redis.ConnectionError as ex:
-            raise ConnectionClosed(ex) from None
+            raise ConnectionClosed(ex) from None  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
 
 
 class WakingRedisBroker(RedisBroker):
@@ -134,10 +134,10 @@ class NotifyingStubBackend(StubBackend):
                 self._waiters.pop(message_key, None)
 
     def get_stored(self, message_key: str) -> Any:
-        return self._get(message_key)
+        return self._get(message_key)  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
 
-    def _store(self, message_key, result, ttl):  # type: ignore[no-untyped-def]
-        super()._store(message_key, result, ttl)
+    def _store(self, message_key: str, result: Any, ttl: int) -> None:
+        super()._store(message_key, result, ttl)  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
         with self._lock:
             waiters = list(self._waiters.get(message_key, []))
         for wake in waiters:
@@ -185,7 +185,7 @@ def make_broker(
     target = RedisTarget.of(redis)
     if target is not None:
         client = sync_client(target, socket_connect_timeout=5, health_check_interval=30)
-        broker: dramatiq.Broker = WakingRedisBroker(
+        broker: dramatiq.Broker = WakingRedisBroker(  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
             client=client,
             namespace=namespace,
             heartbeat_timeout=heartbeat_timeout_ms,
@@ -198,7 +198,9 @@ def make_broker(
     else:
         broker = StubBroker()
         backend = NotifyingStubBackend(namespace=f"{namespace}-results")
-    broker.add_middleware(Results(backend=backend, result_ttl=RESULT_TTL_MS))
+    broker.add_middleware(
+        Results(backend=backend, result_ttl=RESULT_TTL_MS)  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
+    )
     extra = list(extra_middleware or [])
     # A worker's resources middleware runs the actors' event loop itself
     # (tasks.actors.WorkerResources); otherwise Dramatiq's AsyncIO does.

@@ -35,7 +35,9 @@ _PAGES = (
 )
 
 
-def add_routes(app: falcon.asgi.App, services: ConsoleServices) -> None:
+def add_routes(
+    app: falcon.asgi.App[falcon.asgi.Request, falcon.asgi.Response], services: ConsoleServices
+) -> None:
     app.add_route("/console/static/{name}", StaticFile())
     for page in _PAGES:
         for path, resource in page.routes(services):

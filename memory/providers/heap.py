@@ -47,7 +47,7 @@ def _find_mallopt() -> Callable[[int, int], int] | None:
         return None
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return mallopt  # type: ignore[no-any-return]
+    return mallopt
 
 
 def _find_malloc_trim() -> Callable[[int], int] | None:
@@ -60,7 +60,7 @@ def _find_malloc_trim() -> Callable[[int], int] | None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
-    return trim  # type: ignore[no-any-return]
+    return trim
 
 
 class HeapTrimmer:

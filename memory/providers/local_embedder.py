@@ -296,7 +296,8 @@ class LocalEmbedder(Observable):
         check_texts([text])
         with embedding_span(self.provider, self.model, 1):
             if len(text) > COALESCE_MAX_CHARS:
-                return (await self._embed_batch([text]))[0]
+                vector: FloatArray = (await self._embed_batch([text]))[0]
+                return vector
             return await self._coalescer.embed_one(text)
 
     def _batch_done(self, size: int, seconds: float, ok: bool) -> None:
@@ -367,6 +368,7 @@ class LocalEmbedder(Observable):
         feed = {
             name: feed[name].astype(dtype, copy=False) for name, dtype in self._input_dtypes.items()
         }
+        states: FloatArray
         (states,) = self._session.run([self._output_name], feed, self._run_options)
         states = np.asarray(states, dtype=np.float32)
         if self._pooled:
@@ -375,7 +377,8 @@ class LocalEmbedder(Observable):
         weights = mask.astype(np.float32)[:, :, None]
         summed = (states * weights).sum(axis=1)
         counts = np.maximum(weights.sum(axis=1), 1e-9)
-        return (summed / counts).astype(np.float32, copy=False)
+        mean: FloatArray = (summed / counts).astype(np.float32, copy=False)
+        return mean
 
 
 def _session(ort: Any, model_path: Path, options: Any, *, rewrite: bool) -> Any:

@@ -129,7 +129,8 @@ class OpenAIEmbedder(Observable):
 
     async def embed_one(self, text: str) -> FloatArray:
         vectors = await self.embed([text])
-        return vectors[0]
+        vector: FloatArray = vectors[0]
+        return vector
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -180,7 +181,7 @@ class OpenAIEmbedder(Observable):
             seconds = _parse_retry_after(retry_after)
             if seconds is not None:
                 return min(seconds, self._backoff_cap_s)
-        exponential = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
+        exponential: float = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
         return exponential * random.uniform(0.5, 1.0)  # noqa: S311 (jitter, not crypto)
 
     def _transport_error(self, ex: httpx.HTTPError, attempts: int) -> MemoryServiceError:

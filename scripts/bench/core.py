@@ -164,7 +164,7 @@ class Server:
 
 def embed_cached(embedder: LocalEmbedder, texts: list[str], cache: Path) -> np.ndarray:
     if cache.exists():
-        vectors = np.load(cache)
+        vectors: np.ndarray = np.load(cache)
         if len(vectors) >= len(texts):
             return vectors[: len(texts)]
     vectors = asyncio.run(embedder.embed(texts))

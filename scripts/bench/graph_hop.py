@@ -172,7 +172,9 @@ def _relations_ready(client: McpClient, names: Sequence[str], most_s: float) -> 
     return time.monotonic() - started
 
 
-def run(workdir: Path, facts: list[str], questions: list[Question], graph_hop: bool) -> dict:
+def run(
+    workdir: Path, facts: list[str], questions: list[Question], graph_hop: bool
+) -> dict[str, Any]:
     """One fresh server: store the facts, ask the questions; per question, the ranked facts."""
     os.environ["RECALL_GRAPH_HOP"] = "true" if graph_hop else "false"
     workdir.mkdir(parents=True, exist_ok=True)

@@ -142,7 +142,7 @@ def fresh_databases(workdir: Path) -> tuple[str, str]:
     asyncio.run(migrate(dsn, dimensions=384))
     before = start_embedded(workdir / "data", database=BEFORE_DATABASE)
     with psycopg.connect(before, autocommit=True) as conn:
-        conn.execute(available_migrations()[0].sql.replace("{dim}", "384"))  # type: ignore[arg-type]
+        conn.execute(available_migrations()[0].sql.replace("{dim}", "384"))
     return dsn, before
 
 
@@ -318,7 +318,7 @@ async def measure(
                 result = await run()
                 times[name].append((time.perf_counter() - started) * 1000)
                 if name == "sql hybrid":
-                    probed.append(int(result))  # type: ignore[call-overload]
+                    probed.append(int(result))
     finally:
         await pool.close()
         await old_pool.close()

@@ -71,10 +71,12 @@ class _OldModel:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         v = self._rng.normal(size=(len(texts), self.dimensions)).astype(np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
+        unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+        return unit
 
     async def embed_one(self, text: str) -> np.ndarray:
-        return (await self.embed([text]))[0]
+        vector: np.ndarray = (await self.embed([text]))[0]
+        return vector
 
     async def aclose(self) -> None:
         return None
@@ -88,7 +90,7 @@ async def _seed(dsn: str, texts: list[str], dimensions: int = DIMENSIONS) -> Non
             user = await insert_user(conn, "bench", "x")
         assert user is not None
         user_id = user.id
-        deps = Deps(settings=Settings(database_url=dsn), pool=pool, embedder=_OldModel(dimensions))  # type: ignore[arg-type]
+        deps = Deps(settings=Settings(database_url=dsn), pool=pool, embedder=_OldModel(dimensions))
         for start in range(0, len(texts), 200):
             items = [{"text": t, "dedup_policy": "insert"} for t in texts[start : start + 200]]
             command = RememberBatch.parse({"items": items}, deps.settings)

@@ -65,7 +65,8 @@ def _embed_cached(embedder: LocalEmbedder, texts: list[str], workdir: Path) -> n
     digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
     cache = workdir / f"scan-facts-{len(texts)}-{digest}.npy"
     if cache.exists():
-        return np.load(cache)
+        cached: np.ndarray = np.load(cache)
+        return cached
     started = time.perf_counter()
     parts: list[np.ndarray] = []
     for i in range(0, len(texts), _EMBED_BATCH):

@@ -88,7 +88,7 @@ def synthesize(base: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray
     first = rng.integers(0, len(base), n)
     second = rng.integers(0, len(base), n)
     share = rng.uniform(MIX_LOW, 1.0, (n, 1)).astype(np.float32)
-    mixed = share * base[first] + (1 - share) * base[second]
+    mixed: np.ndarray = share * base[first] + (1 - share) * base[second]
     mixed += rng.normal(0.0, NOISE, mixed.shape).astype(np.float32)
     mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
     return mixed.astype(np.float32)

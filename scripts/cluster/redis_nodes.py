@@ -133,7 +133,8 @@ class RedisGroup:
 
     def announced_master(self, sentinel: Sentinel) -> int | None:
         try:
-            answer = redis.Redis(port=sentinel.port, socket_timeout=1).execute_command(
+            client = redis.Redis(port=sentinel.port, socket_timeout=1)
+            answer = client.execute_command(  # type: ignore[no-untyped-call]  # redis-py leaves this unannotated
                 "SENTINEL", "get-master-addr-by-name", MASTER_NAME
             )
         except redis.RedisError:
