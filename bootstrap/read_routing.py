@@ -94,7 +94,7 @@ return 1
         return None if value is None else int(value)
 
     async def put(self, user_id: int, position: int, ttl_s: float) -> None:
-        await self._client.eval(  # type: ignore[misc]
+        await self._client.eval(
             self._PUT, 1, f"{self._prefix}{user_id}", str(position), str(int(ttl_s * 1000))
         )
 

@@ -309,14 +309,14 @@ class ReplicaSet:
 async def _position(pool: AsyncConnectionPool, query: str) -> tuple[object, object]:
     """The first row of ``query`` (the first column twice when it has one)."""
     async with pool.connection(timeout=MEASURE_TIMEOUT_S) as conn:
-        cur = await conn.execute(query)  # type: ignore[arg-type]
+        cur = await conn.execute(query)
         row = await cur.fetchone()
     assert row is not None
     return (row[0], row[-1])
 
 
 async def _one(conn: AsyncConnection, query: str) -> object:
-    cur = await conn.execute(query)  # type: ignore[arg-type]
+    cur = await conn.execute(query)
     row = await cur.fetchone()
     assert row is not None
     return row[0]
