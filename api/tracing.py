@@ -23,6 +23,13 @@ from memory.request_ids import current_request_id
 
 _tracer = trace.get_tracer("ownsona.api")
 
+
+def tracing_on() -> bool:
+    """True once a tracer provider is installed (bootstrap.tracing): until then the
+    span helpers below return at once, so tracing off costs a check, not a span."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 #: Baggage entries a tool call hands on to the worker that runs it (tasks.tracing).
 TOOL_BAGGAGE = "ownsona.tool"
 REQUEST_ID_BAGGAGE = "ownsona.request_id"
@@ -90,6 +97,9 @@ class RequestTracing:
 @contextlib.contextmanager
 def bearer_span() -> Iterator[Span]:
     """The span of one bearer-token check (the token itself is never recorded)."""
+    if not tracing_on():
+        yield trace.INVALID_SPAN
+        return
     with _tracer.start_as_current_span("bearer check", record_exception=False) as span:
         yield span
 
@@ -101,6 +111,9 @@ def tool_span(tool: str, *, queued: bool) -> Iterator[Span]:
     The tool name and request id also ride as baggage, so the worker's span
     carries them without the message's arguments being read.
     """
+    if not tracing_on():
+        yield trace.INVALID_SPAN
+        return
     request_id = current_request_id()
     ctx = baggage.set_baggage(TOOL_BAGGAGE, tool)
     if request_id is not None:
@@ -120,6 +133,6 @@ def tool_span(tool: str, *, queued: bool) -> Iterator[Span]:
 
 def tool_outcome(span: Span, error_code: str | None) -> None:
     """Record a tool call's outcome: its documented error code, when it failed."""
-    if error_code is not None:
+    if error_code is not None and span.is_recording():
         span.set_attribute("ownsona.error_code", error_code)
         span.set_status(Status(StatusCode.ERROR))

@@ -39,7 +39,13 @@ _tracer = trace.get_tracer("ownsona.embedding")
 
 @contextlib.contextmanager
 def embedding_span(provider: str, model: str, count: int) -> Iterator[trace.Span]:
-    """The span of one embedding call: provider, model and how many texts, never the texts."""
+    """The span of one embedding call: provider, model and how many texts, never the texts.
+
+    Until a tracer provider is installed (bootstrap.tracing) it costs one check.
+    """
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        yield trace.INVALID_SPAN
+        return
     with _tracer.start_as_current_span(
         "embed",
         record_exception=False,
