@@ -10,7 +10,6 @@ Every wait polls with a deadline; nothing sleeps a fixed time.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from scripts.processes import free_port
+from scripts.processes import free_port, kill_process, stop_process
 
 #: The name the Sentinels know the master by (REDIS_SENTINEL_MASTER).
 MASTER_NAME = "ownsona-test"
@@ -54,19 +53,11 @@ class RedisNode:
 
     def kill(self) -> None:
         """SIGKILL: the machine dies; nothing is flushed or handed over."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
+        kill_process(self.process)
         self.process = None
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process, timeout_s=10)
         self.process = None
 
     def client(self) -> redis.Redis:
