@@ -196,34 +196,17 @@ class RedisTopology:
     # -- building the nodes ---------------------------------------------------------------
 
     def _data_node(self, name: str, replica_of: RedisNode | None) -> RedisNode:
-        port = free_port()
-        directory = self.workdir / name
-        directory.mkdir(exist_ok=True)
-        lines = [
-            "bind 127.0.0.1",
-            f"port {port}",
-            f"dir {directory}",
-            'save ""',
-            "appendonly no",
-            "protected-mode no",
-        ]
+        lines = ['save ""', "appendonly no"]
         if self.password:
             lines += [f"requirepass {self.password}", f"masterauth {self.password}"]
         if replica_of is not None:
             lines.append(f"replicaof 127.0.0.1 {replica_of.port}")
-        node = self._node(name, port, lines, sentinel=False)
+        node = self._node(name, lines, sentinel=False)
         node.password = self.password
         return node
 
     def _sentinel_node(self, name: str, master: RedisNode) -> RedisNode:
-        port = free_port()
-        directory = self.workdir / name
-        directory.mkdir(exist_ok=True)
         lines = [
-            "bind 127.0.0.1",
-            f"port {port}",
-            f"dir {directory}",
-            "protected-mode no",
             f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master.port} 2",
             f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}",
             f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}",
@@ -231,12 +214,17 @@ class RedisTopology:
         ]
         if self.password:
             lines.append(f"sentinel auth-pass {MASTER_NAME} {self.password}")
-        return self._node(name, port, lines, sentinel=True)
+        return self._node(name, lines, sentinel=True)
 
-    def _node(self, name: str, port: int, lines: list[str], *, sentinel: bool) -> RedisNode:
+    def _node(self, name: str, lines: list[str], *, sentinel: bool) -> RedisNode:
+        """A node on a free loopback port, in its own directory, with ``lines`` of config."""
+        port = free_port()
+        directory = self.workdir / name
+        directory.mkdir(exist_ok=True)
         config = self.workdir / f"{name}.conf"
         log = self.workdir / f"{name}.log"
-        config.write_text("\n".join([*lines, f"logfile {log}", ""]))
+        own = ["bind 127.0.0.1", f"port {port}", f"dir {directory}", "protected-mode no"]
+        config.write_text("\n".join([*own, *lines, f"logfile {log}", ""]))
         return RedisNode(port=port, config=config, log=log, sentinel=sentinel)
 
     # -- what the Sentinels see -------------------------------------------------------------
