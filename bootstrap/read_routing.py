@@ -26,20 +26,9 @@ import redis.asyncio as aredis
 from psycopg_pool import AsyncConnectionPool
 
 from config.settings import Settings
+from memory import commands
 from memory.calls import CallMeta
-from memory.commands import (
-    BuildContextPrompt,
-    Command,
-    CountMemories,
-    ExportMemories,
-    GetMemory,
-    ListMemories,
-    ListTags,
-    MemoryStats,
-    QueryRelations,
-    Recall,
-    TextSearch,
-)
+from memory.commands import Command
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 from storage.pool import connection_defaults, make_pool
@@ -55,16 +44,16 @@ _log = logging.getLogger(__name__)
 #: recall and search_memory (Recall), build_context_prompt, list_memories, text_search,
 #: get_memory, count_memories, memory_stats, list_tags, export_memories, query_relations.
 READ_COMMANDS: tuple[type[Command], ...] = (
-    Recall,
-    BuildContextPrompt,
-    ListMemories,
-    TextSearch,
-    GetMemory,
-    CountMemories,
-    MemoryStats,
-    ListTags,
-    ExportMemories,
-    QueryRelations,
+    commands.Recall,
+    commands.BuildContextPrompt,
+    commands.ListMemories,
+    commands.TextSearch,
+    commands.GetMemory,
+    commands.CountMemories,
+    commands.MemoryStats,
+    commands.ListTags,
+    commands.ExportMemories,
+    commands.QueryRelations,
 )
 #: Recorded when a write's position could not be read: the user's reads go to the
 #: primary until the position expires (larger than any WAL position).

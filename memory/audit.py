@@ -44,6 +44,8 @@ MAX_QUERY_CHARS = 500
 MAX_BUFFERED = 50_000
 #: A record as read back (the console's activity page shows these).
 AuditEventRow = store.AuditEventRow
+#: Which records a page of them lists.
+EventFilter = store.EventFilter
 #: The ``client_id`` of the records an ``ownsona`` command (export, import, ...) writes.
 COMMAND_CLIENT_ID = "ownsona-cli-command"
 
@@ -199,26 +201,11 @@ class AuditLog:
 
 
 async def events(
-    pool: AsyncConnectionPool,
-    user_id: int,
-    *,
-    client_id: str | None = None,
-    tool: str | None = None,
-    memory_id: int | None = None,
-    before_id: int | None = None,
-    limit: int = 50,
-) -> list[store.AuditEventRow]:
-    """One user's audit records, newest first (``before_id``: the next page)."""
+    pool: AsyncConnectionPool, user_id: int, where: EventFilter
+) -> list[AuditEventRow]:
+    """One user's audit records, newest first (``where.before_id``: the next page)."""
     async with pool.connection() as conn:
-        return await store.list_events(
-            conn,
-            user_id,
-            client_id=client_id,
-            tool=tool,
-            memory_id=memory_id,
-            before_id=before_id,
-            limit=limit,
-        )
+        return await store.list_events(conn, user_id, where)
 
 
 async def app_activity(pool: AsyncConnectionPool, user_id: int) -> list[store.AppActivity]:

@@ -24,6 +24,8 @@ HEARTBEAT_S = 30.0
 #: (four missed heartbeats: a busy event loop or a slow commit is not a death).
 STALE_AFTER_S = 120.0
 INTERRUPTED = "Interrupted: the server restarted. Start it again."
+#: How a job ended (what :func:`finish` records).
+JobEnd = store.JobEnd
 
 
 async def create(
@@ -84,28 +86,9 @@ async def save_progress(
         await store.save_progress(conn, job_id, done=done, total=total, message=message)
 
 
-async def finish(
-    pool: AsyncConnectionPool,
-    job_id: str,
-    *,
-    state: str,
-    done: int,
-    total: int | None,
-    message: str,
-    result: dict[str, Any],
-    release_key: bool,
-) -> None:
+async def finish(pool: AsyncConnectionPool, job_id: str, end: JobEnd) -> None:
     async with pool.connection() as conn:
-        await store.finish_job(
-            conn,
-            job_id,
-            state=state,
-            done=done,
-            total=total,
-            message=message,
-            result=result,
-            release_key=release_key,
-        )
+        await store.finish_job(conn, job_id, end)
 
 
 async def prune(

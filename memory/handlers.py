@@ -20,31 +20,9 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from . import editing, learning, reading, relations, remembering, scans
+from . import commands, editing, learning, reading, relations, remembering, scans
 from .calls import CallMeta
-from .commands import (
-    BuildContextPrompt,
-    Command,
-    Confirm,
-    CountMemories,
-    ExportMemories,
-    FindConflicts,
-    FindNearDuplicates,
-    Forget,
-    ForgetBatch,
-    GetMemory,
-    ListMemories,
-    ListTags,
-    MemoryStats,
-    QueryRelations,
-    Recall,
-    Reinforce,
-    Remember,
-    RememberBatch,
-    TextSearch,
-    UpdateMemory,
-    UpdateMemoryBatch,
-)
+from .commands import Command
 from .deps import Deps
 from .errors import DATABASE_ERROR, MemoryServiceError
 
@@ -57,26 +35,26 @@ _log = logging.getLogger(__name__)
 
 #: Every command type's handler (cosmicpython's ``handlers.py``): one row per command.
 HANDLERS: Mapping[type[Command], Handler[Any]] = {
-    Remember: remembering.remember,
-    RememberBatch: remembering.remember_batch,
-    Recall: reading.recall,
-    BuildContextPrompt: reading.build_context_prompt,
-    ListMemories: reading.list_memories,
-    TextSearch: reading.text_search,
-    GetMemory: reading.get_memory,
-    CountMemories: reading.count_memories,
-    MemoryStats: reading.memory_stats,
-    ListTags: reading.list_tags,
-    ExportMemories: reading.export_memories,
-    UpdateMemory: editing.update_memory,
-    UpdateMemoryBatch: editing.update_memory_batch,
-    Confirm: editing.confirm,
-    Forget: editing.forget,
-    ForgetBatch: editing.forget_batch,
-    Reinforce: learning.reinforce,
-    FindNearDuplicates: scans.find_near_duplicates,
-    FindConflicts: scans.find_conflicts,
-    QueryRelations: relations.query_relations,
+    commands.Remember: remembering.remember,
+    commands.RememberBatch: remembering.remember_batch,
+    commands.Recall: reading.recall,
+    commands.BuildContextPrompt: reading.build_context_prompt,
+    commands.ListMemories: reading.list_memories,
+    commands.TextSearch: reading.text_search,
+    commands.GetMemory: reading.get_memory,
+    commands.CountMemories: reading.count_memories,
+    commands.MemoryStats: reading.memory_stats,
+    commands.ListTags: reading.list_tags,
+    commands.ExportMemories: reading.export_memories,
+    commands.UpdateMemory: editing.update_memory,
+    commands.UpdateMemoryBatch: editing.update_memory_batch,
+    commands.Confirm: editing.confirm,
+    commands.Forget: editing.forget,
+    commands.ForgetBatch: editing.forget_batch,
+    commands.Reinforce: learning.reinforce,
+    commands.FindNearDuplicates: scans.find_near_duplicates,
+    commands.FindConflicts: scans.find_conflicts,
+    commands.QueryRelations: relations.query_relations,
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -69,14 +70,37 @@ class RunningServer:
         return self.log_path.read_text(errors="replace")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
+def stop_process(proc: subprocess.Popen[bytes] | None, timeout_s: float = 30) -> None:
+    """SIGTERM, and SIGKILL if it has not ended within ``timeout_s``; a no-op once ended."""
+    if proc is not None and proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(30)
+            proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL (the machine dies: nothing is flushed or handed over); a no-op once ended."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def child_pids(parent: int) -> list[int]:
+    """Pids whose parent is ``parent``, read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # ended meanwhile
+            # The fields after the command name (which may hold spaces): state, ppid, ...
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == parent:
+                found.append(int(entry.name))
+    return found
 
 
 @contextmanager
@@ -110,7 +134,7 @@ def run_processes(
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        stack.callback(_stop, server)
+        stack.callback(stop_process, server)
         url = f"http://127.0.0.1:{port}"
         problem = wait_until_healthy(url, server)
         if problem is not None:
@@ -123,5 +147,5 @@ def run_processes(
                 stdout=wlog,
                 stderr=subprocess.STDOUT,
             )
-            stack.callback(_stop, worker)
+            stack.callback(stop_process, worker)
         yield RunningServer(url=url, env=env, process=server, log_path=log_path)

@@ -10,7 +10,6 @@ Every wait polls with a deadline; nothing sleeps a fixed time.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from scripts.processes import free_port
+from scripts.processes import free_port, kill_process, stop_process
 
 #: The name the Sentinels know the master by (REDIS_SENTINEL_MASTER).
 MASTER_NAME = "ownsona-test"
@@ -54,19 +53,11 @@ class RedisNode:
 
     def kill(self) -> None:
         """SIGKILL: the machine dies; nothing is flushed or handed over."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
+        kill_process(self.process)
         self.process = None
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process, timeout_s=10)
         self.process = None
 
     def client(self) -> redis.Redis:
@@ -205,34 +196,17 @@ class RedisTopology:
     # -- building the nodes ---------------------------------------------------------------
 
     def _data_node(self, name: str, replica_of: RedisNode | None) -> RedisNode:
-        port = free_port()
-        directory = self.workdir / name
-        directory.mkdir(exist_ok=True)
-        lines = [
-            "bind 127.0.0.1",
-            f"port {port}",
-            f"dir {directory}",
-            'save ""',
-            "appendonly no",
-            "protected-mode no",
-        ]
+        lines = ['save ""', "appendonly no"]
         if self.password:
             lines += [f"requirepass {self.password}", f"masterauth {self.password}"]
         if replica_of is not None:
             lines.append(f"replicaof 127.0.0.1 {replica_of.port}")
-        node = self._node(name, port, lines, sentinel=False)
+        node = self._node(name, lines, sentinel=False)
         node.password = self.password
         return node
 
     def _sentinel_node(self, name: str, master: RedisNode) -> RedisNode:
-        port = free_port()
-        directory = self.workdir / name
-        directory.mkdir(exist_ok=True)
         lines = [
-            "bind 127.0.0.1",
-            f"port {port}",
-            f"dir {directory}",
-            "protected-mode no",
             f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master.port} 2",
             f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}",
             f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}",
@@ -240,12 +214,17 @@ class RedisTopology:
         ]
         if self.password:
             lines.append(f"sentinel auth-pass {MASTER_NAME} {self.password}")
-        return self._node(name, port, lines, sentinel=True)
+        return self._node(name, lines, sentinel=True)
 
-    def _node(self, name: str, port: int, lines: list[str], *, sentinel: bool) -> RedisNode:
+    def _node(self, name: str, lines: list[str], *, sentinel: bool) -> RedisNode:
+        """A node on a free loopback port, in its own directory, with ``lines`` of config."""
+        port = free_port()
+        directory = self.workdir / name
+        directory.mkdir(exist_ok=True)
         config = self.workdir / f"{name}.conf"
         log = self.workdir / f"{name}.log"
-        config.write_text("\n".join([*lines, f"logfile {log}", ""]))
+        own = ["bind 127.0.0.1", f"port {port}", f"dir {directory}", "protected-mode no"]
+        config.write_text("\n".join([*own, *lines, f"logfile {log}", ""]))
         return RedisNode(port=port, config=config, log=log, sentinel=sentinel)
 
     # -- what the Sentinels see -------------------------------------------------------------

@@ -6,7 +6,7 @@ Every function takes a connection so the caller owns the transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
 from psycopg import AsyncConnection, sql
@@ -63,15 +63,19 @@ async def insert_events(conn: AsyncConnection, events: Sequence[NewAuditEvent]) 
             await copy.write_row([getattr(e, name) for name in _NEW_FIELDS])
 
 
+@dataclass(frozen=True)
+class EventFilter:
+    """Which of one user's events a page lists: each set field narrows it."""
+
+    client_id: str | None = None
+    tool: str | None = None
+    memory_id: int | None = None
+    before_id: int | None = None
+    limit: int = 50
+
+
 async def list_events(
-    conn: AsyncConnection,
-    user_id: int,
-    *,
-    client_id: str | None = None,
-    tool: str | None = None,
-    memory_id: int | None = None,
-    before_id: int | None = None,
-    limit: int = 50,
+    conn: AsyncConnection, user_id: int, where: EventFilter
 ) -> list[AuditEventRow]:
     """One user's events, newest first; ``before_id`` pages on (keyset).
 
@@ -98,11 +102,7 @@ async def list_events(
             ).format(_ROW_COLUMNS),
             {
                 "user_id": user_id,
-                "client_id": client_id,
-                "tool": tool,
-                "memory_id": memory_id,
-                "before_id": before_id,
-                "limit": limit,
+                **asdict(where),
             },
         )
         return await cur.fetchall()

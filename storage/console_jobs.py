@@ -129,25 +129,28 @@ async def save_progress(
     )
 
 
-async def finish_job(
-    conn: AsyncConnection,
-    job_id: str,
-    *,
-    state: str,
-    done: int,
-    total: int | None,
-    message: str,
-    result: dict[str, Any],
-    release_key: bool,
-) -> None:
-    """The job's end; with ``release_key`` its operation key is free for the next one."""
+@dataclass(frozen=True)
+class JobEnd:
+    """How a job ended: its final state, counts, message and result."""
+
+    state: str
+    done: int
+    total: int | None
+    message: str
+    result: dict[str, Any]
+    #: Free the job's operation key for the next job.
+    release_key: bool
+
+
+async def finish_job(conn: AsyncConnection, job_id: str, end: JobEnd) -> None:
+    """The job's end; with ``end.release_key`` its operation key is free for the next one."""
     await conn.execute(
         "UPDATE console_jobs SET state = %s, done = %s, total = %s, message = %s, result = %s,"
         " updated_at = now(), finished_at = now(),"
         " operation_key = CASE WHEN %s THEN NULL ELSE operation_key END"
         # A job another process already declared dead (its heartbeat stalled) stays ended.
         " WHERE id = %s AND state = 'running'",
-        (state, done, total, message, Jsonb(result), release_key, job_id),
+        (end.state, end.done, end.total, end.message, Jsonb(end.result), end.release_key, job_id),
     )
 
 

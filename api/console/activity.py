@@ -89,15 +89,14 @@ class ActivityPage:
         pool = self._s.pool
         user_id = console.user_id
         choices = await audit.choices(pool, user_id)
-        rows = await audit.events(
-            pool,
-            user_id,
+        where = audit.EventFilter(
             client_id=filters.app,
             tool=filters.tool,
             memory_id=filters.memory,
             before_id=filters.before,
             limit=PAGE_SIZE + 1,
         )
+        rows = await audit.events(pool, user_id, where)
         older = rows[PAGE_SIZE - 1].id if len(rows) > PAGE_SIZE else None
         rows = rows[:PAGE_SIZE]
         names = await self._app_names(user_id, choices.client_ids)

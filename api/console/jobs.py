@@ -276,12 +276,14 @@ class Jobs:
                 rows.finish(
                     self._pool,
                     job.id,
-                    state=job.state,
-                    done=job.done,
-                    total=job.total,
-                    message=job.message,
-                    result=job.result,
-                    release_key=job._release_key,
+                    rows.JobEnd(
+                        state=job.state,
+                        done=job.done,
+                        total=job.total,
+                        message=job.message,
+                        result=job.result,
+                        release_key=job._release_key,
+                    ),
                 )
             )
         except (psycopg.Error, StorageError) as ex:

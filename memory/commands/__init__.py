@@ -15,47 +15,75 @@ of tools, like ``api/mcp``'s registry and ``memory``'s use cases.
 
 from __future__ import annotations
 
-from .codec import COMMAND_KEY, REGISTERED, Command, from_json
-from .editing import Confirm, Forget, ForgetBatch, UpdateMemory, UpdateMemoryBatch
-from .learning import Reinforce
-from .reading import (
-    BuildContextPrompt,
-    CountMemories,
-    ExportMemories,
-    GetMemory,
-    ListMemories,
-    ListTags,
-    MemoryStats,
-    Recall,
-    TextSearch,
+from .codec import (
+    COMMAND_KEY as COMMAND_KEY,
 )
-from .relations import QueryRelations
-from .remember import Remember, RememberBatch
-from .scans import FindConflicts, FindNearDuplicates
-
-__all__ = [
-    "COMMAND_KEY",
-    "REGISTERED",
-    "BuildContextPrompt",
-    "Command",
-    "Confirm",
-    "CountMemories",
-    "ExportMemories",
-    "FindConflicts",
-    "FindNearDuplicates",
-    "Forget",
-    "ForgetBatch",
-    "GetMemory",
-    "ListMemories",
-    "ListTags",
-    "MemoryStats",
-    "QueryRelations",
-    "Recall",
-    "Reinforce",
-    "Remember",
-    "RememberBatch",
-    "TextSearch",
-    "UpdateMemory",
-    "UpdateMemoryBatch",
-    "from_json",
-]
+from .codec import (
+    REGISTERED as REGISTERED,
+)
+from .codec import (
+    Command as Command,
+)
+from .codec import (
+    from_json as from_json,
+)
+from .editing import (
+    Confirm as Confirm,
+)
+from .editing import (
+    Forget as Forget,
+)
+from .editing import (
+    ForgetBatch as ForgetBatch,
+)
+from .editing import (
+    UpdateMemory as UpdateMemory,
+)
+from .editing import (
+    UpdateMemoryBatch as UpdateMemoryBatch,
+)
+from .learning import (
+    Reinforce as Reinforce,
+)
+from .reading import (
+    BuildContextPrompt as BuildContextPrompt,
+)
+from .reading import (
+    CountMemories as CountMemories,
+)
+from .reading import (
+    ExportMemories as ExportMemories,
+)
+from .reading import (
+    GetMemory as GetMemory,
+)
+from .reading import (
+    ListMemories as ListMemories,
+)
+from .reading import (
+    ListTags as ListTags,
+)
+from .reading import (
+    MemoryStats as MemoryStats,
+)
+from .reading import (
+    Recall as Recall,
+)
+from .reading import (
+    TextSearch as TextSearch,
+)
+from .relations import (
+    QueryRelations as QueryRelations,
+)
+from .remember import (
+    Remember as Remember,
+)
+from .remember import (
+    RememberBatch as RememberBatch,
+)
+from .scans import (
+    FindConflicts as FindConflicts,
+)
+from .scans import (
+    FindNearDuplicates as FindNearDuplicates,
+)

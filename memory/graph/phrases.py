@@ -15,31 +15,32 @@ _OBJECT_STOP = re.compile(
     r"like|including|except|whenever|unless|back|too|nowadays|these|this|again|last|next|"
     r"yesterday|recently|earlier|ago)\b|\s*[,;:!?()\[\]\"]|\s+-\s+"
 )
+#: Objects that only point back at something said before: no entity of their own (A-Z).
 _PRONOUN_OBJECTS = frozenset(
     [
-        "it",
-        "them",
-        "him",
-        "her",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "here",
-        "something",
+        "a",
+        "all",
+        "any",
         "anything",
         "everything",
+        "her",
+        "here",
+        "him",
+        "it",
+        "lot",
+        "lots",
         "nothing",
         "one",
         "some",
-        "any",
-        "all",
-        "lots",
-        "a",
-        "lot",
+        "something",
         "stuff",
+        "that",
+        "them",
+        "there",
+        "these",
         "things",
+        "this",
+        "those",
     ]
 )
 

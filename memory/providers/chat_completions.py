@@ -18,6 +18,8 @@ import httpx
 
 #: Builds a client per call when no shared one is given (closed when the call ends).
 ClientFactory = Callable[[], httpx.AsyncClient]
+#: Seconds one chat-completions request may take (connect, read, write, pool).
+LLM_TIMEOUT_S = 60.0
 
 
 class ChatCompletionError(Exception):
@@ -109,3 +111,29 @@ def unfenced(content: str) -> str:
     """The answer without a Markdown code fence around it (models add one despite JSON mode)."""
     fenced = _FENCE.match(content)
     return fenced.group(1) if fenced else content.strip()
+
+
+class ChatModelProvider:
+    """A provider that asks one chat model (the LLM extractors); its repr never shows the key."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = LLM_TIMEOUT_S,
+        client: httpx.AsyncClient | ClientFactory,
+    ) -> None:
+        """``client``: a shared ``httpx.AsyncClient`` (never closed here), or a factory.
+
+        With a factory each call opens its own client and closes it when the
+        call ends. Both come from the composition root (``bootstrap.providers``).
+        """
+        self.model = model
+        self._llm = ChatCompletions(
+            base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, client=client
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self._llm.url!r}, model={self.model!r})"

