@@ -22,6 +22,9 @@ from typing import Any, Protocol
 from api.errors import SURROGATE_MESSAGE, internal_payload, tool_failure_payload
 from api.mcp import jsonrpc, versions
 from api.mcp.admission import Admission
+from api.mcp.apps import extension as apps_extension
+from api.mcp.apps import resources as apps_resources
+from api.mcp.apps.pages import TOOL_PAGES
 from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from api.mcp.tools import ToolSpec
 from api.mcp.versions import (
@@ -116,6 +119,9 @@ class CallContext:
     client_id: str | None = None
     #: The access token's ``jti`` (HTTP): tells one CLI token from another.
     token_jti: str | None = None
+    #: The client offered MCP Apps (``io.modelcontextprotocol/ui``) at ``initialize``
+    #: (a legacy session's id carries it); a 2026-07-28 request says so in its own ``_meta``.
+    apps: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,8 @@ class Outcome:
     opens_session: bool = False
     #: The rules the request was served by (None when its version was refused).
     rules: ProtocolRules | None = None
+    #: An ``initialize`` whose client offered MCP Apps: its session remembers that.
+    apps: bool = False
 
 
 class McpDispatcher:
@@ -145,6 +153,11 @@ class McpDispatcher:
         self._audit = audit
         self._observer = observer
         self._listing = [spec.listing() for spec in tools.values()]
+        # For a client with MCP Apps: the same tools, those with a page naming it.
+        self._apps_listing = [
+            apps_resources.with_page(spec.listing(), TOOL_PAGES.get(spec.name))
+            for spec in tools.values()
+        ]
         self._run_inline = run_inline
         self._deps = deps
         self._write_queue = write_queue
@@ -177,18 +190,30 @@ class McpDispatcher:
             rules = versions.request_rules(params, ctx.protocol_version)
             method = message.method
             if method == "initialize" and rules.has_initialize:
+                apps = apps_extension.offered_at_initialize(params)
                 return Outcome(
-                    jsonrpc.result(message.id, _initialize(params)), opens_session=True, rules=rules
+                    jsonrpc.result(message.id, _initialize(params, apps=apps)),
+                    opens_session=True,
+                    rules=rules,
+                    apps=apps,
                 )
+            # MCP Apps only for a client that offers it; any other sees today's answers.
+            apps = ctx.apps or (rules.per_request_meta and apps_extension.offered_in_meta(params))
             if method == "ping" and rules.has_ping:
                 value: dict[str, Any] = {}
             elif method == "server/discover":
-                value = _discover()
+                value = _discover(apps=apps)
             elif method == "tools/list":
                 # One page holds every tool: a cursor is accepted and ignored, no nextCursor.
-                value = {"tools": self._listing}
+                value = {"tools": self._apps_listing if apps else self._listing}
                 if rules.cache_hints:
                     value.update(ttlMs=LIST_TTL_MS, cacheScope=LIST_CACHE_SCOPE)
+            elif method == "resources/list" and apps:
+                value = apps_resources.list_result()
+                if rules.cache_hints:
+                    value.update(ttlMs=LIST_TTL_MS, cacheScope=LIST_CACHE_SCOPE)
+            elif method == "resources/read" and apps:
+                value = apps_resources.read_result(params, modern=rules.per_request_meta)
             elif method == "tools/call":
                 value = await self._call(params, message, ctx)
             else:
@@ -450,24 +475,25 @@ def _digest(parts: list[Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _initialize(params: dict[str, Any]) -> dict[str, Any]:
+def _initialize(params: dict[str, Any], *, apps: bool) -> dict[str, Any]:
     # MCP, Lifecycle, "Version Negotiation": echo a version we support, else offer our latest.
     # 2026-07-28 has no initialize, so a client asking for it here is offered 2025-11-25.
     requested = params.get("protocolVersion")
     version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION
     return {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
+        "capabilities": apps_extension.server_capabilities({"tools": {"listChanged": False}}, apps),
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,
     }
 
 
-def _discover() -> dict[str, Any]:
-    """``DiscoverResult`` (MCP 2026-07-28, server/discover): the same for every caller."""
+def _discover(*, apps: bool) -> dict[str, Any]:
+    """``DiscoverResult`` (MCP 2026-07-28, server/discover): the same for every caller
+    whose capabilities are the same (MCP Apps is declared to a client offering it)."""
     return {
         "supportedVersions": list(SUPPORTED_VERSIONS),
-        "capabilities": {"tools": {}},
+        "capabilities": apps_extension.server_capabilities({"tools": {}}, apps),
         "instructions": INSTRUCTIONS,
         "ttlMs": LIST_TTL_MS,
         "cacheScope": LIST_CACHE_SCOPE,
