@@ -75,11 +75,11 @@
       node.append(editor(item, node, statusLine, index));
       return node;
     }
-    const meta = h("p", { class: "meta" }, [...when(m), ...why(m)].map((t) => h("span", { text: t })));
+    // Tags and the when/why line share a row: three cards fit the inline height.
+    const meta = h("div", { class: "meta" }, tags(m.tags), [...when(m), ...why(m)].map((t) => h("span", { text: t })));
     node.append(
       h("p", { class: "text clamp3", text: m.text }),
       ...marks(m).map((t) => h("p", { class: "mark", text: t })),
-      tags(m.tags),
       meta,
     );
     if (item.state === "forgotten") {
@@ -178,15 +178,15 @@
     text.value = m.text;
     const tagBox = h("input", { id: "tags-" + m.id, type: "text", autocomplete: "off" });
     tagBox.value = (m.tags || []).join(", ");
-    const form = h("form", { class: "card-form", "aria-label": "Edit memory " + m.id },
+    const form = h("div", { class: "card-form", role: "group", "aria-label": "Edit memory " + m.id },
       h("label", { for: "text-" + m.id }, "Text", text),
       h("label", { for: "tags-" + m.id }, "Tags (comma separated)", tagBox),
       h("div", { class: "actions" },
-        h("button", { type: "submit", class: "primary" }, "Save"),
+        h("button", { type: "button", class: "primary", onclick: () => save() }, "Save"),
         h("button", { type: "button", onclick: () => { item.state = "shown"; pages.refresh(); } }, "Cancel")),
       statusLine);
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
+    // A click, not a form submission: a host's sandbox may not allow forms (allow-forms).
+    async function save() {
       const args = { id: idOf(node) };
       const newTags = tagBox.value.split(",").map((t) => t.trim()).filter((t) => t);
       if (text.value !== m.text) args.text = text.value;
@@ -209,7 +209,7 @@
       }
       item.state = "shown";
       settle(item, "Saved.");
-    });
+    }
     setTimeout(() => text.focus(), 0);
     return form;
   }

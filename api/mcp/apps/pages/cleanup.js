@@ -58,7 +58,7 @@
         tags(m.tags),
         h("p", { class: "meta" }, h("span", { text: "#" + m.id + " \u00b7 saved " + date(m.created_at) })),
         h("div", { class: "actions" },
-          h("button", { type: "button", class: "primary", "aria-label": "Keep #" + m.id + ", forget the others",
+          h("button", { type: "button", class: "primary", "aria-label": "Keep this: #" + m.id + ", forget the others",
             onclick: (event) => keep(item, node, statusLine, event.currentTarget) }, "Keep this"))))));
     node.append(h("div", { class: "actions" },
       h("button", { type: "button", onclick: () => { item.merging = true; pages.showFrom(index); } }, "Merge\u2026"),
@@ -102,16 +102,16 @@
     text.value = newest ? newest.text : "";
     const tagBox = h("input", { id: id + "-tags", type: "text", autocomplete: "off" });
     tagBox.value = allTags.join(", ");
-    const form = h("form", { "aria-label": "Merge group into one memory" },
+    const form = h("div", { role: "group", "aria-label": "Merge group into one memory" },
       h("p", { class: "muted", text: "Replaces #" + g.ids.join(", #") + " with one memory." }),
       h("label", { for: id + "-text" }, "Merged text", text),
       h("label", { for: id + "-tags" }, "Tags (comma separated)", tagBox),
       h("div", { class: "actions" },
-        h("button", { type: "submit", class: "primary" }, "Save merged"),
+        h("button", { type: "button", class: "primary", onclick: () => save() }, "Save merged"),
         h("button", { type: "button", onclick: () => { item.merging = false; pages.refresh(); } }, "Cancel")),
       statusLine);
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
+    // A click, not a form submission: a host's sandbox may not allow forms (allow-forms).
+    async function save() {
       busy(node, true);
       status(statusLine, "Working\u2026");
       const payload = await bridge.callTool("remember", {
@@ -129,7 +129,7 @@
       item.state = "merged";
       item.note = "Merged into #" + payload.memory_id + ".";
       pages.refresh();
-    });
+    }
     return form;
   }
 

@@ -41,7 +41,7 @@
 
   // Drops a list's last items while the page is taller than the host allows.
   function fit(listNode) {
-    while (ui.contentHeight() > bridge.maxHeight() && listNode.children.length > 1) {
+    while (ui.contentHeight() > ui.budget() && listNode.children.length > 1) {
       listNode.lastElementChild.remove();
     }
   }

@@ -55,6 +55,12 @@ const ui = (() => {
     }
   }
 
+  // The height a page fills: the host's limit less one status line, so a message shown
+  // after an action ("Working…", an error) never takes the page past the limit.
+  function budget() {
+    return bridge.maxHeight() - 24;
+  }
+
   function contentHeight() {
     return Math.ceil(document.body.getBoundingClientRect().height);
   }
@@ -79,7 +85,7 @@ const ui = (() => {
         list.append(node);
         end += 1;
         paint(start, end);
-        if (contentHeight() > bridge.maxHeight() && end - start > 1) {
+        if (contentHeight() > budget() && end - start > 1) {
           node.remove();
           end -= 1;
           break;
@@ -113,5 +119,5 @@ const ui = (() => {
   }
 
   return { h: h, date: date, tags: tags, status: status, failure: failure, payloadOf: payloadOf,
-    contentHeight: contentHeight, pager: pager };
+    contentHeight: contentHeight, budget: budget, pager: pager };
 })();
