@@ -48,8 +48,8 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
         ),
         ToolSpec(
             "forget",
-            "Delete a memory: soft by default (a tombstone warns later remember calls; reason, "
-            "replaced_by_id); hard_delete=true erases it. Kept memories are refused. "
+            "Delete a memory: soft by default (a tombstone warns later remember calls); "
+            "hard_delete=true erases it. Kept ones are refused. "
             f"{retry_as('remember')}",
             s.obj(
                 {
@@ -68,8 +68,8 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
         ),
         ToolSpec(
             "forget_batch",
-            f"Soft-delete up to {settings.max_batch_size} memories; strongly prefer it over "
-            f"calling forget repeatedly. A failed id fails alone. {retry_as('remember')}",
+            f"Soft-delete up to {settings.max_batch_size} memories; prefer it to calling "
+            f"forget repeatedly. A failed id fails alone. {retry_as('remember')}",
             s.obj(
                 {"ids": s.batch(MEMORY_ID), "reason": STRING, "dry_run": DRY_RUN},
                 required=["ids"],

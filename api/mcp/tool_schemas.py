@@ -81,14 +81,17 @@ EVENT_TIME: dict[str, Any] = {
     "valid_from": TIMESTAMP,
     "valid_to": TIMESTAMP,
 }
-MEMORY_ID: dict[str, Any] = {"type": "integer", "minimum": 1}
+# No "minimum": 1 (21 copies in tools/list, issue 27's budget): an id below 1 names no
+# memory and gets NOT_FOUND or INVALID_INPUT from the server, as any unknown id does.
+MEMORY_ID: dict[str, Any] = {"type": "integer"}
 IDS: dict[str, Any] = {"type": "array", "items": MEMORY_ID}
 TAGS: dict[str, Any] = {"type": "array", "items": STRING}
 UNIT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
 
 
 def flag(default: bool) -> dict[str, Any]:
-    return {"type": "boolean", "default": default}
+    # A flag off by default says no default (absent is false), saving tools/list's bytes.
+    return {"type": "boolean", "default": True} if default else {"type": "boolean"}
 
 
 def count(minimum: int, default: int | None = None) -> dict[str, Any]:

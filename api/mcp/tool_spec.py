@@ -61,16 +61,18 @@ class ToolSpec:
 
 
 def write_hints(*, destructive: bool, idempotent: bool) -> dict[str, bool]:
-    """A write tool's hints. Those at MCP's defaults are left out (ToolAnnotations:
-    readOnlyHint false, destructiveHint true, idempotentHint false, openWorldHint true)."""
-    hints: dict[str, bool] = {}
-    if not destructive:
-        hints["destructiveHint"] = False
+    """A write tool's hints, every one explicit (the hosts' directories refuse a tool
+    that leaves readOnlyHint or destructiveHint to MCP's defaults): not read-only;
+    destructive or not; idempotentHint only where true; never open world, since every
+    tool touches only the caller's own store."""
+    hints = {"readOnlyHint": False, "destructiveHint": destructive}
     if idempotent:
         hints["idempotentHint"] = True
+    hints["openWorldHint"] = False
     return hints
 
 
 #: The hints of every read-only tool. destructiveHint and idempotentHint are
 #: "meaningful only when readOnlyHint == false" (MCP, ToolAnnotations): not sent.
-READ_HINTS = {"readOnlyHint": True}
+#: openWorldHint: false, as every tool reads only the caller's own store.
+READ_HINTS = {"readOnlyHint": True, "openWorldHint": False}

@@ -94,30 +94,32 @@ async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> No
         output = tool["outputSchema"]
         Draft202012Validator.check_schema(output)
         assert output["type"] == "object"
-        assert output["properties"]["error"] == {"required": ["code", "message"]}
-        hints = tool["annotations"]
+        # The directories' checklist (issue 27): a human title and explicit hints.
+        hints = dict(tool["annotations"])
+        assert isinstance(hints.pop("title"), str) and tool["annotations"]["title"]
         assert all(isinstance(v, bool) for v in hints.values()), tool["name"]
-        # MCP's defaults are left out: readOnlyHint false, destructiveHint true,
-        # idempotentHint false, openWorldHint true.
-        assert hints.get("readOnlyHint") is not False
-        assert hints.get("destructiveHint") is not True
-        assert hints.get("idempotentHint") is not False
-        assert "openWorldHint" not in hints
+        assert hints["openWorldHint"] is False  # only the caller's own store
         # Every queued tool writes, except the scans (read-only, queued for their size).
-        read_only = hints.get("readOnlyHint", False)
+        read_only = hints["readOnlyHint"]
         assert read_only is (tool["name"] not in QUEUED - SCANS)
         if read_only:
-            assert set(hints) == {"readOnlyHint"}
+            assert set(hints) == {"readOnlyHint", "openWorldHint"}
+        else:
+            assert isinstance(hints["destructiveHint"], bool)
+            assert hints.get("idempotentHint", True) is True  # stated only where true
 
 
 async def test_write_hints(mcp: Mcp) -> None:
     hints = {t["name"]: t["annotations"] for t in await list_tools(mcp)}
-    # Absent: MCP's default, destructive.
-    for name in ("remember", "remember_batch", "forget", "forget_batch", "update_memory"):
-        assert "destructiveHint" not in hints[name], name
-    assert hints["confirm"] == hints["reinforce"] == {"destructiveHint": False}
-    assert hints["forget"] == {"idempotentHint": True}
-    assert hints["remember"] == {}
+    for name in hints:
+        hints[name].pop("title")
+    closed = {"readOnlyHint": False, "openWorldHint": False}
+    # remember retires what supersedes names and ranks downweights lower: destructive.
+    for name in ("remember", "remember_batch"):
+        assert hints[name] == {**closed, "destructiveHint": True}, name
+    for name in ("forget", "forget_batch", "update_memory", "update_memory_batch"):
+        assert hints[name] == {**closed, "destructiveHint": True, "idempotentHint": True}, name
+    assert hints["confirm"] == hints["reinforce"] == {**closed, "destructiveHint": False}
 
 
 async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:

@@ -298,14 +298,16 @@ def _cards(host: AppHost, me: Assistant, other: Assistant, ids: list[int], other
 
     def forge(real: int, forged: int) -> None:
         driver.execute_script(
-            "document.querySelector(\"li.card[data-id='\" + arguments[0] + \"']\")"
+            'document.querySelector("li.card[data-id=\'" + arguments[0] + "\']")'
             ".setAttribute('data-id', arguments[1])",
             real,
             forged,
         )
 
     for forged in (others_id, 987654321):
-        expected = _error_of(me, "forget", {"id": forged, "reason": "Forgotten from a memory card."})
+        expected = _error_of(
+            me, "forget", {"id": forged, "reason": "Forgotten from a memory card."}
+        )
         assert expected["code"] == "NOT_FOUND"
         forge(sister, forged)
         host.card(forged).find_element(By.XPATH, ".//button[.='Forget']").click()

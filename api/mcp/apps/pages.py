@@ -19,7 +19,7 @@ from typing import Any
 
 from api.mcp.apps.extension import APP_MIME_TYPE
 
-CARDS_URI = "ui://ownsona/memory-cards"
+CARDS_URI = "ui://ownsona/cards"
 CLEANUP_URI = "ui://ownsona/cleanup"
 OVERVIEW_URI = "ui://ownsona/overview"
 
