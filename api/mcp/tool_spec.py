@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +19,8 @@ class ToolSpec:
     input_schema: dict[str, Any]
     #: The success payload or the error payload (``api.mcp.tool_outputs.result``).
     output_schema: dict[str, Any]
-    #: MCP ToolAnnotations: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
-    annotations: dict[str, bool]
+    #: MCP ToolAnnotations: title, readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
+    annotations: Mapping[str, bool | str]
     #: The command class the tool's arguments are parsed into (``parse``, with the
     #: tool's documented errors); ``memory.handlers.HANDLERS`` names its handler.
     command: type[Command]
