@@ -19,11 +19,8 @@ from api.mcp.apps.extension import APP_MIME_TYPE, UI_EXTENSION, offers_ui
 from api.mcp.apps.pages import PAGES, TOOL_PAGES, page_html
 from api.mcp.dispatch import INSTRUCTIONS
 from api.mcp.jsonrpc import METHOD_NOT_FOUND
-from api.mcp.tools import tool_specs
-from config.settings import Settings
 from tests.api.conftest import Mcp, open_session
 from tests.api.test_protocol_2026 import META, modern
-from tests.api.test_tools_size import LIMIT
 from tests.api.test_tools_snapshot import SNAPSHOT, render
 
 UI_CAPABILITIES = {"extensions": {UI_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}}
@@ -186,16 +183,3 @@ def test_pages_load_nothing_from_any_origin() -> None:
         for pattern in (r"https?:", r"\bsrc\s*=", r"\bhref\s*=", r"url\(", r"@import", r"//[a-z]"):
             assert not re.search(pattern, without_csp), (page.uri, pattern)
         assert "innerHTML" not in html  # memory text only ever goes into textContent
-
-
-def test_the_apps_listing_at_default_settings_is_at_most_16_kb() -> None:
-    from api.mcp.apps.resources import with_page
-
-    tools = [
-        with_page(spec.listing(), TOOL_PAGES.get(name))
-        for name, spec in tool_specs(Settings()).items()
-    ]
-    reply = {"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}}
-    size = len(json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode())
-    print(f"tools/list with MCP Apps at default settings: {size} bytes ({LIMIT - size} to spare)")
-    assert size <= LIMIT

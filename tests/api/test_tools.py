@@ -135,15 +135,14 @@ async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
     # This file's server keeps no retry window (IDEMPOTENCY_WINDOW_S=0): the sentence says so.
     retry = retry_safe(0)
     assert retry.startswith("Retries with the same Idempotency-Key")
-    # In full in remember and update_memory; every other queued write points at one that
-    # states it; nowhere else (a scan writes nothing).
-    in_full = {"remember", "update_memory"}
+    # In full once, in remember; every other queued write points at it; nowhere else (a
+    # scan writes nothing).
     for name, tool in tools.items():
         description = tool["description"]
-        assert description.count(retry) == (name in in_full), name
+        assert description.count(retry) == (name == "remember"), name
         pointer = re.search(r"Retry-safe as (\w+)\.", description)
-        if name in QUEUED - SCANS - in_full:
-            assert pointer is not None and pointer[1] in in_full, name
+        if name in QUEUED - SCANS - {"remember"}:
+            assert pointer is not None and pointer[1] == "remember", name
         else:
             assert pointer is None, name
     # The chapter's errors a model must expect, named where they apply.
