@@ -1,9 +1,11 @@
-"""The MCP methods we serve: server/discover, initialize, ping, tools/list, tools/call.
+"""The MCP methods we serve: server/discover, initialize, ping, tools/list, tools/call,
+and, for a client offering MCP Apps, resources/list and resources/read.
 
 Transport-free: :class:`McpDispatcher` takes one JSON-RPC request and a
 :class:`CallContext` and returns the JSON-RPC response object. HTTP
 (headers, statuses, bodies) is ``resource.py``'s business; what differs
-between protocol revisions is ``versions.py``'s.
+between protocol revisions is ``versions.py``'s; the listings and who may
+cache them are ``listings.py``'s.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from api.errors import SURROGATE_MESSAGE, internal_payload, tool_failure_payload
 from api.mcp import jsonrpc, versions
 from api.mcp.admission import Admission
 from api.mcp.apps import extension as apps_extension
-from api.mcp.apps import resources as apps_resources
-from api.mcp.apps.pages import TOOL_PAGES
 from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
+from api.mcp.listings import Listings, cache_hints
 from api.mcp.tools import ToolSpec
 from api.mcp.versions import (
     HANDSHAKE_VERSIONS,
@@ -65,13 +66,6 @@ SERVER_NAME = "ownsona"
 #: ``_meta`` key of tools/call under which a client names the operation itself.
 IDEMPOTENCY_META_KEY = "io.ownsona/idempotencyKey"
 _MAX_KEY_CHARS = 255
-#: tools/list and server/discover are the same for every user and change only
-#: with a deploy of new code (no listChanged notifications are sent): "public",
-#: fresh for an hour. A client that keeps an older list after a deploy learns
-#: of the change at the latest an hour later, or sooner from a failed call
-#: (Caching, "Freshness": a client MAY re-fetch on an unexpected error).
-LIST_TTL_MS = 3_600_000
-LIST_CACHE_SCOPE = "public"
 
 INSTRUCTIONS = (
     "OwnSona is the user's long-term memory, shared by all their assistants. "
@@ -152,12 +146,7 @@ class McpDispatcher:
         self._tools = tools
         self._audit = audit
         self._observer = observer
-        self._listing = [spec.listing() for spec in tools.values()]
-        # For a client with MCP Apps: the same tools, those with a page naming it.
-        self._apps_listing = [
-            apps_resources.with_page(spec.listing(), TOOL_PAGES.get(spec.name))
-            for spec in tools.values()
-        ]
+        self._listings = Listings(tools)
         self._run_inline = run_inline
         self._deps = deps
         self._write_queue = write_queue
@@ -203,17 +192,8 @@ class McpDispatcher:
                 value: dict[str, Any] = {}
             elif method == "server/discover":
                 value = _discover(apps=apps)
-            elif method == "tools/list":
-                # One page holds every tool: a cursor is accepted and ignored, no nextCursor.
-                value = {"tools": self._apps_listing if apps else self._listing}
-                if rules.cache_hints:
-                    value.update(ttlMs=LIST_TTL_MS, cacheScope=LIST_CACHE_SCOPE)
-            elif method == "resources/list" and apps:
-                value = apps_resources.list_result()
-                if rules.cache_hints:
-                    value.update(ttlMs=LIST_TTL_MS, cacheScope=LIST_CACHE_SCOPE)
-            elif method == "resources/read" and apps:
-                value = apps_resources.read_result(params, modern=rules.per_request_meta)
+            elif self._listings.serves(method, apps=apps):
+                value = self._listings.answer(method, params, rules, apps=apps)
             elif method == "tools/call":
                 value = await self._call(params, message, ctx)
             else:
@@ -490,13 +470,13 @@ def _initialize(params: dict[str, Any], *, apps: bool) -> dict[str, Any]:
 
 def _discover(*, apps: bool) -> dict[str, Any]:
     """``DiscoverResult`` (MCP 2026-07-28, server/discover): the same for every caller
-    whose capabilities are the same (MCP Apps is declared to a client offering it)."""
+    whose capabilities are the same (MCP Apps is declared to a client offering it, and
+    that answer is private to it: ``api.mcp.listings``)."""
     return {
         "supportedVersions": list(SUPPORTED_VERSIONS),
         "capabilities": apps_extension.server_capabilities({"tools": {}}, apps),
         "instructions": INSTRUCTIONS,
-        "ttlMs": LIST_TTL_MS,
-        "cacheScope": LIST_CACHE_SCOPE,
+        **cache_hints(apps=apps),
         "resultType": "complete",
         "_meta": {versions.SERVER_INFO_KEY: server_info()},
     }

@@ -19,6 +19,7 @@ from api.mcp.apps.extension import APP_MIME_TYPE, UI_EXTENSION, offers_ui
 from api.mcp.apps.pages import PAGES, TOOL_PAGES, page_html
 from api.mcp.dispatch import INSTRUCTIONS
 from api.mcp.jsonrpc import METHOD_NOT_FOUND
+from api.mcp.listings import LIST_TTL_MS
 from tests.api.conftest import Mcp, open_session
 from tests.api.test_protocol_2026 import META, modern
 from tests.api.test_tools_snapshot import SNAPSHOT, render
@@ -147,12 +148,45 @@ async def test_2026_07_28_requests_offering_the_extension_get_it(mcp: Mcp) -> No
     assert pages == dict(TOOL_PAGES)
     listed = (await modern(mcp, "resources/list", meta=APPS_META)).json["result"]
     assert listed["resultType"] == "complete"
-    assert listed["cacheScope"] == "public" and listed["ttlMs"] > 0
+    assert [r["uri"] for r in listed["resources"]] == [p.uri for p in PAGES]
     read = await modern(
         mcp, "resources/read", {"uri": PAGES[0].uri}, meta=APPS_META, mcp_name=PAGES[0].uri
     )
     assert read.status_code == 200, read.text
     assert read.json["result"]["contents"][0]["mimeType"] == APP_MIME_TYPE
+
+
+async def test_what_the_extension_shaped_is_never_public_to_shared_caches(mcp: Mcp) -> None:
+    # MCP 2026-07-28, Caching: a "public" result may be served by a shared cache to any
+    # caller. The core listing is right for every client, so it stays public; what a
+    # client offering MCP Apps gets differs from it, so it is private to that client's
+    # authorization context and no shared cache hands it to a client without the extension.
+    hints: dict[tuple[str, bool], tuple[Any, Any]] = {}
+    for method, params in (
+        ("tools/list", {}),
+        ("server/discover", {}),
+        ("resources/list", {}),
+        ("resources/read", {"uri": PAGES[0].uri}),
+    ):
+        for apps in (False, True):
+            named = {"mcp_name": params["uri"]} if "uri" in params else {}
+            reply = await modern(mcp, method, params, meta=APPS_META if apps else META, **named)
+            result = reply.json.get("result")
+            if result is not None:
+                hints[method, apps] = (result["cacheScope"], result["ttlMs"])
+    assert hints == {
+        ("tools/list", False): ("public", LIST_TTL_MS),
+        ("tools/list", True): ("private", LIST_TTL_MS),
+        ("server/discover", False): ("public", LIST_TTL_MS),
+        ("server/discover", True): ("private", LIST_TTL_MS),
+        # The resources methods exist only for a client offering the extension.
+        ("resources/list", True): ("private", LIST_TTL_MS),
+        ("resources/read", True): ("private", LIST_TTL_MS),
+    }
+    # The handshake revisions have no cache hints: the session id carries the offer.
+    session, _ = await apps_session(mcp)
+    legacy = (await mcp.request("tools/list", mcp_session_id=session)).json["result"]
+    assert set(legacy) == {"tools"}
 
 
 async def test_tool_results_are_the_same_with_and_without_the_extension(mcp: Mcp) -> None:
