@@ -24,6 +24,8 @@ from storage import sessions
 #: How long a session id is accepted after ``initialize`` issued it (30 days).
 #: A client that used one for that long is told 404 and starts a new session.
 SESSION_LIFETIME_S = 30 * 86_400
+#: The feature mark of a session whose client offered MCP Apps (``io.modelcontextprotocol/ui``).
+_APPS = "a"
 #: How many ended session ids one process keeps in memory to skip their
 #: lookup (about 100 bytes each); PostgreSQL holds them all.
 _ENDED_SESSIONS = 10_000
@@ -32,8 +34,11 @@ _ENDED_SESSIONS = 10_000
 class SessionBook:
     """Issues and recognises ``Mcp-Session-Id`` values without storing open sessions.
 
-    An id is ``kid.issued.nonce.mac``: the MAC covers the user, the issue time
-    (seconds since the epoch) and the nonce and is keyed by a hash of the
+    An id is ``kid.issued.nonce.mac``, or ``kid.issued.nonce.a.mac`` for a
+    client that offered MCP Apps at ``initialize`` (what it offered there holds
+    for the session, and the id is all a later request carries of it): the MAC
+    covers the user, the issue time (seconds since the epoch), the nonce and
+    that mark, and is keyed by a hash of the
     signing key ``kid`` (shared by all web processes through PostgreSQL, kept
     in memory by the key store), so any process can tell our ids from made-up
     ones, one user's id from another's, and a fresh id from one older than
@@ -55,16 +60,26 @@ class SessionBook:
         self._macs: dict[str, bytes] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
 
-    def open(self, keystore: KeyStore, user_id: int) -> str:
+    def open(self, keystore: KeyStore, user_id: int, *, apps: bool = False) -> str:
         key = keystore.signing_key()
         kid = key.kid or ""
         issued = str(int(self._clock()))
         nonce = secrets.token_urlsafe(18)
+        if apps:
+            nonce = f"{nonce}.{_APPS}"
         return f"{kid}.{issued}.{nonce}.{self._mac(kid, key, user_id, issued, nonce)}"
+
+    @staticmethod
+    def has_apps(session_id: str) -> bool:
+        """Whether the session's client offered MCP Apps; ask only of an id ``is_ours`` passed."""
+        parts = session_id.split(".")
+        return len(parts) == 5 and parts[3] == _APPS
 
     def is_ours(self, keystore: KeyStore, user_id: int, session_id: str) -> bool:
         """Signed by us for this user and not expired (no I/O; ended or not is another question)."""
         parts = session_id.split(".")
+        if len(parts) == 5 and parts[3] == _APPS:
+            parts = [parts[0], parts[1], f"{parts[2]}.{parts[3]}", parts[4]]
         if len(parts) != 4:
             return False
         kid, issued, nonce, mac = parts

@@ -1,9 +1,11 @@
-"""The MCP methods we serve: server/discover, initialize, ping, tools/list, tools/call.
+"""The MCP methods we serve: server/discover, initialize, ping, tools/list, tools/call,
+and, for a client offering MCP Apps, resources/list and resources/read.
 
 Transport-free: :class:`McpDispatcher` takes one JSON-RPC request and a
 :class:`CallContext` and returns the JSON-RPC response object. HTTP
 (headers, statuses, bodies) is ``resource.py``'s business; what differs
-between protocol revisions is ``versions.py``'s.
+between protocol revisions is ``versions.py``'s; the listings and who may
+cache them are ``listings.py``'s.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Any, Protocol
 from api.errors import SURROGATE_MESSAGE, internal_payload, tool_failure_payload
 from api.mcp import jsonrpc, versions
 from api.mcp.admission import Admission
+from api.mcp.apps import extension as apps_extension
 from api.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
+from api.mcp.listings import Listings, cache_hints
 from api.mcp.tools import ToolSpec
 from api.mcp.versions import (
     HANDSHAKE_VERSIONS,
@@ -62,13 +66,6 @@ SERVER_NAME = "ownsona"
 #: ``_meta`` key of tools/call under which a client names the operation itself.
 IDEMPOTENCY_META_KEY = "io.ownsona/idempotencyKey"
 _MAX_KEY_CHARS = 255
-#: tools/list and server/discover are the same for every user and change only
-#: with a deploy of new code (no listChanged notifications are sent): "public",
-#: fresh for an hour. A client that keeps an older list after a deploy learns
-#: of the change at the latest an hour later, or sooner from a failed call
-#: (Caching, "Freshness": a client MAY re-fetch on an unexpected error).
-LIST_TTL_MS = 3_600_000
-LIST_CACHE_SCOPE = "public"
 
 INSTRUCTIONS = (
     "OwnSona is the user's long-term memory, shared by all their assistants. "
@@ -116,6 +113,9 @@ class CallContext:
     client_id: str | None = None
     #: The access token's ``jti`` (HTTP): tells one CLI token from another.
     token_jti: str | None = None
+    #: The client offered MCP Apps (``io.modelcontextprotocol/ui``) at ``initialize``
+    #: (a legacy session's id carries it); a 2026-07-28 request says so in its own ``_meta``.
+    apps: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,8 @@ class Outcome:
     opens_session: bool = False
     #: The rules the request was served by (None when its version was refused).
     rules: ProtocolRules | None = None
+    #: An ``initialize`` whose client offered MCP Apps: its session remembers that.
+    apps: bool = False
 
 
 class McpDispatcher:
@@ -144,7 +146,7 @@ class McpDispatcher:
         self._tools = tools
         self._audit = audit
         self._observer = observer
-        self._listing = [spec.listing() for spec in tools.values()]
+        self._listings = Listings(tools)
         self._run_inline = run_inline
         self._deps = deps
         self._write_queue = write_queue
@@ -177,18 +179,21 @@ class McpDispatcher:
             rules = versions.request_rules(params, ctx.protocol_version)
             method = message.method
             if method == "initialize" and rules.has_initialize:
+                apps = apps_extension.offered_at_initialize(params)
                 return Outcome(
-                    jsonrpc.result(message.id, _initialize(params)), opens_session=True, rules=rules
+                    jsonrpc.result(message.id, _initialize(params, apps=apps)),
+                    opens_session=True,
+                    rules=rules,
+                    apps=apps,
                 )
+            # MCP Apps only for a client that offers it; any other sees today's answers.
+            apps = ctx.apps or (rules.per_request_meta and apps_extension.offered_in_meta(params))
             if method == "ping" and rules.has_ping:
                 value: dict[str, Any] = {}
             elif method == "server/discover":
-                value = _discover()
-            elif method == "tools/list":
-                # One page holds every tool: a cursor is accepted and ignored, no nextCursor.
-                value = {"tools": self._listing}
-                if rules.cache_hints:
-                    value.update(ttlMs=LIST_TTL_MS, cacheScope=LIST_CACHE_SCOPE)
+                value = _discover(apps=apps)
+            elif self._listings.serves(method, apps=apps):
+                value = self._listings.answer(method, params, rules, apps=apps)
             elif method == "tools/call":
                 value = await self._call(params, message, ctx)
             else:
@@ -450,27 +455,28 @@ def _digest(parts: list[Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _initialize(params: dict[str, Any]) -> dict[str, Any]:
+def _initialize(params: dict[str, Any], *, apps: bool) -> dict[str, Any]:
     # MCP, Lifecycle, "Version Negotiation": echo a version we support, else offer our latest.
     # 2026-07-28 has no initialize, so a client asking for it here is offered 2025-11-25.
     requested = params.get("protocolVersion")
     version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION
     return {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
+        "capabilities": apps_extension.server_capabilities({"tools": {"listChanged": False}}, apps),
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,
     }
 
 
-def _discover() -> dict[str, Any]:
-    """``DiscoverResult`` (MCP 2026-07-28, server/discover): the same for every caller."""
+def _discover(*, apps: bool) -> dict[str, Any]:
+    """``DiscoverResult`` (MCP 2026-07-28, server/discover): the same for every caller
+    whose capabilities are the same (MCP Apps is declared to a client offering it, and
+    that answer is private to it: ``api.mcp.listings``)."""
     return {
         "supportedVersions": list(SUPPORTED_VERSIONS),
-        "capabilities": {"tools": {}},
+        "capabilities": apps_extension.server_capabilities({"tools": {}}, apps),
         "instructions": INSTRUCTIONS,
-        "ttlMs": LIST_TTL_MS,
-        "cacheScope": LIST_CACHE_SCOPE,
+        **cache_hints(apps=apps),
         "resultType": "complete",
         "_meta": {versions.SERVER_INFO_KEY: server_info()},
     }

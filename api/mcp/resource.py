@@ -215,12 +215,14 @@ class McpResource:
             return _database_down(parsed, self._dispatcher, rules)
         # 2026-07-28 has no sessions: a stray Mcp-Session-Id is ignored, never checked or used.
         session_id = _field(req, "Mcp-Session-Id") if rules.sessions else None
+        apps = False
         if session_id is not None and not _is_initialize(parsed):
             state = await self._session_open(guarded, session_id)
             if state is _DATABASE_DOWN:
                 return _database_down(parsed, self._dispatcher, rules)
             if not state:
                 return _session_not_found(_request_id(parsed))
+            apps = self._sessions.has_apps(session_id)
 
         refused = self._scope_refusal(guarded, parsed if isinstance(parsed, list) else [parsed])
         if refused is not None:
@@ -233,6 +235,7 @@ class McpResource:
             protocol_version=version,
             client_id=guarded.client_id,
             token_jti=guarded.jti,
+            apps=apps,
         )
         if isinstance(parsed, list):
             return await self._batch(parsed, ctx, rules)
@@ -242,7 +245,9 @@ class McpResource:
         outcome = await self._dispatcher.handle(parsed, ctx)
         headers: dict[str, str] = {}
         if outcome.opens_session and rules.sessions:
-            headers["Mcp-Session-Id"] = self._sessions.open(self._keystore, guarded.user_id)
+            headers["Mcp-Session-Id"] = self._sessions.open(
+                self._keystore, guarded.user_id, apps=outcome.apps
+            )
         status = 200
         error = outcome.response.get("error")
         if isinstance(error, dict):

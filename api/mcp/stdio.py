@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -217,6 +218,8 @@ class StdioServer:
             result = outcome.response.get("result")
             if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
                 self._version = result["protocolVersion"]
+                # The connection is the session: MCP Apps for it iff this client offered it.
+                self._ctx = dataclasses.replace(self._ctx, apps=outcome.apps)
         return outcome.response
 
     async def _batch(self, items: list[Message | Invalid]) -> list[dict[str, Any]] | dict[str, Any]:

@@ -15,9 +15,10 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
     return [
         ToolSpec(
             "update_memory",
+            # A secret in the new text is SECRET_REJECTED as in remember, which says so once.
             "Correct one memory; omitted fields stay. Forgotten: NOT_FOUND. Kept: refused "
-            "(INVALID_INPUT, detail.reason 'locked') unless only keep=false. Secrets: "
-            f"SECRET_REJECTED. {s.retry_safe}",
+            "(INVALID_INPUT, detail.reason 'locked') unless only keep=false. "
+            f"{retry_as('remember')}",
             s.obj({**update_item["properties"], "dry_run": DRY_RUN}, required=["id"]),
             out.result(memory_id=out.INT, changed_fields={"type": "array"}),
             write_hints(destructive=True, idempotent=True),
@@ -28,7 +29,7 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
             "update_memory_batch",
             f"Correct up to {settings.max_batch_size} memories; prefer it over repeated "
             "update_memory. Items take update_memory's arguments; a failed item fails alone. "
-            f"{retry_as('update_memory')}",
+            f"{retry_as('remember')}",
             s.obj({"items": s.batch(item_of(update_item)), "dry_run": DRY_RUN}, required=["items"]),
             out.BATCH,
             write_hints(destructive=True, idempotent=True),
@@ -48,8 +49,8 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
         ),
         ToolSpec(
             "forget",
-            "Delete a memory: soft by default (a tombstone warns later remember calls; reason, "
-            "replaced_by_id); hard_delete=true erases it. Kept memories are refused. "
+            "Delete a memory: soft by default (a tombstone warns later remember calls); "
+            "hard_delete=true erases it. Kept ones are refused. "
             f"{retry_as('remember')}",
             s.obj(
                 {
@@ -68,8 +69,8 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
         ),
         ToolSpec(
             "forget_batch",
-            f"Soft-delete up to {settings.max_batch_size} memories; strongly prefer it over "
-            f"calling forget repeatedly. A failed id fails alone. {retry_as('remember')}",
+            f"Soft-delete up to {settings.max_batch_size} memories; prefer it to calling "
+            f"forget repeatedly. A failed id fails alone. {retry_as('remember')}",
             s.obj(
                 {"ids": s.batch(MEMORY_ID), "reason": STRING, "dry_run": DRY_RUN},
                 required=["ids"],

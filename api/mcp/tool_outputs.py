@@ -7,7 +7,7 @@ on success the tool's fields, on failure the tools chapter's error
 (``ok: false``, ``error{code, message}`` and maybe ``detail``, "Error
 codes"). So each tool's schema is
 
-    {"type": "object", "properties": {"error": {code, message}, <the tool's fields>}}
+    {"type": "object", "properties": {<the tool's fields>}}
 
 Schema decisions:
 
@@ -17,8 +17,11 @@ Schema decisions:
 - One flat object, not ``anyOf: [success, error]``. The branches repeat
   ``ok`` and the error object in all 21 tools: 1.7 KB more of ``tools/list``
   (at most 16 KB, issue 14), bought from the descriptions a model needs.
-  The flat schema still says both shapes: the success fields, and ``error``
-  with its ``code`` and ``message``.
+  Issue 27 took the ``error`` branch out as well (``{"required": ["code",
+  "message"]}`` in every schema, 819 bytes): every tool now has a title and
+  explicit hints, and ``tools/list`` stays under 16 KB. An error payload still
+  meets every schema (open objects); ``isError`` and the payload's ``ok: false``
+  say it failed, and the tools chapter says the error's shape.
 - Open objects (no ``additionalProperties: false``). A client that validates
   turns a result that does not match into a failure of the call (the official
   SDK raises), so a schema must never be stricter than the payloads
@@ -38,9 +41,6 @@ INT: dict[str, Any] = {"type": "integer"}
 STR: dict[str, Any] = {"type": "string"}
 BOOL: dict[str, Any] = {"type": "boolean"}
 
-#: The tools chapter's error object ("Error codes").
-_ERROR = {"required": ["code", "message"]}
-
 
 def keys(*names: str) -> dict[str, Any]:
     """An array of objects that all have ``names``."""
@@ -48,8 +48,8 @@ def keys(*names: str) -> dict[str, Any]:
 
 
 def result(**fields: dict[str, Any]) -> dict[str, Any]:
-    """A tool's outputSchema: the error object and the success ``fields``."""
-    return {"type": "object", "properties": {"error": _ERROR, **fields}}
+    """A tool's outputSchema: the success ``fields`` (an error payload meets it too)."""
+    return {"type": "object", "properties": fields}
 
 
 #: recall's and the listings' rows (``memory.shapes``); the other fields pass unnamed.

@@ -149,12 +149,11 @@ def _recall_spec(s: Schemas, name: str) -> ToolSpec:
     # alias says when to use it; how to weigh contradictions is recall's (the
     # chapter's) and the server instructions'.
     intro = (
-        "Find memories relevant to a question or topic, before answering anything that may "
-        "depend on the user's personal context. Times in it (in 2021, last March) count from "
+        "Find memories relevant to a question, before answering anything that may depend on "
+        "the user. Times in it (in 2021, last March) count from "
         f"as_of, default now. score: cosine. {PREFER_RECENT}"
         if name == "recall"
-        else "Same tool as recall: memories relevant to a question or topic, before "
-        "answering anything personal."
+        else "Same as recall: memories relevant to a question, before answering anything personal."
     )
     return ToolSpec(
         name,

@@ -18,22 +18,26 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
     return [
         ToolSpec(
             "remember",
-            "Store a lasting fact the user states about themselves or asks you to keep "
-            "(preference, person, plan), as one self-contained sentence. Never secrets (keys, "
-            "passwords, PINs): SECRET_REJECTED. If it corrects a memory in near_duplicates or "
-            "previously_corrected, pass that id in supersedes or downweights. "
+            "Store a lasting fact the user states about themselves or asks you to keep, as one "
+            "self-contained sentence. Never secrets (keys, passwords): SECRET_REJECTED. If it "
+            "corrects a memory in near_duplicates or previously_corrected, pass its id in "
+            "supersedes or downweights. "
             f"{s.retry_safe}",
             item,
             out.result(memory_id=out.INT, near_duplicates=_NEAR),
-            # Not idempotent: downweights steps salience again; destructive: supersedes
-            # retires the rows it names.
+            # destructiveHint true, honestly: a plain remember only adds a row, but the
+            # same call with supersedes soft-deletes (retires) the memories it names, and
+            # with downweights ranks them lower: it can change and hide older memories, so
+            # a host should treat it as it treats forget. Not idempotent: a repeat with
+            # downweights steps salience again (a retry within the window is answered from
+            # the first call's receipt, but the hint describes the tool, not our retries).
             write_hints(destructive=True, idempotent=False),
             Remember,
             queued=True,
         ),
         ToolSpec(
             "remember_batch",
-            f"Store up to {settings.max_batch_size} facts in one call. Items take remember's "
+            f"Store up to {settings.max_batch_size} facts. Items take remember's "
             "arguments (source_provider, dedup_policy here are defaults); a failed item fails "
             f"alone. {retry_as('remember')}",
             s.obj(
@@ -45,6 +49,7 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
                 required=["items"],
             ),
             out.result(results=out.keys("ok")),
+            # As remember: its items may carry supersedes and downweights.
             write_hints(destructive=True, idempotent=False),
             RememberBatch,
             queued=True,

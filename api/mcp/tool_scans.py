@@ -24,10 +24,10 @@ def scan_tools(s: Schemas) -> list[ToolSpec]:
             s,
             "find_conflicts",
             FindConflicts,
-            "Active memories sharing a tag that may contradict; you judge. reason: relation "
-            "(one fact, e.g. home city, with different values, at any similarity) or "
-            "similarity. Fix: confirm, or remember with supersedes (old is wrong) or "
-            "downweights (outdated).",
+            # Which of supersedes and downweights fits is said once, in remember's schema.
+            "Memories sharing a tag that may contradict; you judge. reason 'relation': one "
+            "fact (e.g. home city) with different values, at any similarity. Fix: confirm, or "
+            "remember with supersedes or downweights.",
             0.80,
         ),
     ]

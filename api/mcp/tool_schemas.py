@@ -26,8 +26,9 @@ def retry_safe(window_s: int) -> str:
     """Appended to every queued write: the dispatcher answers a retry from the first
     call's receipt (DESIGN, "Quality bars": a retried write never stores twice), an
     identical call within ``IDEMPOTENCY_WINDOW_S`` included; the sentence says the window
-    the server really keeps. remember and update_memory carry it; the other writes point
-    at it (:func:`retry_as`): each copy is sent in every ``tools/list``."""
+    the server really keeps. remember carries it; every other write points at it
+    (:func:`retry_as`): each copy is sent in every ``tools/list`` (issue 27 dropped
+    update_memory's second copy to make room for MCP Apps)."""
     if window_s <= 0:
         return "Retries with the same Idempotency-Key return the first result, writing nothing."
     span = f"{window_s // 60} minutes" if window_s % 60 == 0 else f"{window_s} seconds"
@@ -67,6 +68,7 @@ def described(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 STRING: dict[str, Any] = {"type": "string"}
+BOOLEAN: dict[str, Any] = {"type": "boolean"}
 TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
 TIMESTAMP: dict[str, Any] = {"type": "string", "format": "date-time"}
 #: A timestamp an update may clear with null.
@@ -81,14 +83,17 @@ EVENT_TIME: dict[str, Any] = {
     "valid_from": TIMESTAMP,
     "valid_to": TIMESTAMP,
 }
-MEMORY_ID: dict[str, Any] = {"type": "integer", "minimum": 1}
+# No "minimum": 1 (21 copies in tools/list, issue 27's budget): an id below 1 names no
+# memory and gets NOT_FOUND or INVALID_INPUT from the server, as any unknown id does.
+MEMORY_ID: dict[str, Any] = {"type": "integer"}
 IDS: dict[str, Any] = {"type": "array", "items": MEMORY_ID}
 TAGS: dict[str, Any] = {"type": "array", "items": STRING}
 UNIT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
 
 
 def flag(default: bool) -> dict[str, Any]:
-    return {"type": "boolean", "default": default}
+    # A flag off by default says no default (absent is false), saving tools/list's bytes.
+    return {"type": "boolean", "default": True} if default else {"type": "boolean"}
 
 
 def count(minimum: int, default: int | None = None) -> dict[str, Any]:
@@ -176,7 +181,9 @@ class Schemas:
             "expires_at": NULLABLE_TIMESTAMP,
             "last_confirmed_at": TIMESTAMP,
             **{name: NULLABLE_TIMESTAMP for name in EVENT_TIME},
-            "keep": KEEP,
+            # Said once, on remember's keep: update_memory's description says what a
+            # kept memory refuses and how keep=false unlocks it.
+            "keep": BOOLEAN,
         }
 
     @staticmethod

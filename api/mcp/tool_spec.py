@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +19,8 @@ class ToolSpec:
     input_schema: dict[str, Any]
     #: The success payload or the error payload (``api.mcp.tool_outputs.result``).
     output_schema: dict[str, Any]
-    #: MCP ToolAnnotations: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
-    annotations: dict[str, bool]
+    #: MCP ToolAnnotations: title, readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
+    annotations: Mapping[str, bool | str]
     #: The command class the tool's arguments are parsed into (``parse``, with the
     #: tool's documented errors); ``memory.handlers.HANDLERS`` names its handler.
     command: type[Command]
@@ -61,16 +62,18 @@ class ToolSpec:
 
 
 def write_hints(*, destructive: bool, idempotent: bool) -> dict[str, bool]:
-    """A write tool's hints. Those at MCP's defaults are left out (ToolAnnotations:
-    readOnlyHint false, destructiveHint true, idempotentHint false, openWorldHint true)."""
-    hints: dict[str, bool] = {}
-    if not destructive:
-        hints["destructiveHint"] = False
+    """A write tool's hints, every one explicit (the hosts' directories refuse a tool
+    that leaves readOnlyHint or destructiveHint to MCP's defaults): not read-only;
+    destructive or not; idempotentHint only where true; never open world, since every
+    tool touches only the caller's own store."""
+    hints = {"readOnlyHint": False, "destructiveHint": destructive}
     if idempotent:
         hints["idempotentHint"] = True
+    hints["openWorldHint"] = False
     return hints
 
 
 #: The hints of every read-only tool. destructiveHint and idempotentHint are
 #: "meaningful only when readOnlyHint == false" (MCP, ToolAnnotations): not sent.
-READ_HINTS = {"readOnlyHint": True}
+#: openWorldHint: false, as every tool reads only the caller's own store.
+READ_HINTS = {"readOnlyHint": True, "openWorldHint": False}

@@ -25,11 +25,15 @@ Schema decisions:
   it goes into every conversation. Descriptions say when to use a tool and
   its non-obvious rules; what a schema says (types, ranges, enums, defaults)
   is not repeated in prose; the shared sentences (``tool_schemas``) are
-  written once; annotations leave out MCP's defaults; there are no titles
-  (optional, display only: clients show the name).
+  written once.
+- Every tool has a human title (``annotations.title``, which every revision
+  since 2025-03-26 reads) and explicit hints (``tool_spec``): the hosts'
+  directories (Claude's Connectors Directory) refuse tools without them.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from api.mcp.tool_editing import editing_tools
 from api.mcp.tool_learning import learning_tools
@@ -75,6 +79,32 @@ TOOL_ORDER = (
 )
 
 
+#: Each tool's human title (``annotations.title``): what a host shows a person.
+TOOL_TITLES = {
+    "remember": "Remember",
+    "remember_batch": "Remember many",
+    "recall": "Recall",
+    "search_memory": "Search",
+    "build_context_prompt": "Prompt",
+    "list_memories": "List",
+    "update_memory": "Edit memory",
+    "update_memory_batch": "Edit many",
+    "confirm": "Confirm memory",
+    "forget": "Forget memory",
+    "forget_batch": "Forget many",
+    "text_search": "Text search",
+    "get_memory": "Get memory",
+    "count_memories": "Count",
+    "memory_stats": "Overview",
+    "list_tags": "List tags",
+    "export_memories": "Export",
+    "reinforce": "Rate",
+    "find_near_duplicates": "Duplicates",
+    "find_conflicts": "Conflicts",
+    "query_relations": "Relations",
+}
+
+
 def tool_specs(settings: Settings) -> dict[str, ToolSpec]:
     """Every tool, by name, in the order ``tools/list`` shows them."""
     s = Schemas(settings)
@@ -84,4 +114,9 @@ def tool_specs(settings: Settings) -> dict[str, ToolSpec]:
         raise AssertionError(
             f"TOOL_ORDER and the families disagree: {set(specs) ^ set(TOOL_ORDER)}"
         )
-    return {name: specs[name] for name in TOOL_ORDER}
+    return {
+        name: dataclasses.replace(
+            specs[name], annotations={"title": TOOL_TITLES[name], **specs[name].annotations}
+        )
+        for name in TOOL_ORDER
+    }

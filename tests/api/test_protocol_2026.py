@@ -15,7 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from api.mcp.dispatch import INSTRUCTIONS, LIST_TTL_MS, idempotency_key
+from api.mcp.dispatch import INSTRUCTIONS, idempotency_key
+from api.mcp.listings import LIST_TTL_MS
 from api.mcp.versions import (
     HANDSHAKE_VERSIONS,
     SUPPORTED_VERSIONS,

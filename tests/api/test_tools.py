@@ -94,30 +94,32 @@ async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> No
         output = tool["outputSchema"]
         Draft202012Validator.check_schema(output)
         assert output["type"] == "object"
-        assert output["properties"]["error"] == {"required": ["code", "message"]}
-        hints = tool["annotations"]
+        # The directories' checklist (issue 27): a human title and explicit hints.
+        hints = dict(tool["annotations"])
+        assert isinstance(hints.pop("title"), str) and tool["annotations"]["title"]
         assert all(isinstance(v, bool) for v in hints.values()), tool["name"]
-        # MCP's defaults are left out: readOnlyHint false, destructiveHint true,
-        # idempotentHint false, openWorldHint true.
-        assert hints.get("readOnlyHint") is not False
-        assert hints.get("destructiveHint") is not True
-        assert hints.get("idempotentHint") is not False
-        assert "openWorldHint" not in hints
+        assert hints["openWorldHint"] is False  # only the caller's own store
         # Every queued tool writes, except the scans (read-only, queued for their size).
-        read_only = hints.get("readOnlyHint", False)
+        read_only = hints["readOnlyHint"]
         assert read_only is (tool["name"] not in QUEUED - SCANS)
         if read_only:
-            assert set(hints) == {"readOnlyHint"}
+            assert set(hints) == {"readOnlyHint", "openWorldHint"}
+        else:
+            assert isinstance(hints["destructiveHint"], bool)
+            assert hints.get("idempotentHint", True) is True  # stated only where true
 
 
 async def test_write_hints(mcp: Mcp) -> None:
     hints = {t["name"]: t["annotations"] for t in await list_tools(mcp)}
-    # Absent: MCP's default, destructive.
-    for name in ("remember", "remember_batch", "forget", "forget_batch", "update_memory"):
-        assert "destructiveHint" not in hints[name], name
-    assert hints["confirm"] == hints["reinforce"] == {"destructiveHint": False}
-    assert hints["forget"] == {"idempotentHint": True}
-    assert hints["remember"] == {}
+    for name in hints:
+        hints[name].pop("title")
+    closed = {"readOnlyHint": False, "openWorldHint": False}
+    # remember retires what supersedes names and ranks downweights lower: destructive.
+    for name in ("remember", "remember_batch"):
+        assert hints[name] == {**closed, "destructiveHint": True}, name
+    for name in ("forget", "forget_batch", "update_memory", "update_memory_batch"):
+        assert hints[name] == {**closed, "destructiveHint": True, "idempotentHint": True}, name
+    assert hints["confirm"] == hints["reinforce"] == {**closed, "destructiveHint": False}
 
 
 async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
@@ -133,15 +135,14 @@ async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
     # This file's server keeps no retry window (IDEMPOTENCY_WINDOW_S=0): the sentence says so.
     retry = retry_safe(0)
     assert retry.startswith("Retries with the same Idempotency-Key")
-    # In full in remember and update_memory; every other queued write points at one that
-    # states it; nowhere else (a scan writes nothing).
-    in_full = {"remember", "update_memory"}
+    # In full once, in remember; every other queued write points at it; nowhere else (a
+    # scan writes nothing).
     for name, tool in tools.items():
         description = tool["description"]
-        assert description.count(retry) == (name in in_full), name
+        assert description.count(retry) == (name == "remember"), name
         pointer = re.search(r"Retry-safe as (\w+)\.", description)
-        if name in QUEUED - SCANS - in_full:
-            assert pointer is not None and pointer[1] in in_full, name
+        if name in QUEUED - SCANS - {"remember"}:
+            assert pointer is not None and pointer[1] == "remember", name
         else:
             assert pointer is None, name
     # The chapter's errors a model must expect, named where they apply.

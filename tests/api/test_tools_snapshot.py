@@ -5,7 +5,7 @@ not move when code moves between them, and every change to what a model reads
 is a reviewed diff of the snapshot. To change the listing on purpose, rewrite
 the snapshot in the same commit and read its diff:
 ``python -m tests.api.test_tools_snapshot > tests/api/tools_list.snapshot.json``.
-The snapshot was last rewritten for issue 14 (16 KB, output schemas).
+The snapshot was last rewritten for issue 27 (titles, hints; room for MCP Apps).
 """
 
 from __future__ import annotations
