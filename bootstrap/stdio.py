@@ -100,7 +100,13 @@ async def serve_stdio(settings: Settings, username: str | None, out: BinaryIO) -
             max_line_bytes=settings.max_body_bytes,
             max_batch=settings.max_batch_size,
         )
-        queue = "Redis" if settings.redis_configured else "in-process worker"
+        queue = (
+            "Redis (REDIS_SENTINELS)"
+            if settings.redis_sentinel
+            else "Redis (REDIS_URL)"
+            if settings.redis_url
+            else "in-process worker"
+        )
         _log.info("serving MCP on stdio for user id %s; queue: %s", user_id, queue)
         reader = _StdinReader(sys.stdin.fileno(), loop)
         await server.serve(reader.read, _line_writer(out), stop)

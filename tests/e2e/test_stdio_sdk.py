@@ -127,7 +127,7 @@ async def test_with_redis_writes_go_to_the_worker_and_show_over_http(
         assert over_http["matches"][0]["id"] == stored.structured_content["memory_id"]
         assert "Redis (REDIS_URL)" in (tmp_path / "stdio-stderr.log").read_text()
         worker_log = (tmp_path / "worker0.log").read_text()
-        assert "remember" in worker_log  # the write ran on the separate worker
+        assert "run_command Remember" in worker_log  # the write ran on the separate worker
 
 
 # --- raw pipes: what is on stdout, how the process ends ---------------------------------
