@@ -256,12 +256,12 @@ async def test_recall_reports_the_embedders_failure(deps, alice) -> None:
     from dataclasses import replace
 
     from memory.errors import EMBEDDING_ERROR, MemoryServiceError
-    from memory.reading import count_memories, recall
+    from tests.tool_calls import run_tool
 
     # 600 tokens overflow the model's 512 positions: onnxruntime itself fails.
     failing = replace(deps, embedder=LocalEmbedder.bundled(max_tokens=600))
     with pytest.raises(MemoryServiceError) as caught:
-        await recall(failing, alice, {"query": "cat " * 700})
+        await run_tool(failing, alice, "recall", {"query": "cat " * 700})
     assert caught.value.code == EMBEDDING_ERROR
     # The connection went back to the pool: an embedding-free read still answers.
-    assert (await count_memories(deps, alice, {}))["ok"] is True
+    assert (await run_tool(deps, alice, "count_memories", {}))["ok"] is True
