@@ -214,9 +214,19 @@ class ReplicaSet:
         """A healthy replica that has replayed ``user_id``'s last write, else the primary."""
         ready = [r for r in self._replicas if r.state == "ok"]
         if ready:
-            needed = await self.positions.get(user_id)
-            if needed is not None:
-                ready = [r for r in ready if r.replayed >= needed]
+            try:
+                needed = await self.positions.get(user_id)
+            except Exception as ex:  # the store is Redis's (any client error), or in-process
+                # Without the user's last write position (Redis down, or in a Sentinel
+                # failover), only the primary is sure to hold their writes.
+                _log.warning(
+                    "could not read a user's last write position (%s): the read goes to the primary",
+                    type(ex).__name__,
+                )
+                ready = []
+            else:
+                if needed is not None:
+                    ready = [r for r in ready if r.replayed >= needed]
         if not ready:
             self.primary_reads += 1
             return self.primary

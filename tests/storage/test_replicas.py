@@ -121,6 +121,36 @@ async def test_a_user_reads_their_write_while_the_replica_lags(
     assert await _sees_user(await replicas.pool_for_read(alice), alice)
 
 
+async def test_reads_go_to_the_primary_while_write_positions_cannot_be_read(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The positions live in Redis; with Redis gone (its master dead, a Sentinel failover
+    # under way) a read must still be answered, from the one node sure to hold the
+    # user's writes, not fail.
+    import redis.asyncio as aredis
+
+    from bootstrap.read_routing import RedisPositions
+
+    primary, standby = pair
+    primary_pool = _pool(primary.url(), "primary")
+    await primary_pool.open(wait=True)
+    gone = RedisPositions(
+        aredis.Redis(port=free_port(), socket_connect_timeout=1, socket_timeout=1), "ryw-test"
+    )
+    rs = ReplicaSet(
+        primary_pool, [(standby.url(), _pool(standby.url(), "replica"))], gone, max_lag_s=5
+    )
+    await rs.open()
+    try:
+        await rs.measure()
+        assert [s.state for s in rs.status()] == ["ok"]
+        assert await rs.pool_for_read(user_id=1) is rs.primary
+        assert "could not read a user's last write position (ConnectionError)" in caplog.text
+    finally:
+        await rs.close()
+        await primary_pool.close()
+
+
 async def test_a_lagging_replica_is_skipped_and_comes_back(
     replicas: ReplicaSet, pair: Pair
 ) -> None:
