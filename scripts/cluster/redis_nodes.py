@@ -160,7 +160,10 @@ class RedisGroup:
         """
         assert self.replica is not None
         self.replica.start()
-        self._wait(lambda: self.replica_link_up(), 60)
+        # Usually 15-20 s (a Sentinel waits before converting a returning master); a
+        # Sentinel in TILT mode (its timer late by 2 s, as on a swamped machine) does
+        # nothing for 30 s more.
+        self._wait(lambda: self.replica_link_up(), 120)
 
     def stop(self) -> None:
         for node in [*self.sentinels, self.replica, self.master]:
