@@ -3,14 +3,17 @@
 Each page is one self-contained HTML document (MCP Apps, "UI Resource
 Format"): its stylesheet and scripts are inlined when it is first read, from
 the files in ``pages/`` (package data), so a page loads nothing from any
-origin, and its own Content-Security-Policy says so. The shared parts
-(``base.css``, ``bridge.js``: our side of the postMessage protocol) are
-written once and inlined into every page.
+origin, and its own Content-Security-Policy says so. The shared parts are
+written once: ``shell.html`` (the document around every page, with that
+policy), ``base.css``, ``bridge.js`` (our side of the postMessage protocol)
+and ``ui.js``. A page brings only its own ``<main>`` (``NAME.html``), its
+script (``NAME.js``) and, if it needs one, its own styles (``NAME.css``).
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -32,8 +35,8 @@ class Page:
     name: str
     title: str
     description: str
-    #: The page's HTML file in ``pages/``.
-    file: str
+    #: The page's files in ``pages/``: ``STEM.html`` (its ``<main>``), ``STEM.js``, ``STEM.css``.
+    stem: str
 
     def listing(self) -> dict[str, Any]:
         """The ``Resource`` object of ``resources/list``."""
@@ -53,21 +56,21 @@ PAGES: tuple[Page, ...] = (
         "Memory cards",
         "recall and search_memory results as cards: confirm, edit, forget (with undo), "
         "'this helped'.",
-        "cards.html",
+        "cards",
     ),
     Page(
         CLEANUP_URI,
         "cleanup",
         "Conflicts and near duplicates",
         "find_conflicts and find_near_duplicates groups side by side: keep one, merge, dismiss.",
-        "cleanup.html",
+        "cleanup",
     ),
     Page(
         OVERVIEW_URI,
         "overview",
         "What OwnSona knows",
         "memory_stats as an overview: counts, top tags, latest memories.",
-        "overview.html",
+        "overview",
     ),
 )
 PAGES_BY_URI = MappingProxyType({page.uri: page for page in PAGES})
@@ -94,7 +97,16 @@ def page_html(uri: str) -> str | None:
     if page is None:
         return None
     folder = resources.files(__package__).joinpath("pages")
-    template = folder.joinpath(page.file).read_text(encoding="utf-8")
+    own_style = folder.joinpath(f"{page.stem}.css")
+    # Placeholders replaced one by one (not str.format: CSS is full of braces).
+    document = folder.joinpath("shell.html").read_text(encoding="utf-8")
+    for placeholder, value in (
+        ("{title}", html.escape(page.title)),
+        ("{style}", own_style.read_text(encoding="utf-8") if own_style.is_file() else ""),
+        ("{main}", folder.joinpath(f"{page.stem}.html").read_text(encoding="utf-8")),
+        ("{script}", f"{page.stem}.js"),
+    ):
+        document = document.replace(placeholder, value, 1)
 
     def include(found: re.Match[str]) -> str:
         text = folder.joinpath(found[1]).read_text(encoding="utf-8")
@@ -103,4 +115,4 @@ def page_html(uri: str) -> str | None:
             raise ValueError(f"pages/{found[1]} must not contain '</'")
         return text
 
-    return _INCLUDE.sub(include, template)
+    return _INCLUDE.sub(include, document)
