@@ -8,11 +8,11 @@ the primary, same run, same machine." A PostgreSQL primary with one synchronous 
 standby (``scripts/cluster/postgres_nodes.py``) and two real ``ownsona serve`` processes
 on it, each with its in-process worker: A with ``DATABASE_URL`` = the primary and no
 replica (every read on the primary); B with the same ``DATABASE_URL`` and
-``DATABASE_REPLICA_URLS`` = the standby. One account gets ``--memories`` synthetic facts
-through ``remember_batch`` (through A); the primary is vacuumed and analysed and the
-standby's replay awaited. After a warm-up, the same ``--queries`` recalls go through A
-and B in blocks of ``--block`` (A then B, then B then A, ...), ``--rounds`` times, so
-load changes on a shared machine hit both. B's ``/readyz`` must show the replica ok and
+``DATABASE_REPLICA_URLS`` = the standby. A third process seeds one account with
+``--memories`` synthetic facts through ``remember_batch`` and stops before A and B start;
+the primary is vacuumed and analysed and the standby's replay awaited. After a warm-up,
+the same ``--queries`` recalls go through A and B in blocks of ``--block`` (A then B, then
+B then A, ...), ``--rounds`` times, so load changes on a shared machine hit both. B's ``/readyz`` must show the replica ok and
 B's ``/metrics`` must count every one of its recalls as a replica read, none on the
 primary, or the run fails. ``--control``: B gets no replica either (A against A), the
 method's noise floor on this machine. Printed: recall p50/p90/p99 (ms, client side, over
@@ -163,12 +163,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         os.chmod(root / "pg", 0o755)  # the PostgreSQL user reaches its directories
         pair.start()
         ports = [free_port(), free_port()]
-        base = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("DATABASE_URL", "DATABASE_REPLICA_URLS", "REDIS_URL", "PORT")
-            and not k.startswith("REDIS_SENTINEL")
-        }
+        drop = ("DATABASE_", "REDIS_", "METRICS_", "PORT")  # none of the caller's own
+        base = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
         base.update(
             DATABASE_URL=pair.primary.dsn(),
             # One audience for both: a token minted once is valid at either process.
@@ -178,16 +174,20 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             METRICS_ENABLED="true",
             LOG_FORMAT="text",
         )
-        base.pop("METRICS_TOKEN", None)
+        # A and B start alike: neither embedded and wrote the store (that made A ~10% slower).
+        seeder = Web("seed", root, base, free_port())
+        webs = [seeder]
+        seeder.start()
+        token = seeder.token("bench")
+        seeded_s = seed(McpClient(seeder.url, token), args.memories)
+        seeder.stop()
         a = Web("A", root, base, ports[0])
         replica_env = {} if args.control else {"DATABASE_REPLICA_URLS": pair.standby.dsn()}
         b = Web("B", root, {**base, **replica_env}, ports[1])
-        webs = [a, b]
-        a.start()  # migrates first; B then finds the schema current
+        webs += [a, b]
+        a.start()
         b.start()
-        token = a.token("bench")
         clients = {"A": McpClient(a.url, token), "B": McpClient(b.url, token)}
-        seeded_s = seed(clients["A"], args.memories)
         pair.primary.sql("VACUUM ANALYZE memories")
         replay_s = wait_replayed(pair)
         rows = pair.primary.sql("SELECT count(*) FROM memories")
