@@ -174,7 +174,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             METRICS_ENABLED="true",
             LOG_FORMAT="text",
         )
-        # A and B start alike: neither embedded and wrote the store (that made A ~10% slower).
+        # A and B start alike: neither wrote the store (a control run with A seeding: A 10% slower).
         seeder = Web("seed", root, base, free_port())
         webs = [seeder]
         seeder.start()
