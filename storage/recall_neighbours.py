@@ -236,8 +236,12 @@ async def graph_rows(
                    WHERE d.user_id = %(user_id)s AND d.memory_id = m.id
                      AND b.user_id = %(user_id)s AND b.deleted_at IS NULL
                      AND (b.expires_at IS NULL OR b.expires_at > now())) AS downweighted
-        FROM memories m
-        WHERE m.id = ANY(%(ids)s) AND m.user_id = %(user_id)s AND {M_ACTIVE}
+        -- A primary-key lookup per picked id, filtered after it (OFFSET 0), as in
+        -- graph_linked: a fresh store's statistics otherwise drew in the user's rows.
+        FROM unnest(%(ids)s::int8[]) AS p(id) CROSS JOIN LATERAL (
+            SELECT * FROM memories m WHERE m.id = p.id OFFSET 0
+        ) m
+        WHERE m.user_id = %(user_id)s AND {M_ACTIVE}
         """,
         {"q": query_embedding, "user_id": user_id, "ids": [p.id for p in picked]},
     )
