@@ -15,7 +15,7 @@ from memory.providers.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from memory.providers.extractors import Extractor, LLMExtractor, RulesExtractor
 from memory.providers.fact_extractor import LLMFactExtractor
 from memory.providers.reranker import HttpReranker, shown_url
-from memory.recall_rerank import RerankStage
+from memory.recall.rerank import RerankStage
 
 _log = logging.getLogger(__name__)
 

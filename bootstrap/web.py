@@ -34,7 +34,7 @@ from memory.audit import AuditLog
 from memory.deps import Deps
 from memory.handlers import dispatch
 from memory.own_indexes import own_indexes_forever
-from memory.recall_rerank import RerankStage
+from memory.recall.rerank import RerankStage
 from memory.relations import sweep_forever
 from storage.migrate import migrate
 from tasks.actors import extraction_hook

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from memory.providers.embedders import Embedder
     from memory.providers.extractors import Extractor
     from memory.providers.facts import FactExtractor
-    from memory.recall_rerank import RerankStage
+    from memory.recall.rerank import RerankStage
 
 #: ``(user_id, memory_ids)``: memories whose text was just stored or changed.
 TextStoredHook = Callable[[int, list[int]], None]

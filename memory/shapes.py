@@ -104,7 +104,7 @@ def full_shape(row: MemoryRow) -> dict[str, Any]:
 
 
 def hop_explain_shape(cosine: float, hop: str, hop_from: int) -> dict[str, Any]:
-    """The ``explain`` of a match a hop brought (``memory.recall_hops``), placed after the
+    """The ``explain`` of a match a hop brought (``memory.recall.hops``), placed after the
     first ranking's best: stored next to ``hop_from`` in its session (``session``), or
     naming a person or thing ``hop_from``'s relations name (``graph``)."""
     return {"cosine": round(cosine, 6), "hop": hop, "hop_from": hop_from}

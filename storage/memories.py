@@ -25,7 +25,6 @@ from .memory_reads import store_stats as store_stats
 from .memory_reads import tag_counts as tag_counts
 from .memory_reads import text_search as text_search
 from .memory_search import TEXT_SEARCH_CONFIG as TEXT_SEARCH_CONFIG
-from .memory_search import HybridCandidate as HybridCandidate
 from .memory_search import QueryTermStats as QueryTermStats
 from .memory_search import lexical_candidates as lexical_candidates
 from .memory_search import query_term_stats as query_term_stats

@@ -78,15 +78,6 @@ class QueryTermStats:
     exact: bool
 
 
-@dataclass(frozen=True)
-class HybridCandidate:
-    """A candidate row of hybrid recall with both of its similarity signals."""
-
-    scored: ScoredMemoryRow
-    #: Sum of the weights of the query terms the row contains (0 when none).
-    lexical: float
-
-
 async def query_term_stats(conn: AsyncConnection, user_id: int, query: str) -> QueryTermStats:
     """The query's search terms and their row counts in the user's store (migration 0002),
     and how the user's rows are searched."""
@@ -207,15 +198,15 @@ async def search_hybrid(
     terms: Sequence[tuple[str, float]] = (),
     lexical_ids: Sequence[int] = (),
     tags: Sequence[str] = (),
-) -> list[HybridCandidate]:
+) -> list[ScoredMemoryRow]:
     """The vector candidates of a query and ``lexical_ids``, with cosine and lexical score.
 
     The ``candidates`` active rows nearest to the query (exact for a small user,
     HNSW for a large one: :func:`~storage.memory_sql.nearest_ids`), joined by the
     rows of ``lexical_ids`` (from :func:`lexical_candidates`) that still pass
     the same filters: the user, not deleted, not expired, the tags. A row's
-    lexical score is the sum of the weights of the ``terms`` it contains,
-    whichever side it came from. ``exact``: the user is searched exactly
+    lexical score (:attr:`~storage.rows.ScoredMemoryRow.matched`) is the sum of the
+    weights of the ``terms`` it contains, whichever side it came from. ``exact``: the user is searched exactly
     (:attr:`QueryTermStats.exact`).
     """
     score, params = _lexical_score(terms)
@@ -241,7 +232,7 @@ async def search_hybrid(
                    1 - (m.embedding <=> %(q)b) AS cosine,
                    CASE WHEN m.context_centroid IS NULL THEN 0
                         ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
-                   {{score}} AS lexical
+                   {{score}} AS matched
             FROM picked JOIN memories m ON m.id = picked.id
             """,
             user_id=user_id,
@@ -261,13 +252,7 @@ async def search_hybrid(
             "lexical_ids": list(lexical_ids),
         },
     )
-    return [
-        HybridCandidate(
-            scored_row(d),
-            float(d["lexical"]),
-        )
-        for d in await cur.fetchall()
-    ]
+    return [scored_row(d) for d in await cur.fetchall()]
 
 
 #: Rows of each kind (dated, undated, with a validity span) a time window reads, the

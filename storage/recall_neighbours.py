@@ -6,8 +6,9 @@ about to return), the ``window`` active memories stored just before and just
 after it with the same ``session_id``, in id order (the order they were stored
 in), through ``memories_user_session`` (migration 0018). :func:`graph_neighbours`:
 the memories whose extracted relations name a person or thing the seeds'
-relations name, through the ``memory_relations`` indexes. Each is one statement
-for all seeds, with every returned memory's cosine to the query.
+relations name, through the ``memory_relations`` indexes (:func:`graph_linked`
+scores them, :func:`graph_rows` reads the ones the caller keeps). Each is one
+statement for all seeds, with every returned memory's cosine to the query.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from psycopg.rows import dict_row
 
 from .memory_search import tsquery_term
 from .memory_sql import M_ACTIVE, M_COLUMNS
-from .rows import ScoredMemoryRow, scored_row
+from .rows import ScoredMemoryRow, memory_row, scored_row
 
 _ACTIVE_N = "n.deleted_at IS NULL AND (n.expires_at IS NULL OR n.expires_at > now())"
 
@@ -92,7 +93,21 @@ async def session_neighbours(
     ]
 
 
-async def graph_neighbours(
+@dataclass(frozen=True)
+class Linked:
+    """A memory whose relations name an entity a seed's relations name, scored against
+    the query; not read whole (the caller picks which to read)."""
+
+    id: int
+    seed: int
+    #: The seed's 1-based place among the seeds.
+    place: int
+    cosine: float
+    #: Sum of the weights of the query's terms the memory contains (0 when none).
+    matched: float
+
+
+async def graph_linked(
     conn: AsyncConnection,
     user_id: int,
     seeds: Sequence[int],
@@ -102,18 +117,14 @@ async def graph_neighbours(
     skip_ids: Sequence[int],
     max_entities: int,
     per_entity: int,
-    per_seed: int,
     min_cosine: float,
     terms: Sequence[tuple[str, float]],
-    lexical_weight: float,
     tags: Sequence[str] = (),
-) -> list[Neighbour]:
-    """For each seed, the ``per_seed`` memories most relevant to the query whose relations
-    name an entity the seed's relations name; the first seed's first, each seed's best first.
-
-    Relevance is recall's fused one: ``cosine + lexical_weight · share``, the share
-    being the part of the ``terms``' total weight (term, weight) a memory contains
-    (:func:`memory.rules.ranking.fused_score`).
+) -> list[Linked]:
+    """The memories whose relations name an entity the seeds' relations name, with their
+    cosine to the query and the weight of the ``terms`` (term, weight) they contain;
+    the first seed's first, then by id. The caller ranks them (recall's fused score)
+    and reads the ones it keeps with :func:`graph_rows`.
 
     The entities are the subjects and objects of the seeds' edges (matched
     case-insensitively, as ``query_relations`` does) but ``skip_entity`` (the
@@ -122,13 +133,11 @@ async def graph_neighbours(
     naming it as subject and as object (indexes ``memory_relations_subject`` and
     ``_object``). Only active ones, with ``tags`` when given, at least
     ``min_cosine`` from the query, and neither a seed nor one of ``skip_ids``; a
-    memory reached from two seeds counts for the first. Only the few returned
-    rows are read whole, with their edges and whether a newer memory downweights them.
+    memory reached from two seeds counts for the first.
     """
     if not seeds:
         return []
     tag_filter = "AND m.tags && %(tags)s" if tags else ""
-    total = sum(weight for _term, weight in terms)
     query = f"""
         WITH named AS (
             SELECT DISTINCT ON (x.entity) x.entity, e.memory_id AS seed,
@@ -176,43 +185,16 @@ async def graph_neighbours(
                 SELECT * FROM memories m WHERE m.id = linked.id OFFSET 0
             ) m
             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
-        ), best AS (
-            SELECT scored.*, row_number() OVER (
-                       PARTITION BY seed
-                       ORDER BY cosine + %(w_l)s * least(1, matched / %(total)s) DESC,
-                                id DESC
-                   ) AS n
-            FROM scored WHERE cosine >= %(floor)s
         )
-        SELECT {M_COLUMNS}, best.seed, best.cosine,
-               CASE WHEN m.context_centroid IS NULL THEN 0
-                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
-               (SELECT coalesce(array_agg(ARRAY[r.subject, r.predicate, r.object] ORDER BY r.id),
-                                '{{}}')
-                FROM memory_relations r
-                WHERE r.memory_id = m.id AND r.user_id = %(user_id)s) AS edges,
-               -- Named in downweights by a newer active memory: out of date. Asked of
-               -- the few rows returned (as a filter on every linked row it doubled the
-               -- statement's planning and execution time).
-               EXISTS (
-                   SELECT 1 FROM memory_downweights d JOIN memories b ON b.id = d.by_memory_id
-                   WHERE d.user_id = %(user_id)s AND d.memory_id = m.id
-                     AND b.user_id = %(user_id)s AND b.deleted_at IS NULL
-                     AND (b.expires_at IS NULL OR b.expires_at > now())) AS downweighted
-        FROM best CROSS JOIN LATERAL (
-            SELECT * FROM memories m WHERE m.id = best.id OFFSET 0
-        ) m
-        WHERE best.n <= %(per_seed)s
-        ORDER BY best.place, best.n
+        SELECT id, seed, place, cosine, matched FROM scored
+        WHERE cosine >= %(floor)s
+        ORDER BY place, id
         """
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(
+    cur = await conn.execute(
         query,
         {
             "tq": [tsquery_term(term) for term, _weight in terms],
             "tw": [float(weight) for _term, weight in terms],
-            "w_l": lexical_weight,
-            "total": total if total > 0 else 1.0,
             "q": query_embedding,
             "user_id": user_id,
             "seeds": list(seeds),
@@ -220,17 +202,57 @@ async def graph_neighbours(
             "skip_ids": list(skip_ids),
             "entities": max_entities,
             "per_entity": per_entity,
-            "per_seed": per_seed,
             "floor": min_cosine,
             "tags": list(tags),
         },
     )
     return [
+        Linked(int(i), int(seed), int(place), float(cosine), float(matched))
+        for i, seed, place, cosine, matched in await cur.fetchall()
+    ]
+
+
+async def graph_rows(
+    conn: AsyncConnection, user_id: int, picked: Sequence[Linked], query_embedding: Any
+) -> list[Neighbour]:
+    """The ``picked`` linked memories read whole, in their order, each with its relation
+    edges and whether a newer active memory downweights it (asked of these few rows
+    only: as a filter on every linked row it doubled the statement's planning and
+    execution time). A memory gone since it was linked is left out."""
+    if not picked:
+        return []
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(
+        f"""
+        SELECT {M_COLUMNS},
+               CASE WHEN m.context_centroid IS NULL THEN 0
+                    ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
+               (SELECT coalesce(array_agg(ARRAY[r.subject, r.predicate, r.object] ORDER BY r.id),
+                                '{{}}')
+                FROM memory_relations r
+                WHERE r.memory_id = m.id AND r.user_id = %(user_id)s) AS edges,
+               EXISTS (
+                   SELECT 1 FROM memory_downweights d JOIN memories b ON b.id = d.by_memory_id
+                   WHERE d.user_id = %(user_id)s AND d.memory_id = m.id
+                     AND b.user_id = %(user_id)s AND b.deleted_at IS NULL
+                     AND (b.expires_at IS NULL OR b.expires_at > now())) AS downweighted
+        -- A primary-key lookup per picked id, filtered after it (OFFSET 0), as in
+        -- graph_linked: a fresh store's statistics otherwise drew in the user's rows.
+        FROM unnest(%(ids)s::int8[]) AS p(id) CROSS JOIN LATERAL (
+            SELECT * FROM memories m WHERE m.id = p.id OFFSET 0
+        ) m
+        WHERE m.user_id = %(user_id)s AND {M_ACTIVE}
+        """,
+        {"q": query_embedding, "user_id": user_id, "ids": [p.id for p in picked]},
+    )
+    read = {int(d["id"]): d for d in await cur.fetchall()}
+    return [
         Neighbour(
-            scored_row(d),
-            int(d["seed"]),
+            ScoredMemoryRow(memory_row(d), p.cosine, float(d["context_match"]), p.matched),
+            p.seed,
             tuple((e[0], e[1], e[2]) for e in d["edges"]),
             bool(d["downweighted"]),
         )
-        for d in await cur.fetchall()
+        for p in picked
+        if (d := read.get(p.id)) is not None
     ]

@@ -107,9 +107,13 @@ def memory_row(values: Mapping[str, Any], row_type: type[MemoryRow] = MemoryRow)
 
 
 def scored_row(values: Mapping[str, Any]) -> ScoredMemoryRow:
-    """A searched row: its columns, ``cosine`` and ``context_match`` among ``values``."""
+    """A searched row: its columns, ``cosine``, ``context_match`` and, when read,
+    ``matched`` among ``values``."""
     return ScoredMemoryRow(
-        memory_row(values), float(values["cosine"]), float(values["context_match"])
+        memory_row(values),
+        float(values["cosine"]),
+        float(values["context_match"]),
+        float(values.get("matched", 0.0)),
     )
 
 
@@ -147,6 +151,8 @@ class ScoredMemoryRow:
     row: MemoryRow
     cosine: float
     context_match: float
+    #: Sum of the weights of the query's terms the row contains (0 when none, or not asked).
+    matched: float = 0.0
 
 
 @dataclass(frozen=True)

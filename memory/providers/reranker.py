@@ -12,7 +12,7 @@ Two wire formats, the ones rerank servers speak today:
   the answer is ``{"results": [{"index", "relevance_score"}]}``.
 
 Only the order of the scores is used. Failures raise
-:class:`~memory.recall_rerank.RerankError`, whose message names the endpoint and what went wrong, never a text or the key.
+:class:`~memory.recall.rerank.RerankError`, whose message names the endpoint and what went wrong, never a text or the key.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from memory.recall_rerank import RerankError
+from memory.recall.rerank import RerankError
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 #: Learning rate of salience updates.
 LEARNING_RATE = 0.5
@@ -144,7 +144,13 @@ def lexical_share(matched_weight: float, terms: Sequence[QueryTerm]) -> float:
 
 
 def fused_score(cosine: float, lexical: float, w_l: float = LEXICAL_WEIGHT) -> float:
-    """``cosine + w_l · lexical share``: the relevance the learned factor multiplies."""
+    """``cosine + w_l · lexical share``: the relevance the learned factor multiplies.
+
+    The one place the fused score is computed: the first ranking (:func:`final_score`),
+    ``explain``, the time boost's base and the graph hop's pick of each seed's linked
+    memories (``memory.recall.hops``) all call it; SQL returns only the raw cosine and
+    the matched terms' weight.
+    """
     return cosine + w_l * lexical
 
 
@@ -161,24 +167,37 @@ def ordinal_ranks(values: Mapping[K, float], *, skip_zero: bool = False) -> dict
 # --- ordering ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """What ranking needs to know about one candidate row."""
+class Rankable(Protocol):
+    """What ranking reads of one candidate (recall's is :class:`memory.recall.candidates.Candidate`)."""
 
-    key: int
-    cosine: float
-    salience: float
-    context_match: float
-    last_confirmed_at: datetime | None
-    updated_at: datetime | None
-    created_at: datetime | None
+    @property
+    def key(self) -> int: ...
+    @property
+    def cosine(self) -> float: ...
+    @property
+    def salience(self) -> float: ...
+    @property
+    def context_match(self) -> float: ...
+    @property
+    def last_confirmed_at(self) -> datetime | None: ...
+    @property
+    def updated_at(self) -> datetime | None: ...
+    @property
+    def created_at(self) -> datetime | None: ...
+
     #: Lexical share in [0, 1] (:func:`lexical_share`); 0 for a pure vector search.
-    lexical: float = 0.0
+    @property
+    def lexical(self) -> float: ...
+
     #: What the question's time adds to the relevance (:mod:`memory.rules.query_time`).
-    time: float = 0.0
+    @property
+    def time(self) -> float: ...
 
 
-def final_score(c: Candidate, *, w_s: float, w_c: float, w_l: float = LEXICAL_WEIGHT) -> float:
+R = TypeVar("R", bound=Rankable)
+
+
+def final_score(c: Rankable, *, w_s: float, w_c: float, w_l: float = LEXICAL_WEIGHT) -> float:
     """The value results are ordered by (never reported)."""
     return blended_score(
         fused_score(c.cosine, c.lexical, w_l) + c.time, c.salience, c.context_match, w_s, w_c
@@ -186,14 +205,14 @@ def final_score(c: Candidate, *, w_s: float, w_c: float, w_l: float = LEXICAL_WE
 
 
 def rank(
-    candidates: Sequence[Candidate],
+    candidates: Sequence[R],
     *,
     w_s: float,
     w_c: float,
     min_score: float | None,
     limit: int,
     w_l: float = LEXICAL_WEIGHT,
-) -> list[Candidate]:
+) -> list[R]:
     """Filter on raw cosine, order by the blended fused score, newest first on ties."""
 
     def ts(value: datetime | None) -> float:
@@ -236,7 +255,7 @@ class Explanation:
 
 
 def explain(
-    candidates: Sequence[Candidate], *, w_s: float, w_c: float, w_l: float = LEXICAL_WEIGHT
+    candidates: Sequence[Rankable], *, w_s: float, w_c: float, w_l: float = LEXICAL_WEIGHT
 ) -> dict[int, Explanation]:
     """Every candidate's :class:`Explanation`, by key."""
     by_cosine = ordinal_ranks({c.key: c.cosine for c in candidates})

@@ -226,7 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--others", type=int, default=300)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--workdir", type=Path, help="default: a temporary directory")
-    parser.add_argument("--json", type=Path, help="write the results here too")
+    parser.add_argument(
+        "--json", type=Path, help="write the results here too, every question's ranking included"
+    )
     args = parser.parse_args(argv)
 
     facts, questions = store(args.people, args.others, args.seed)
@@ -264,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "seed": args.seed,
                     "table": table,
                     "runs": details,
+                    # Every question's ranked ids, per system: two runs can be diffed.
+                    "rankings": systems,
                 },
                 indent=2,
             )

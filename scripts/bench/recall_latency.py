@@ -180,6 +180,7 @@ def seed(dsn: str, user_id: int, texts: Sequence[str], vectors: np.ndarray) -> f
 
 async def _vector_only(deps: Any, user_id: int, query: str, limit: int) -> list[dict[str, Any]]:
     """Recall as it was before hybrid retrieval (SUPPLEMENT §4): HNSW candidates, learned ranking."""
+    from memory.recall.candidates import from_row
     from memory.rules import ranking
     from memory.shapes import match_shape
     from storage import memories as store
@@ -189,27 +190,15 @@ async def _vector_only(deps: Any, user_id: int, query: str, limit: int) -> list[
         found = await store.search_by_vector(
             conn, user_id, embedding, candidates=ranking.candidate_count(limit)
         )
-    by_id = {c.row.id: c for c in found}
     ordered = ranking.rank(
-        [
-            ranking.Candidate(
-                c.row.id,
-                c.cosine,
-                c.row.salience,
-                c.context_match,
-                c.row.last_confirmed_at,
-                c.row.updated_at,
-                c.row.created_at,
-            )
-            for c in found
-        ],
+        [from_row(c) for c in found],
         w_s=deps.settings.rank_salience_weight,
         w_c=deps.settings.rank_context_weight,
         min_score=None,
         limit=limit,
         w_l=0.0,
     )
-    return [match_shape(by_id[c.key].row, by_id[c.key].cosine) for c in ordered]
+    return [match_shape(c.row, c.cosine) for c in ordered]
 
 
 async def _sql_hybrid(pool: Any, user_id: int, query: str, vector: Any, limit: int) -> int:

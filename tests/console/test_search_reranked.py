@@ -11,7 +11,7 @@ import pytest
 
 from api.runtime import Runtime
 from memory.providers.reranker import HttpReranker
-from memory.recall_rerank import RerankStage
+from memory.recall.rerank import RerankStage
 from tests.api.conftest import Mcp
 from tests.providers.rerank_server import FakeReranker, serve_reranker
 

@@ -26,7 +26,7 @@ from config.settings import Settings
 from memory.deps import Deps
 from memory.providers.embedders import OpenAIEmbedder
 from memory.providers.reranker import HttpReranker
-from memory.recall_rerank import RerankStage
+from memory.recall.rerank import RerankStage
 from storage.pool import make_pool
 from tasks.actors import WorkerResources, declare_actors
 from tasks.broker import make_broker

@@ -19,7 +19,7 @@ from memory.providers.reranker import (
     clip,
     shown_url,
 )
-from memory.recall_rerank import RerankError
+from memory.recall.rerank import RerankError
 
 from .rerank_server import FakeReranker, Reply, relevance, serve_reranker
 

@@ -14,7 +14,7 @@ import dataclasses
 import pytest
 
 from bootstrap.providers import make_extractor
-from memory.recall_hops import HOP_KEEP
+from memory.recall.hops import HOP_KEEP
 from memory.relations import extract_relations
 
 from .helpers import call, cosine, sql

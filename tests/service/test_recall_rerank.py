@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from memory.providers.reranker import HttpReranker
-from memory.recall_rerank import RerankStage
+from memory.recall.rerank import RerankStage
 from storage.pool import make_pool
 
 from ..providers.rerank_server import FakeReranker, Reply, relevance, serve_reranker

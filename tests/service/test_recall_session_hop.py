@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from memory.recall_hops import HOP_KEEP, HOP_MIN_COSINE
+from memory.recall.hops import HOP_KEEP, HOP_MIN_COSINE
 
 from .helpers import call, cosine
 

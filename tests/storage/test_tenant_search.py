@@ -19,6 +19,7 @@ import pytest
 
 from storage import memories as store
 from storage.memory_sql import EXACT_SEARCH_MAX_ROWS
+from storage.rows import ScoredMemoryRow
 
 from ..conftest import TEST_DIMENSIONS
 from .vectors import copy_rows, seed, unit
@@ -60,14 +61,14 @@ async def test_small_users_recall_is_exact_among_a_crowd(pool, alice, crowded):
     )
     assert [s.row.id for s in found] == want
 
-    async def hybrid(conn: Any) -> list[store.HybridCandidate]:
+    async def hybrid(conn: Any) -> list[ScoredMemoryRow]:
         # Recall reads the user's size with the query's terms and sends the one branch.
         sized = await store.query_term_stats(conn, alice, "")
         assert sized.exact
         return await store.search_hybrid(conn, alice, q, candidates=10, exact=sized.exact)
 
     found_hybrid = await _on_budget(pool, hybrid)
-    assert sorted(c.scored.row.id for c in found_hybrid) == sorted(want)
+    assert sorted(c.row.id for c in found_hybrid) == sorted(want)
 
     tagged = await _on_budget(
         pool, lambda conn: store.search_by_vector(conn, alice, q, candidates=10, tags=["other"])
@@ -176,7 +177,7 @@ async def test_a_large_users_prepared_search_keeps_the_users_plan(clean_db, pool
                     )
         finally:
             conn.remove_notice_handler(note)
-    assert {c.scored.row.id for c in found} >= set(ids[:5])
+    assert {c.row.id for c in found} >= set(ids[:5])
     searches = [record for record in logged if "WITH picked" in record]
     (custom, with_values), (generic, without) = _plan_nodes(searches[0]), _plan_nodes(searches[-1])
     parameter = re.compile(r"<=> \$\d")

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from memory.rules import ranking
-from memory.rules.ranking import Candidate, QueryTerm
+from memory.rules.ranking import QueryTerm
+
+from .rankable import Candidate
 
 
 def _t(term: str, docs: int, total: int = 1000) -> QueryTerm:

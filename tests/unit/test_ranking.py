@@ -12,12 +12,13 @@ from memory.rules.ranking import (
     CONFIRM_DELTA,
     DOWNWEIGHT_DELTA,
     LEARNING_RATE,
-    Candidate,
     blended_score,
     candidate_count,
     next_salience,
     rank,
 )
+
+from .rankable import Candidate
 
 # --- salience: s <- s + a·d·(1 - s) for d > 0, s <- s + a·d·(1 + s) for d < 0, a = 0.5
 

@@ -18,7 +18,6 @@ reads what it needs in one query and marks the matches.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 from psycopg import AsyncConnection
@@ -27,6 +26,8 @@ from memory import graph
 from memory.rules import latest
 from storage import recall_links as store
 from storage.rows import MemoryRow
+
+from .candidates import Candidate
 
 #: Cosine from which two matches with different values count as one fact told twice.
 #: "My dentist is Dr. Okafor on Elm Street" / "... Dr. Patel on Main Street" is 0.75
@@ -44,33 +45,24 @@ _INLINE_CHARS = 2000
 _EXTRACTED_CACHE = 4096
 
 
-@dataclass(frozen=True)
-class Marked:
-    """The ids to return, in order, and each one's markers."""
-
-    order: list[int]
-    older_than: dict[int, list[int]] = field(default_factory=dict)
-    superseded_by: dict[int, list[int]] = field(default_factory=dict)
-    promoted: frozenset[int] = frozenset()
-
-
 async def latest_first(
     conn: AsyncConnection,
     user_id: int,
-    ranked: Sequence[MemoryRow],
+    ranked: Sequence[Candidate],
     *,
     limit: int,
     relations: bool,
-) -> Marked:
-    """Reorder ``ranked`` (every candidate, relevance order) and keep ``limit``.
+) -> list[Candidate]:
+    """Reorder ``ranked`` (every candidate, relevance order), keep ``limit`` and mark them:
+    ``older_than``, ``superseded_by``, ``promoted``.
 
     ``relations``: whether relation edges are read (off with
     ``RELATION_EXTRACTOR=off``, where there are none).
     """
-    shown = [r.id for r in ranked[:limit]]
+    shown = [c.key for c in ranked[:limit]]
     if not shown:
-        return Marked([])
-    rows = {r.id: r for r in ranked}
+        return []
+    rows = {c.key: c.row for c in ranked}
     links = await store.recall_links(
         conn,
         user_id,
@@ -90,19 +82,20 @@ async def latest_first(
     )
     pairs = _disagreements(links, owed, rows)
     fresh = {
-        r.id: latest.freshness(r.last_confirmed_at, r.updated_at, r.created_at) for r in ranked
+        r.id: latest.freshness(r.last_confirmed_at, r.updated_at, r.created_at)
+        for r in rows.values()
     }
-    done = latest.latest_first([r.id for r in ranked], fresh, pairs, limit=limit)
+    done = latest.latest_first([c.key for c in ranked], fresh, pairs, limit=limit)
+    by_id = {c.key: c for c in ranked}
     superseded: dict[int, list[int]] = {}
     for old, new in links.downweighted_by:
         superseded.setdefault(old, []).append(new)
-    returned = set(done.order)
-    return Marked(
-        done.order,
-        done.older_than,
-        {k: sorted(v) for k, v in superseded.items() if k in returned},
-        done.promoted,
-    )
+    out = [by_id[key] for key in done.order]
+    for c in out:
+        c.older_than = done.older_than.get(c.key, [])
+        c.superseded_by = sorted(superseded.get(c.key, []))
+        c.promoted = c.key in done.promoted
+    return out
 
 
 @lru_cache(maxsize=_EXTRACTED_CACHE)

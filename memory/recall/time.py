@@ -17,10 +17,11 @@ from datetime import datetime, timedelta
 
 from psycopg import AsyncConnection
 
-from memory import lexical
 from memory.rules import query_time, ranking
 from storage import memories as store
 from storage.rows import MemoryRow
+
+from . import lexical
 
 
 async def read(

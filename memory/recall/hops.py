@@ -18,21 +18,27 @@ recall's own LoCoMo rankings (recall@10 0.702 -> 0.763); the graph hop on
 generated two-step questions (``scripts/bench/graph_hop.py``). Memories without a
 session or relations are never hopped to, and a recall with a limit of at most
 :data:`HOP_KEEP` has no room for them (nothing is read).
+
+The graph hop ranks each seed's linked memories by recall's fused score
+(:func:`memory.rules.ranking.fused_score`, here, on the cosine and matched term
+weight :func:`storage.recall_neighbours.graph_linked` returns) and reads only the
+few it keeps whole (:func:`storage.recall_neighbours.graph_rows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Any, Literal
+from typing import Any
 
 from psycopg import AsyncConnection
 
 from memory import graph
 from memory.rules import latest, ranking
 from storage import recall_neighbours as store
-from storage.rows import MemoryRow, ScoredMemoryRow
+from storage.rows import MemoryRow
+
+from .candidates import Candidate, Hop, from_row
 
 #: Matches whose neighbours are read.
 HOP_SEEDS = 3
@@ -53,56 +59,46 @@ HOP_KEEP = 7
 #: Neighbours below this cosine to the question are not added (an unrelated turn).
 HOP_MIN_COSINE = 0.2
 
-Hop = Literal["session", "graph"]
-
-
-@dataclass(frozen=True)
-class Hopped:
-    """The ids to return, in order, and what each added one was brought by."""
-
-    order: list[int]
-    rows: dict[int, ScoredMemoryRow] = field(default_factory=dict)
-    #: Added id -> the match it was reached from.
-    seed_of: dict[int, int] = field(default_factory=dict)
-    #: Added id -> which hop brought it.
-    hop_of: dict[int, Hop] = field(default_factory=dict)
-
 
 async def hop(
     conn: AsyncConnection,
     user_id: int,
-    order: Sequence[int],
+    kept: Sequence[Candidate],
     query_embedding: Any,
     *,
-    session_of: Mapping[int, str | None],
+    known: Mapping[int, Candidate],
     sessions: bool,
     relations: bool,
-    terms: Sequence[tuple[str, float]],
+    terms: Sequence[ranking.QueryTerm],
     limit: int,
     min_score: float | None,
     tags: Sequence[str],
     visible: Callable[[MemoryRow], bool],
-) -> Hopped:
-    """``order`` (the first ranking, at most ``limit`` ids) with the seeds' neighbours merged in.
+) -> list[Candidate]:
+    """``kept`` (the first ranking, at most ``limit``) with the seeds' neighbours merged in,
+    each marked with its hop and the match it was reached from.
 
     ``sessions`` / ``relations``: which hops to take. ``terms``: the query's weighted
-    terms, for the graph hop's relevance (recall's fused one). ``session_of``: each match's
-    ``session_id`` (seeds without one have no session neighbours; with none that
-    statement is not sent). ``visible``: whether a memory may be recalled for this
-    question (its event time against the question's, as the first ranking's
-    candidates were judged).
+    terms, for the graph hop's relevance (recall's fused score). Seeds without a
+    ``session_id`` have no session neighbours (with none that statement is not sent).
+    ``known``: the recall's candidates by id; a neighbour that is one of them is that
+    candidate, marked. ``visible``: whether a memory may be recalled for this question
+    (its event time against the question's, as the first ranking's candidates were judged).
     """
-    seeds = list(order[:HOP_SEEDS])
+    order = [c.key for c in kept]
+    seeds = order[:HOP_SEEDS]
     if limit <= HOP_KEEP or not seeds:
-        return Hopped(list(order))
+        return list(kept)
     floor = max(HOP_MIN_COSINE, min_score or 0.0)
-    kept = set(order[:HOP_KEEP])
+    kept_ids = set(order[:HOP_KEEP])
 
     def fits(n: store.Neighbour) -> bool:
-        return n.scored.row.id not in kept and n.scored.cosine >= floor and visible(n.scored.row)
+        return (
+            n.scored.row.id not in kept_ids and n.scored.cosine >= floor and visible(n.scored.row)
+        )
 
     near: list[store.Neighbour] = []
-    in_sessions = [i for i in seeds if session_of.get(i)] if sessions else []
+    in_sessions = [c.key for c in kept[:HOP_SEEDS] if c.row.session_id] if sessions else []
     if in_sessions:
         found = await store.session_neighbours(
             conn, user_id, in_sessions, query_embedding, window=HOP_WINDOW, tags=tags
@@ -116,20 +112,21 @@ async def hop(
         # match's links come in even when another seed's look more like the
         # question ("Where does my manager live?": the manager's home, not the
         # home of someone a lesser match names).
-        found = await store.graph_neighbours(
+        scored = await store.graph_linked(
             conn,
             user_id,
             seeds,
             query_embedding,
             skip_entity=graph.key(graph.USER),
-            skip_ids=sorted(kept),
+            skip_ids=sorted(kept_ids),
             max_entities=GRAPH_ENTITIES,
             per_entity=GRAPH_PER_ENTITY,
-            per_seed=GRAPH_PER_SEED,
             min_cosine=floor,
-            terms=terms,
-            lexical_weight=ranking.LEXICAL_WEIGHT,
+            terms=[(t.term, t.weight) for t in terms],
             tags=tags,
+        )
+        found = await store.graph_rows(
+            conn, user_id, _most_relevant(scored, terms), query_embedding
         )
         outdated = _outdated(found)
         served: set[int] = set()  # seeds with their pick
@@ -142,15 +139,35 @@ async def hop(
     turns: list[tuple[store.Neighbour | None, Hop]] = []
     for by_session, by_graph in zip_longest(near, linked):
         turns += [(by_session, "session"), (by_graph, "graph")]
-    for candidate, kind in turns:
-        if candidate is not None and len(picked) < HOP_ADDS:
-            picked.setdefault(candidate.scored.row.id, (candidate, kind))
-    return Hopped(
-        merge(order, list(picked), limit=limit),
-        {key: n.scored for key, (n, _kind) in picked.items()},
-        {key: n.seed for key, (n, _kind) in picked.items()},
-        {key: kind for key, (_n, kind) in picked.items()},
-    )
+    for neighbour, kind in turns:
+        if neighbour is not None and len(picked) < HOP_ADDS:
+            picked.setdefault(neighbour.scored.row.id, (neighbour, kind))
+    by_id = {c.key: c for c in kept}
+    for key, (n, kind) in picked.items():
+        c = by_id[key] = known.get(key) or from_row(n.scored)
+        c.hop, c.hop_from = kind, n.seed
+    return [by_id[key] for key in merge(order, list(picked), limit=limit)]
+
+
+def _most_relevant(
+    linked: Sequence[store.Linked], terms: Sequence[ranking.QueryTerm]
+) -> list[store.Linked]:
+    """Each seed's :data:`GRAPH_PER_SEED` linked memories of the highest fused score
+    (ties: the newest), the first seed's first, each seed's best first."""
+    by_seed: dict[int, list[store.Linked]] = {}
+    for n in linked:
+        by_seed.setdefault(n.place, []).append(n)
+    out: list[store.Linked] = []
+    for place in sorted(by_seed):
+        ranked = sorted(
+            by_seed[place],
+            key=lambda n: (
+                -ranking.fused_score(n.cosine, ranking.lexical_share(n.matched, terms)),
+                -n.id,
+            ),
+        )
+        out += ranked[:GRAPH_PER_SEED]
+    return out
 
 
 def _outdated(found: Sequence[store.Neighbour]) -> set[int]:

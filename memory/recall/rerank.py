@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .candidates import Candidate
+
 logger = logging.getLogger(__name__)
 
 #: Seconds without reranking after a failure.
@@ -148,3 +150,19 @@ class RerankStage:
                 "reranking failed, recall uses its first ranking for %g s: %s", self._rest_s, said
             )
         return said
+
+
+async def reordered(
+    stage: RerankStage, query: str, ordered: Sequence[Candidate], *, limit: int
+) -> list[Candidate]:
+    """``ordered`` as the reranker re-ordered it (:meth:`RerankStage.rerank`), each
+    candidate it read marked with its score and its place before."""
+    order = [c.key for c in ordered]
+    by_id = {c.key: c for c in ordered}
+    read = order[: stage.read(len(order), limit=limit)]
+    reranked = await stage.rerank(
+        query, order, {key: by_id[key].row.text for key in read}, limit=limit
+    )
+    for key, score in reranked.scores.items():
+        by_id[key].rerank = (score, reranked.first_rank[key])
+    return [by_id[key] for key in reranked.order]
