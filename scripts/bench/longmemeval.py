@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import math
 import tempfile
@@ -82,6 +83,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import recall_diff
 from .recall_quality import (
     BM25,
     Server,
@@ -92,6 +94,7 @@ from .recall_quality import (
     first_seen,
     ingest,
     key_metrics,
+    stored_cosine,
     table,
     username,
 )
@@ -242,6 +245,49 @@ def self_check() -> None:
 # --- run -----------------------------------------------------------------------
 
 
+class KeptStore:
+    """What a ``--store`` directory holds: per account, the question's turns and their ids."""
+
+    def __init__(self, where: Path, options: str) -> None:
+        self.file = where / "stored.json"
+        self.options = options
+        data = json.loads(self.file.read_text()) if self.file.exists() else {}
+        self.accounts: dict[str, Any] = (
+            data.get("accounts", {}) if data.get("options") == options else {}
+        )
+        if data and data.get("options") != options:
+            raise SystemExit(f"{where} holds a store made with other options ({data['options']})")
+
+    def get(self, name: str, q: Question) -> tuple[str, dict[int, list[str]], list[str]] | None:
+        """The account the question's turns were stored in, their ids, the refused turns."""
+        was = self.accounts.get(name)
+        if was is None or was["keys"] != list(q.keys) or was["texts"] != _digest(q.texts):
+            return None
+        keys_of = {int(i): keys for i, keys in was["keys_of"].items()}
+        return was.get("user", name), keys_of, list(was["refused"])
+
+    def put(
+        self,
+        name: str,
+        q: Question,
+        user: str,
+        keys_of: Mapping[int, list[str]],
+        refused: list[str],
+    ) -> None:
+        self.accounts[name] = {
+            "user": user,
+            "keys": list(q.keys),
+            "texts": _digest(q.texts),
+            "keys_of": {str(i): keys for i, keys in keys_of.items()},
+            "refused": refused,
+        }
+        self.file.write_text(json.dumps({"options": self.options, "accounts": self.accounts}))
+
+
+def _digest(texts: Sequence[str]) -> str:
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()
+
+
 def groups_of(question: Question) -> list[str]:
     return [ABSTENTION] if question.abstention else [HEADLINE, question.type]
 
@@ -274,6 +320,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         "occurred_at is its session's date, and recall's as_of the question's date)",
     )
     parser.add_argument(
+        "--store",
+        type=Path,
+        help="keeps the server's data directory here; a later run with the same directory, "
+        "questions and options asks again without storing anything (a ranking change "
+        "measured on the same store; the background relation extraction has finished by then)",
+    )
+    parser.add_argument(
+        "--only-stored",
+        action="store_true",
+        help="with --store: ask only the questions the store already holds, on a second server "
+        "beside a run still storing into it (whose database is left running)",
+    )
+    parser.add_argument(
+        "--stored-cosine",
+        action="store_true",
+        help="compute the cosine baseline from the vectors the server stored (the same "
+        "model; each turn embedded once instead of twice)",
+    )
+    parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="also print, per question, the evidence turns recall loses against cosine or "
+        "BM25 at 10 and what took their places (hop, seed's session, role, length)",
+    )
+    parser.add_argument(
         "--self-check", action="store_true", help="check the metrics on hand-made cases and exit"
     )
     args = parser.parse_args(argv)
@@ -299,33 +370,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     if args.workdir:
         args.workdir.mkdir(parents=True, exist_ok=True)
-    cosine = cosine_rankings(
-        [(q.texts, [q.question]) for q in questions],
-        args.limit,
-        cache=args.workdir / "cosine" if args.workdir else None,
-    )
-    print(f"cosine baseline: {time.perf_counter() - started:.1f}s", flush=True)
+    cosine: list[list[str]] = []
+    if not args.stored_cosine:
+        cosine = [
+            [q.keys[i] for i in found[0]]
+            for q, found in zip(
+                questions,
+                cosine_rankings(
+                    [(q.texts, [q.question]) for q in questions],
+                    args.limit,
+                    cache=args.workdir / "cosine" if args.workdir else None,
+                ),
+                strict=True,
+            )
+        ]
+        print(f"cosine baseline: {time.perf_counter() - started:.1f}s", flush=True)
 
     stored = asked = 0.0
     refusals: list[tuple[Question, str]] = []
+    answers: list[tuple[Question, str, dict[int, list[str]], list[str], list[Any]]] = []
     with tempfile.TemporaryDirectory(prefix="ownsona-lme-", dir=args.workdir) as tmp:
-        server = Server(Path(tmp), "lme")
+        where = args.store or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        kept = KeptStore(where, f"{args.roles} event-time={not args.no_event_time}")
+        server = Server(where, "lme")
         try:
             for n, q in enumerate(questions):
-                client = server.client_for(username("lme", n, q.id))
+                name = username("lme", n, q.id)
+                if args.only_stored and kept.get(name, q) is None:
+                    continue
                 started = time.perf_counter()
-                # Each history session is one conversation: its turns share a session_id.
-                items: list[dict[str, Any]] = [
-                    {"text": t, "session_id": f"{q.id}:{q.session_of[k]}"}
-                    for k, t in zip(q.keys, q.texts, strict=True)
-                ]
-                if not args.no_event_time:
-                    for item, d in zip(items, q.dates, strict=True):
-                        item["occurred_at"] = d
-                keys_of, refused = ingest(client, q.id, q.keys, items)
+                if (was := kept.get(name, q)) is not None:
+                    user, keys_of, refused = was
+                    client = server.client_of(user)
+                else:
+                    user = name
+                    if args.store and server.has_user(user):
+                        user = f"{name}-{int(time.time())}"  # a run stopped while storing it
+                    client = server.client_for(user)
+                    # Each history session is one conversation: its turns share a session_id.
+                    items: list[dict[str, Any]] = [
+                        {"text": t, "session_id": f"{q.id}:{q.session_of[k]}"}
+                        for k, t in zip(q.keys, q.texts, strict=True)
+                    ]
+                    if not args.no_event_time:
+                        for item, d in zip(items, q.dates, strict=True):
+                            item["occurred_at"] = d
+                    keys_of, refused = ingest(client, q.id, q.keys, items)
+                    if args.store:
+                        kept.put(name, q, user, keys_of, refused)
                 ingested = time.perf_counter() - started
                 started = time.perf_counter()
-                ask: dict[str, Any] = {"query": q.question, "limit": args.limit}
+                ask: dict[str, Any] = {"query": q.question, "limit": args.limit, "explain": True}
                 if not args.no_event_time and q.asked_at:
                     ask["as_of"] = q.asked_at
                 matches = client.call("recall", ask)["matches"]
@@ -333,36 +429,56 @@ def main(argv: Sequence[str] | None = None) -> int:
                 client.close()
                 stored, asked = stored + ingested, asked + recalled
                 refusals.extend((q, key) for key in refused)
-                ranked = {
-                    "ownsona recall": [k for m in matches for k in keys_of[int(m["id"])]],
-                    "BM25": [q.keys[i] for i in BM25(q.texts).top(q.question, args.limit)],
-                    "cosine only": [q.keys[i] for i in cosine[n][0]],
-                }
-                for system, keys in ranked.items():
-                    sessions[system].add(
-                        groups_of(q), session_metrics(keys, q.session_of, q.evidence_sessions)
-                    )
-                    if q.evidence and not q.abstention:
-                        turns[system].add(groups_of(q), key_metrics(keys, q.evidence, TURN_KS))
-                dump.append(
-                    {
-                        "id": q.id,
-                        "question_type": q.type,
-                        "abstention": q.abstention,
-                        "evidence_sessions": q.evidence_sessions,
-                        "evidence": q.evidence,
-                        "refused": refused,
-                        **{s.split()[0].lower(): keys for s, keys in ranked.items()},
-                    }
-                )
+                answers.append((q, user, keys_of, refused, matches))
                 print(
                     f"{n + 1}/{len(questions)} {q.id} ({q.type}): {len(q.texts)} turns sent in "
                     f"{ingested:.1f}s ({len(refused)} refused as secrets), "
                     f"recall {recalled * 1000:.0f} ms",
                     flush=True,
                 )
+            if args.stored_cosine:
+                started = time.perf_counter()
+                found = stored_cosine(
+                    server, [a[1] for a in answers], [a[0].question for a in answers], args.limit
+                )
+                cosine = [
+                    [k for i, _ in top for k in a[2][i]][: args.limit]
+                    for top, a in zip(found, answers, strict=True)
+                ]
+                print(f"cosine baseline (stored vectors): {time.perf_counter() - started:.1f}s")
         finally:
-            server.stop()
+            server.stop(keep_database=args.only_stored)
+
+    if args.only_stored:
+        cosine = (
+            [cosine[questions.index(a[0])] for a in answers] if not args.stored_cosine else cosine
+        )
+    for n, (q, _user, keys_of, refused, matches) in enumerate(answers):
+        ranked = {
+            "ownsona recall": [k for m in matches for k in keys_of[int(m["id"])]],
+            "BM25": [q.keys[i] for i in BM25(q.texts).top(q.question, args.limit)],
+            "cosine only": cosine[n],
+        }
+        for system, keys in ranked.items():
+            sessions[system].add(
+                groups_of(q), session_metrics(keys, q.session_of, q.evidence_sessions)
+            )
+            if q.evidence and not q.abstention:
+                turns[system].add(groups_of(q), key_metrics(keys, q.evidence, TURN_KS))
+        dump.append(
+            {
+                "id": q.id,
+                "question_type": q.type,
+                "abstention": q.abstention,
+                "evidence_sessions": q.evidence_sessions,
+                "evidence": q.evidence,
+                "refused": refused,
+                **{s.split()[0].lower(): keys for s, keys in ranked.items()},
+                "explain": [
+                    {"keys": keys_of[int(m["id"])], **m.get("explain", {})} for m in matches
+                ],
+            }
+        )
 
     groups = [HEADLINE, *TYPES, ABSTENTION]
     print()
@@ -384,6 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({sum(len(q.texts) for q in questions) / max(stored, 1e-9):.0f} memories/s), "
         f"recall {asked / max(1, len(questions)) * 1000:.0f} ms per question"
     )
+    if args.diff:
+        print()
+        print(recall_diff.report(questions, dump))
     if args.json:
         args.json.write_text(json.dumps(dump, indent=1))
     return 0
