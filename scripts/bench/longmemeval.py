@@ -2,7 +2,14 @@
 
     python -m scripts.bench.longmemeval [--data ../shared/eval/longmemeval] [--limit 50]
         [--roles user|both] [--questions N] [--json out.json] [--workdir DIR]
+        [--store DIR [--only-stored]] [--stored-cosine] [--diff]
     python -m scripts.bench.longmemeval --self-check
+
+Issue 28's both-roles measurement, measured again on the same store after a
+ranking change (the second run stores nothing and takes a minute or two):
+
+    python -m scripts.bench.longmemeval --roles both --stored-cosine \
+        --store /tmp/lme-both --json /tmp/lme-both.json --diff
 
 Data: LongMemEval, "LongMemEval: Benchmarking Chat Assistants on Long-Term
 Interactive Memory", Wu, Wang, Yu, Zhang, Chang, Yu (ICLR 2025,
@@ -40,9 +47,16 @@ with the pieces in :mod:`scripts.bench.recall_quality`):
   any client: it counts as not recalled, the baselines still rank it, and the
   run says how many there were and how many of them were evidence;
 - asks the question with ``recall`` (``limit`` 50 by default, the tool's
-  maximum, so that ten distinct sessions can come back) and maps the returned
-  ids back to turn keys; a memory stored for two identical turns counts for
-  both;
+  maximum, so that ten distinct sessions can come back; ``explain`` on, kept
+  in the ``--json`` dump) and maps the returned ids back to turn keys; a
+  memory stored for two identical turns counts for both;
+- ``--store DIR`` keeps the server's data directory and what each account
+  holds; a later run on it asks again without storing (``--only-stored``: only
+  the questions stored so far). ``--stored-cosine`` takes the cosine baseline
+  from the vectors the server stored (the same model; each turn is embedded
+  once, not twice; a turn refused as a secret is not among them). ``--diff``
+  prints, per question, the evidence turns recall loses against a baseline's
+  top 10 and what took their places (:mod:`scripts.bench.recall_diff`);
 - computes, in the same run and over the same turns, two baselines: Okapi
   BM25 and cosine-only (the same local model, exact cosine over all turns),
   each ranking its top ``limit`` turns.
@@ -73,7 +87,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import math
 import tempfile
@@ -86,6 +99,7 @@ from typing import Any
 from . import recall_diff
 from .recall_quality import (
     BM25,
+    KeptStore,
     Server,
     Tally,
     cosine_rankings,
@@ -116,7 +130,7 @@ TYPES = (
 HEADLINE = "all but abstention"
 ABSTENTION = "abstention"
 SESSION_METRICS = ("any@5", "any@10", "all@10", "NDCG@10")
-TURN_KS = (5, 10, 50)
+TURN_KS = (1, 5, 10, 50)
 TURN_METRICS = (*(f"R@{k}" for k in TURN_KS), "hit@10", "MRR")
 
 
@@ -233,7 +247,7 @@ def self_check() -> None:
     assert (got["any@5"], got["any@10"], round(got["NDCG@10"], 5)) == (0.0, 1.0, 0.35621), got
     # Turn level: evidence s1:2 (5th distinct key) and s4:1 (absent).
     got = key_metrics(ranked, ["s1:2", "s4:1"], TURN_KS)
-    want = {"R@5": 0.5, "R@10": 0.5, "R@50": 0.5, "hit@10": 1.0, "MRR": 0.2}
+    want = {"R@1": 0.0, "R@5": 0.5, "R@10": 0.5, "R@50": 0.5, "hit@10": 1.0, "MRR": 0.2}
     assert got == want, got
     assert key_metrics(ranked, ["s1:2"], (4,))["R@4"] == 0.0
     # BM25, by hand (k1 1.2, b 0.75, average length 7/3): "apple" scores doc 2
@@ -243,49 +257,6 @@ def self_check() -> None:
 
 
 # --- run -----------------------------------------------------------------------
-
-
-class KeptStore:
-    """What a ``--store`` directory holds: per account, the question's turns and their ids."""
-
-    def __init__(self, where: Path, options: str) -> None:
-        self.file = where / "stored.json"
-        self.options = options
-        data = json.loads(self.file.read_text()) if self.file.exists() else {}
-        self.accounts: dict[str, Any] = (
-            data.get("accounts", {}) if data.get("options") == options else {}
-        )
-        if data and data.get("options") != options:
-            raise SystemExit(f"{where} holds a store made with other options ({data['options']})")
-
-    def get(self, name: str, q: Question) -> tuple[str, dict[int, list[str]], list[str]] | None:
-        """The account the question's turns were stored in, their ids, the refused turns."""
-        was = self.accounts.get(name)
-        if was is None or was["keys"] != list(q.keys) or was["texts"] != _digest(q.texts):
-            return None
-        keys_of = {int(i): keys for i, keys in was["keys_of"].items()}
-        return was.get("user", name), keys_of, list(was["refused"])
-
-    def put(
-        self,
-        name: str,
-        q: Question,
-        user: str,
-        keys_of: Mapping[int, list[str]],
-        refused: list[str],
-    ) -> None:
-        self.accounts[name] = {
-            "user": user,
-            "keys": list(q.keys),
-            "texts": _digest(q.texts),
-            "keys_of": {str(i): keys for i, keys in keys_of.items()},
-            "refused": refused,
-        }
-        self.file.write_text(json.dumps({"options": self.options, "accounts": self.accounts}))
-
-
-def _digest(texts: Sequence[str]) -> str:
-    return hashlib.sha256("\0".join(texts).encode()).hexdigest()
 
 
 def groups_of(question: Question) -> list[str]:
@@ -397,10 +368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for n, q in enumerate(questions):
                 name = username("lme", n, q.id)
-                if args.only_stored and kept.get(name, q) is None:
+                if args.only_stored and kept.get(name, q.keys, q.texts) is None:
                     continue
                 started = time.perf_counter()
-                if (was := kept.get(name, q)) is not None:
+                if (was := kept.get(name, q.keys, q.texts)) is not None:
                     user, keys_of, refused = was
                     client = server.client_of(user)
                 else:
@@ -418,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             item["occurred_at"] = d
                     keys_of, refused = ingest(client, q.id, q.keys, items)
                     if args.store:
-                        kept.put(name, q, user, keys_of, refused)
+                        kept.put(name, q.keys, q.texts, user, keys_of, refused)
                 ingested = time.perf_counter() - started
                 started = time.perf_counter()
                 ask: dict[str, Any] = {"query": q.question, "limit": args.limit, "explain": True}

@@ -18,13 +18,14 @@ import argparse
 import asyncio
 import collections
 import hashlib
+import json
 import math
 import os
 import re
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,6 +314,52 @@ class Server:
             from storage.embedded import stop_embedded
 
             stop_embedded(self.workdir / "data")
+
+
+class KeptStore:
+    """What a kept store's directory holds: per account, the turns stored and their ids."""
+
+    def __init__(self, where: Path, options: str) -> None:
+        self.file = where / "stored.json"
+        self.options = options
+        data = json.loads(self.file.read_text()) if self.file.exists() else {}
+        self.accounts: dict[str, Any] = (
+            data.get("accounts", {}) if data.get("options") == options else {}
+        )
+        if data and data.get("options") != options:
+            raise SystemExit(f"{where} holds a store made with other options ({data['options']})")
+
+    def get(
+        self, name: str, keys: Sequence[str], texts: Sequence[str]
+    ) -> tuple[str, dict[int, list[str]], list[str]] | None:
+        """The account the question's turns were stored in, their ids, the refused turns."""
+        was = self.accounts.get(name)
+        if was is None or was["keys"] != list(keys) or was["texts"] != _digest(texts):
+            return None
+        keys_of = {int(i): ks for i, ks in was["keys_of"].items()}
+        return was.get("user", name), keys_of, list(was["refused"])
+
+    def put(
+        self,
+        name: str,
+        keys: Sequence[str],
+        texts: Sequence[str],
+        user: str,
+        keys_of: Mapping[int, list[str]],
+        refused: list[str],
+    ) -> None:
+        self.accounts[name] = {
+            "user": user,
+            "keys": list(keys),
+            "texts": _digest(texts),
+            "keys_of": {str(i): ks for i, ks in keys_of.items()},
+            "refused": refused,
+        }
+        self.file.write_text(json.dumps({"options": self.options, "accounts": self.accounts}))
+
+
+def _digest(texts: Sequence[str]) -> str:
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()
 
 
 def username(prefix: str, n: int, sample_id: str) -> str:
