@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from memory.rules import query_time, ranking
+from memory.rules import lexical_length, query_time, ranking
 from memory.rules.timestamps import format_timestamp
 from storage import memories as store
 from storage.rows import ScoredMemoryRow
@@ -53,6 +53,8 @@ class _Match:
     hop: recall_hops.Hop | None = None
     #: The reranker's score, and the match's 1-based place before it (when it scored it).
     rerank: tuple[float, int] | None = None
+    #: What a long text kept of its lexical share (issue 28), when less than all.
+    length: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class _FirstRanking:
     embedded: Any
     #: The query's weighted terms (term, weight).
     terms: list[tuple[str, float]]
+    #: What a long candidate kept of its lexical share (only those below 1).
+    length: dict[int, float] = field(default_factory=dict)
 
 
 async def _ranked(
@@ -155,6 +159,7 @@ async def _ranked(
             rerank=(reranked.scores[key], reranked.first_rank[key])
             if key in reranked.scores
             else None,
+            length=first.length.get(key),
         )
         for key in hopped.order
     ]
@@ -193,13 +198,18 @@ async def _first_ranking(
     )
     times = {c.scored.row.id: recall_time.event_time(c.scored.row) for c in found}
     found = [c for c in found if query_time.visible(times[c.scored.row.id], when, as_of)]
+    # A long text holds the question's words by its length: its share is scaled down
+    # by its length (issue 28).
+    length = {c.scored.row.id: lexical_length.length_factor(len(c.scored.row.text)) for c in found}
+    share = {
+        c.scored.row.id: ranking.lexical_share(c.lexical, terms) * length[c.scored.row.id]
+        for c in found
+    }
     boost = query_time.time_scores(
         {c.scored.row.id: times[c.scored.row.id] for c in found},
         when,
         {
-            c.scored.row.id: ranking.fused_score(
-                c.scored.cosine, ranking.lexical_share(c.lexical, terms)
-            )
+            c.scored.row.id: ranking.fused_score(c.scored.cosine, share[c.scored.row.id])
             for c in found
         },
     )
@@ -212,7 +222,7 @@ async def _first_ranking(
             last_confirmed_at=c.scored.row.last_confirmed_at,
             updated_at=c.scored.row.updated_at,
             created_at=c.scored.row.created_at,
-            lexical=ranking.lexical_share(c.lexical, terms),
+            lexical=share[c.scored.row.id],
             time=boost[c.scored.row.id],
         )
         for c in found
@@ -227,6 +237,7 @@ async def _first_ranking(
         when,
         embedded,
         [(t.term, t.weight) for t in terms],
+        {key: f for key, f in length.items() if f < 1.0},
     )
 
 
@@ -309,6 +320,7 @@ async def recall(deps: Deps, meta: CallMeta, command: Recall) -> dict[str, Any]:
                 latest_first=m.promoted,
                 window=m.window,
                 rerank=m.rerank,
+                length=m.length,
             )
         matches.append(shape)
     return {"ok": True, "matches": matches}
