@@ -58,6 +58,7 @@ async def recall(deps: Deps, meta: CallMeta, command: Recall) -> dict[str, Any]:
                 latest_first=m.promoted,
                 window=m.window,
                 rerank=m.rerank,
+                length=m.length,
             )
         matches.append(shape)
     return {"ok": True, "matches": matches}

@@ -54,6 +54,7 @@ def explain_shape(
     latest_first: bool = False,
     window: Window | None = None,
     rerank: tuple[float, int] | None = None,
+    length: float | None = None,
 ) -> dict[str, Any]:
     """A recall match's ``explain``: the parts its place in the ranking came from.
 
@@ -67,6 +68,8 @@ def explain_shape(
     first ranking) here, ``session`` or ``graph`` in :func:`hop_explain_shape`. ``rerank``, when a
     reranker (RERANK_PROVIDER) read the match: its ``score`` and the match's
     ``first_rank``, its place before the reranker re-ordered the first ranking.
+    ``lexical_length``, on a text longer than ``memory.rules.lexical_length.LENGTH_REFERENCE``:
+    the part of its lexical share it kept (``lexical`` is already scaled by it).
     """
     out: dict[str, Any] = {
         "cosine": round(e.cosine, 6),
@@ -86,6 +89,8 @@ def explain_shape(
         out["window"] = [format_timestamp(window.start), format_timestamp(window.end)]
     if rerank is not None:
         out["rerank"] = {"score": round(rerank[0], 6), "first_rank": rerank[1]}
+    if length is not None:
+        out["lexical_length"] = round(length, 6)
     return out
 
 

@@ -42,6 +42,9 @@ class Candidate:
     window: Window | None = None
     #: The parts of its first ranking (recall's ``explain`` only).
     explanation: Explanation | None = None
+    #: What a long text kept of its lexical share, when less than all (issue 28;
+    #: ``lexical`` is already scaled by it).
+    length: float | None = None
     #: The reranker's score and the 1-based place before it (when it read this one).
     rerank: tuple[float, int] | None = None
     #: Fresher returned matches that disagree with this one (latest truth first).

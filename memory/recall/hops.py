@@ -16,8 +16,10 @@ ranking's best, and they take the places its weakest matches held.
 Measured before they were built (BENCHMARKS.md): the session hop replaying
 recall's own LoCoMo rankings (recall@10 0.702 -> 0.763); the graph hop on
 generated two-step questions (``scripts/bench/graph_hop.py``). Memories without a
-session or relations are never hopped to, and a recall with a limit of at most
-:data:`HOP_KEEP` has no room for them (nothing is read).
+session or relations are never hopped to, nor a session neighbour longer than
+``lexical_length.LENGTH_REFERENCE`` (an assistant's long answer, issue 28), and
+a recall with a limit of at most :data:`HOP_KEEP` has no room for them (nothing
+is read).
 
 The graph hop ranks each seed's linked memories by recall's fused score
 (:func:`memory.rules.ranking.fused_score`, here, on the cosine and matched term
@@ -34,7 +36,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from memory import graph
-from memory.rules import latest, ranking
+from memory.rules import latest, lexical_length, ranking
 from storage import recall_neighbours as store
 from storage.rows import MemoryRow
 
@@ -103,8 +105,15 @@ async def hop(
         found = await store.session_neighbours(
             conn, user_id, in_sessions, query_embedding, window=HOP_WINDOW, tags=tags
         )
+        # The reply next to a match, not a document: a neighbour longer than a
+        # paragraph (an assistant's long answer) is not hopped to (issue 28).
         near = sorted(
-            (n for n in found if fits(n)), key=lambda n: (-n.scored.cosine, n.scored.row.id)
+            (
+                n
+                for n in found
+                if fits(n) and len(n.scored.row.text) <= lexical_length.LENGTH_REFERENCE
+            ),
+            key=lambda n: (-n.scored.cosine, n.scored.row.id),
         )
     linked: list[store.Neighbour] = []
     if relations:

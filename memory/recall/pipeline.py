@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.deps import Deps
-from memory.rules import query_time, ranking
+from memory.rules import lexical_length, query_time, ranking
 from storage import memories as store
 
 from . import hops, lexical, rerank
@@ -136,11 +136,17 @@ async def _candidates(
         tags=tags,
     )
     times = {s.row.id: recall_time.event_time(s.row) for s in found}
-    candidates = [
-        from_row(s, lexical=ranking.lexical_share(s.matched, terms))
-        for s in found
-        if query_time.visible(times[s.row.id], when, as_of)
-    ]
+    candidates = []
+    for s in found:
+        if not query_time.visible(times[s.row.id], when, as_of):
+            continue
+        # A long text holds the question's words by its length: its share is scaled
+        # down by its length (issue 28).
+        factor = lexical_length.length_factor(len(s.row.text))
+        candidate = from_row(s, lexical=ranking.lexical_share(s.matched, terms) * factor)
+        if factor < 1.0:
+            candidate.length = factor
+        candidates.append(candidate)
     boost = query_time.time_scores(
         {c.key: times[c.key] for c in candidates},
         when,

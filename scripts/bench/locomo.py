@@ -157,9 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 bm25 = rq.BM25(conv.texts)
                 started = time.perf_counter()
                 for qi, query in enumerate(conv.queries):
-                    matches = client.call("recall", {"query": query.question, "limit": args.limit})[
-                        "matches"
-                    ]
+                    matches = client.call(
+                        "recall", {"query": query.question, "limit": args.limit, "explain": True}
+                    )["matches"]
                     ours = [k for m in matches for k in keys_of[int(m["id"])]]
                     lexical = [conv.keys[i] for i in bm25.top(query.question, args.limit)]
                     semantic = [conv.keys[i] for i in cosine[n][qi]]
@@ -179,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "ownsona": ours,
                             "bm25": lexical,
                             "cosine": semantic,
+                            "explain": [
+                                {"keys": keys_of[int(m["id"])], **m["explain"]} for m in matches
+                            ],
                         }
                     )
                 asked = time.perf_counter() - started

@@ -2,7 +2,14 @@
 
     python -m scripts.bench.longmemeval [--data ../shared/eval/longmemeval] [--limit 50]
         [--roles user|both] [--questions N] [--json out.json] [--workdir DIR]
+        [--store DIR [--only-stored]] [--stored-cosine] [--diff]
     python -m scripts.bench.longmemeval --self-check
+
+Issue 28's both-roles measurement, measured again on the same store after a
+ranking change (the second run stores nothing and takes a minute or two):
+
+    python -m scripts.bench.longmemeval --roles both --stored-cosine \
+        --store /tmp/lme-both --json /tmp/lme-both.json --diff
 
 Data: LongMemEval, "LongMemEval: Benchmarking Chat Assistants on Long-Term
 Interactive Memory", Wu, Wang, Yu, Zhang, Chang, Yu (ICLR 2025,
@@ -40,9 +47,16 @@ with the pieces in :mod:`scripts.bench.recall_quality`):
   any client: it counts as not recalled, the baselines still rank it, and the
   run says how many there were and how many of them were evidence;
 - asks the question with ``recall`` (``limit`` 50 by default, the tool's
-  maximum, so that ten distinct sessions can come back) and maps the returned
-  ids back to turn keys; a memory stored for two identical turns counts for
-  both;
+  maximum, so that ten distinct sessions can come back; ``explain`` on, kept
+  in the ``--json`` dump) and maps the returned ids back to turn keys; a
+  memory stored for two identical turns counts for both;
+- ``--store DIR`` keeps the server's data directory and what each account
+  holds; a later run on it asks again without storing (``--only-stored``: only
+  the questions stored so far). ``--stored-cosine`` takes the cosine baseline
+  from the vectors the server stored (the same model; each turn is embedded
+  once, not twice; a turn refused as a secret is not among them). ``--diff``
+  prints, per question, the evidence turns recall loses against a baseline's
+  top 10 and what took their places (:mod:`scripts.bench.recall_diff`);
 - computes, in the same run and over the same turns, two baselines: Okapi
   BM25 and cosine-only (the same local model, exact cosine over all turns),
   each ranking its top ``limit`` turns.
@@ -82,8 +96,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import recall_diff
 from .recall_quality import (
     BM25,
+    KeptStore,
     Server,
     Tally,
     cosine_rankings,
@@ -92,6 +108,7 @@ from .recall_quality import (
     first_seen,
     ingest,
     key_metrics,
+    stored_cosine,
     table,
     username,
 )
@@ -113,7 +130,7 @@ TYPES = (
 HEADLINE = "all but abstention"
 ABSTENTION = "abstention"
 SESSION_METRICS = ("any@5", "any@10", "all@10", "NDCG@10")
-TURN_KS = (5, 10, 50)
+TURN_KS = (1, 5, 10, 50)
 TURN_METRICS = (*(f"R@{k}" for k in TURN_KS), "hit@10", "MRR")
 
 
@@ -230,7 +247,7 @@ def self_check() -> None:
     assert (got["any@5"], got["any@10"], round(got["NDCG@10"], 5)) == (0.0, 1.0, 0.35621), got
     # Turn level: evidence s1:2 (5th distinct key) and s4:1 (absent).
     got = key_metrics(ranked, ["s1:2", "s4:1"], TURN_KS)
-    want = {"R@5": 0.5, "R@10": 0.5, "R@50": 0.5, "hit@10": 1.0, "MRR": 0.2}
+    want = {"R@1": 0.0, "R@5": 0.5, "R@10": 0.5, "R@50": 0.5, "hit@10": 1.0, "MRR": 0.2}
     assert got == want, got
     assert key_metrics(ranked, ["s1:2"], (4,))["R@4"] == 0.0
     # BM25, by hand (k1 1.2, b 0.75, average length 7/3): "apple" scores doc 2
@@ -274,6 +291,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         "occurred_at is its session's date, and recall's as_of the question's date)",
     )
     parser.add_argument(
+        "--store",
+        type=Path,
+        help="keeps the server's data directory here; a later run with the same directory, "
+        "questions and options asks again without storing anything (a ranking change "
+        "measured on the same store; the background relation extraction has finished by then)",
+    )
+    parser.add_argument(
+        "--only-stored",
+        action="store_true",
+        help="with --store: ask only the questions the store already holds, on a second server "
+        "beside a run still storing into it (whose database is left running)",
+    )
+    parser.add_argument(
+        "--stored-cosine",
+        action="store_true",
+        help="compute the cosine baseline from the vectors the server stored (the same "
+        "model; each turn embedded once instead of twice)",
+    )
+    parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="also print, per question, the evidence turns recall loses against cosine or "
+        "BM25 at 10 and what took their places (hop, seed's session, role, length)",
+    )
+    parser.add_argument(
         "--self-check", action="store_true", help="check the metrics on hand-made cases and exit"
     )
     args = parser.parse_args(argv)
@@ -299,33 +341,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     if args.workdir:
         args.workdir.mkdir(parents=True, exist_ok=True)
-    cosine = cosine_rankings(
-        [(q.texts, [q.question]) for q in questions],
-        args.limit,
-        cache=args.workdir / "cosine" if args.workdir else None,
-    )
-    print(f"cosine baseline: {time.perf_counter() - started:.1f}s", flush=True)
+    cosine: list[list[str]] = []
+    if not args.stored_cosine:
+        cosine = [
+            [q.keys[i] for i in found[0]]
+            for q, found in zip(
+                questions,
+                cosine_rankings(
+                    [(q.texts, [q.question]) for q in questions],
+                    args.limit,
+                    cache=args.workdir / "cosine" if args.workdir else None,
+                ),
+                strict=True,
+            )
+        ]
+        print(f"cosine baseline: {time.perf_counter() - started:.1f}s", flush=True)
 
     stored = asked = 0.0
     refusals: list[tuple[Question, str]] = []
+    answers: list[tuple[Question, str, dict[int, list[str]], list[str], list[Any]]] = []
     with tempfile.TemporaryDirectory(prefix="ownsona-lme-", dir=args.workdir) as tmp:
-        server = Server(Path(tmp), "lme")
+        where = args.store or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        kept = KeptStore(where, f"{args.roles} event-time={not args.no_event_time}")
+        server = Server(where, "lme")
         try:
             for n, q in enumerate(questions):
-                client = server.client_for(username("lme", n, q.id))
+                name = username("lme", n, q.id)
+                if args.only_stored and kept.get(name, q.keys, q.texts) is None:
+                    continue
                 started = time.perf_counter()
-                # Each history session is one conversation: its turns share a session_id.
-                items: list[dict[str, Any]] = [
-                    {"text": t, "session_id": f"{q.id}:{q.session_of[k]}"}
-                    for k, t in zip(q.keys, q.texts, strict=True)
-                ]
-                if not args.no_event_time:
-                    for item, d in zip(items, q.dates, strict=True):
-                        item["occurred_at"] = d
-                keys_of, refused = ingest(client, q.id, q.keys, items)
+                if (was := kept.get(name, q.keys, q.texts)) is not None:
+                    user, keys_of, refused = was
+                    client = server.client_of(user)
+                else:
+                    user = name
+                    if args.store and server.has_user(user):
+                        user = f"{name}-{int(time.time())}"  # a run stopped while storing it
+                    client = server.client_for(user)
+                    # Each history session is one conversation: its turns share a session_id.
+                    items: list[dict[str, Any]] = [
+                        {"text": t, "session_id": f"{q.id}:{q.session_of[k]}"}
+                        for k, t in zip(q.keys, q.texts, strict=True)
+                    ]
+                    if not args.no_event_time:
+                        for item, d in zip(items, q.dates, strict=True):
+                            item["occurred_at"] = d
+                    keys_of, refused = ingest(client, q.id, q.keys, items)
+                    if args.store:
+                        kept.put(name, q.keys, q.texts, user, keys_of, refused)
                 ingested = time.perf_counter() - started
                 started = time.perf_counter()
-                ask: dict[str, Any] = {"query": q.question, "limit": args.limit}
+                ask: dict[str, Any] = {"query": q.question, "limit": args.limit, "explain": True}
                 if not args.no_event_time and q.asked_at:
                     ask["as_of"] = q.asked_at
                 matches = client.call("recall", ask)["matches"]
@@ -333,36 +400,56 @@ def main(argv: Sequence[str] | None = None) -> int:
                 client.close()
                 stored, asked = stored + ingested, asked + recalled
                 refusals.extend((q, key) for key in refused)
-                ranked = {
-                    "ownsona recall": [k for m in matches for k in keys_of[int(m["id"])]],
-                    "BM25": [q.keys[i] for i in BM25(q.texts).top(q.question, args.limit)],
-                    "cosine only": [q.keys[i] for i in cosine[n][0]],
-                }
-                for system, keys in ranked.items():
-                    sessions[system].add(
-                        groups_of(q), session_metrics(keys, q.session_of, q.evidence_sessions)
-                    )
-                    if q.evidence and not q.abstention:
-                        turns[system].add(groups_of(q), key_metrics(keys, q.evidence, TURN_KS))
-                dump.append(
-                    {
-                        "id": q.id,
-                        "question_type": q.type,
-                        "abstention": q.abstention,
-                        "evidence_sessions": q.evidence_sessions,
-                        "evidence": q.evidence,
-                        "refused": refused,
-                        **{s.split()[0].lower(): keys for s, keys in ranked.items()},
-                    }
-                )
+                answers.append((q, user, keys_of, refused, matches))
                 print(
                     f"{n + 1}/{len(questions)} {q.id} ({q.type}): {len(q.texts)} turns sent in "
                     f"{ingested:.1f}s ({len(refused)} refused as secrets), "
                     f"recall {recalled * 1000:.0f} ms",
                     flush=True,
                 )
+            if args.stored_cosine:
+                started = time.perf_counter()
+                found = stored_cosine(
+                    server, [a[1] for a in answers], [a[0].question for a in answers], args.limit
+                )
+                cosine = [
+                    [k for i, _ in top for k in a[2][i]][: args.limit]
+                    for top, a in zip(found, answers, strict=True)
+                ]
+                print(f"cosine baseline (stored vectors): {time.perf_counter() - started:.1f}s")
         finally:
-            server.stop()
+            server.stop(keep_database=args.only_stored)
+
+    if args.only_stored:
+        cosine = (
+            [cosine[questions.index(a[0])] for a in answers] if not args.stored_cosine else cosine
+        )
+    for n, (q, _user, keys_of, refused, matches) in enumerate(answers):
+        ranked = {
+            "ownsona recall": [k for m in matches for k in keys_of[int(m["id"])]],
+            "BM25": [q.keys[i] for i in BM25(q.texts).top(q.question, args.limit)],
+            "cosine only": cosine[n],
+        }
+        for system, keys in ranked.items():
+            sessions[system].add(
+                groups_of(q), session_metrics(keys, q.session_of, q.evidence_sessions)
+            )
+            if q.evidence and not q.abstention:
+                turns[system].add(groups_of(q), key_metrics(keys, q.evidence, TURN_KS))
+        dump.append(
+            {
+                "id": q.id,
+                "question_type": q.type,
+                "abstention": q.abstention,
+                "evidence_sessions": q.evidence_sessions,
+                "evidence": q.evidence,
+                "refused": refused,
+                **{s.split()[0].lower(): keys for s, keys in ranked.items()},
+                "explain": [
+                    {"keys": keys_of[int(m["id"])], **m.get("explain", {})} for m in matches
+                ],
+            }
+        )
 
     groups = [HEADLINE, *TYPES, ABSTENTION]
     print()
@@ -384,6 +471,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({sum(len(q.texts) for q in questions) / max(stored, 1e-9):.0f} memories/s), "
         f"recall {asked / max(1, len(questions)) * 1000:.0f} ms per question"
     )
+    if args.diff:
+        print()
+        print(recall_diff.report(questions, dump))
     if args.json:
         args.json.write_text(json.dumps(dump, indent=1))
     return 0

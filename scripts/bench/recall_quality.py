@@ -18,13 +18,14 @@ import argparse
 import asyncio
 import collections
 import hashlib
+import json
 import math
 import os
 import re
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,45 @@ def cosine_rankings(
         asyncio.run(embedder.aclose())
 
 
+def stored_cosine(
+    server: Server, usernames: Sequence[str], questions: Sequence[str], k: int
+) -> list[list[tuple[int, float]]]:
+    """The cosine baseline from the vectors the server stored: for each account, its
+    question's top-``k`` memory ids by exact cosine over all its active memories.
+
+    The same local model embedded them (on the server), so the ranking is the one
+    :func:`cosine_rankings` gives, without embedding every turn a second time; turns
+    the server refused (secrets) are not among them.
+    """
+    from pgvector.psycopg import register_vector_async
+
+    from memory.providers.embedders import LocalEmbedder
+    from storage import embedded, scans, users
+
+    async def read() -> list[list[tuple[int, float]]]:
+        import psycopg
+
+        embedder = LocalEmbedder.bundled()
+        dsn = embedded.start_embedded(server.workdir / "data")
+        try:
+            asked = np.asarray(await embedder.embed(list(questions)))
+            out = []
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                await register_vector_async(conn)
+                for name, q in zip(usernames, asked, strict=True):
+                    user = await users.get_user_by_username(conn, name)
+                    assert user is not None, name
+                    have = await scans.active_vectors(conn, user.id)
+                    sims = have.vectors @ q
+                    top = np.argsort(-sims, kind="stable")[:k]
+                    out.append([(have.ids[i], float(sims[i])) for i in top])
+            return out
+        finally:
+            await embedder.aclose()
+
+    return asyncio.run(read())
+
+
 # --- the server ----------------------------------------------------------------
 
 
@@ -212,7 +252,9 @@ class Server:
             "OWNSONA_LOGIN_PASSWORD": f"{name}-admin-password",
         }
         # Closed in stop(): the server writes to it for the whole benchmark.
-        self.log = open(workdir / "serve.log", "w")  # noqa: SIM115
+        log = workdir / "serve.log"
+        log = log.with_name(f"serve-{port}.log") if log.exists() else log  # a kept store's
+        self.log = open(log, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scripts.cli", "serve"],
             env=self.env,
@@ -224,9 +266,12 @@ class Server:
         )
         if problem is not None:
             what = "exited" if self.proc.poll() is not None else "did not come up"
-            raise SystemExit(f"ownsona serve {what}; see {workdir / 'serve.log'}")
+            raise SystemExit(f"ownsona serve {what}; see {log}")
 
     def _cli(self, *args: str, stdin: str | None = None) -> str:
+        return self._cli_lines(*args, stdin=stdin)[-1]
+
+    def _cli_lines(self, *args: str, stdin: str | None = None) -> list[str]:
         out = subprocess.run(
             [sys.executable, "-m", "scripts.cli", *args],
             env=self.env,
@@ -237,15 +282,23 @@ class Server:
         )
         if out.returncode != 0:
             raise SystemExit(f"ownsona {' '.join(args)} failed: {out.stderr.strip()}")
-        return out.stdout.strip().splitlines()[-1]
+        return out.stdout.strip().splitlines()
 
     def client_for(self, username: str) -> McpClient:
         """A fresh account and an MCP client holding a token for it."""
         self._cli("user", "add", username, stdin=f"{username}-password-{os.getpid()}\n")
+        return self.client_of(username)
+
+    def has_user(self, username: str) -> bool:
+        """Whether the account exists (``ownsona user list``)."""
+        return any(line.split()[:1] == [username] for line in self._cli_lines("user", "list"))
+
+    def client_of(self, username: str) -> McpClient:
+        """An MCP client holding a token for an account that exists (a kept store's)."""
         token = self._cli("token", "--user", username, "--ttl", "86400")
         return McpClient(self.url, token)
 
-    def stop(self) -> None:
+    def stop(self, *, keep_database: bool = False) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -254,11 +307,59 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if keep_database:
+            return  # another run uses it
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
             from storage.embedded import stop_embedded
 
             stop_embedded(self.workdir / "data")
+
+
+class KeptStore:
+    """What a kept store's directory holds: per account, the turns stored and their ids."""
+
+    def __init__(self, where: Path, options: str) -> None:
+        self.file = where / "stored.json"
+        self.options = options
+        data = json.loads(self.file.read_text()) if self.file.exists() else {}
+        self.accounts: dict[str, Any] = (
+            data.get("accounts", {}) if data.get("options") == options else {}
+        )
+        if data and data.get("options") != options:
+            raise SystemExit(f"{where} holds a store made with other options ({data['options']})")
+
+    def get(
+        self, name: str, keys: Sequence[str], texts: Sequence[str]
+    ) -> tuple[str, dict[int, list[str]], list[str]] | None:
+        """The account the question's turns were stored in, their ids, the refused turns."""
+        was = self.accounts.get(name)
+        if was is None or was["keys"] != list(keys) or was["texts"] != _digest(texts):
+            return None
+        keys_of = {int(i): ks for i, ks in was["keys_of"].items()}
+        return was.get("user", name), keys_of, list(was["refused"])
+
+    def put(
+        self,
+        name: str,
+        keys: Sequence[str],
+        texts: Sequence[str],
+        user: str,
+        keys_of: Mapping[int, list[str]],
+        refused: list[str],
+    ) -> None:
+        self.accounts[name] = {
+            "user": user,
+            "keys": list(keys),
+            "texts": _digest(texts),
+            "keys_of": {str(i): ks for i, ks in keys_of.items()},
+            "refused": refused,
+        }
+        self.file.write_text(json.dumps({"options": self.options, "accounts": self.accounts}))
+
+
+def _digest(texts: Sequence[str]) -> str:
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()
 
 
 def username(prefix: str, n: int, sample_id: str) -> str:

@@ -51,6 +51,7 @@
     const e = m.explain || {};
     if (e.hop === "graph" || e.hop === "session") parts.push("Linked to #" + e.hop_from);
     if (e.latest_first) parts.push("Newest of disagreeing memories");
+    if (typeof e.lexical_length === "number") parts.push("Long text: its words counted " + Math.round(e.lexical_length * 100) + "%");
     if (m.salience > 0.05) parts.push("Helped before" + (m.use_count ? " (" + m.use_count + "\u00d7)" : ""));
     if (m.salience < -0.05) parts.push("Ranked lower by feedback");
     if (m.context_count) parts.push("Learned for similar questions");
