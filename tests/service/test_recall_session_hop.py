@@ -119,3 +119,33 @@ async def test_build_context_prompt_gets_the_answer_too(deps, alice):
     await _store(deps, alice, [QUESTION, ANSWER], session="chat-1")
     out = await call(deps, alice, "build_context_prompt", user_prompt=ASKED, limit=LIMIT)
     assert ANSWER in out["prompt"]
+
+
+#: An assistant's long answer (over 500 characters): about the bakery, like ANSWER, but a
+#: document rather than the reply next to the question.
+LONG_ANSWER = (
+    "Manteigaria is the one most people remember: their pastel de nata comes out of the oven "
+    "every half hour, the custard is barely set and the pastry shatters. Fabrica da Nata is "
+    "close by and a little cheaper, with a bigger room to sit down in. Confeitaria do Bolhao "
+    "has been open since 1896 and is worth it for the building alone, with its tiled walls "
+    "and long counter. If you want something other than custard tarts, try a bola de "
+    "Berlim, a fried dough filled with egg cream, or a slice of pao de lo. Most of these "
+    "places open around eight and sell out of the best things by the early afternoon."
+)
+
+
+async def test_no_hop_to_a_long_neighbour(deps, alice):
+    # Issue 28: with every turn of both roles stored, the hop had filled places 8-10 with
+    # the assistant's long answers next to a match; the short reply still comes.
+    assert len(LONG_ANSWER) > 500
+    await _store(deps, alice, CROWD)
+    question, long_answer, answer = await _store(
+        deps, alice, [QUESTION, LONG_ANSWER, ANSWER], session="chat-1"
+    )
+    assert await cosine(deps, ASKED, LONG_ANSWER) >= HOP_MIN_COSINE  # only its length bars it
+    plain = await call(_hop_off(deps), alice, "recall", query=ASKED, limit=LIMIT)
+    assert long_answer not in _ids(plain)
+
+    ids = _ids(await call(deps, alice, "recall", query=ASKED, limit=LIMIT))
+    assert answer in ids[HOP_KEEP:]
+    assert long_answer not in ids
