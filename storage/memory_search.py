@@ -25,10 +25,20 @@ from .memory_sql import (
 )
 from .rows import ScoredMemoryRow, scored_row
 
+_M_ACTIVE = sql.SQL(M_ACTIVE)
+_M_COLUMNS = sql.SQL(M_COLUMNS)
+#: The query vector, as every distance here reads it.
+_Q = sql.SQL("%(q)b")
 
-def _filters(tags: Sequence[str]) -> str:
+
+def _filters(tags: Sequence[str]) -> sql.Composable:
     """The conditions on ``m`` every candidate passes: active, and the tags when given."""
-    return f"{M_ACTIVE} AND m.tags && %(tags)s" if tags else M_ACTIVE
+    return sql.SQL("{} AND m.tags && %(tags)s").format(_M_ACTIVE) if tags else _M_ACTIVE
+
+
+def _tag_filter(tags: Sequence[str]) -> sql.Composable:
+    """``AND`` the tags on ``m`` when given, else nothing."""
+    return sql.SQL("AND m.tags && %(tags)s") if tags else sql.SQL("")
 
 
 async def search_by_vector(
@@ -45,15 +55,17 @@ async def search_by_vector(
     """
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
-        f"""
-        WITH picked AS ({nearest_ids(distance_to="%(q)b", filters=_filters(tags))})
-        SELECT {M_COLUMNS},
+        sql.SQL("""
+        WITH picked AS ({nearest})
+        SELECT {columns},
                1 - (m.embedding <=> %(q)b) AS cosine,
                CASE WHEN m.context_centroid IS NULL THEN 0
                     ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match
         FROM picked JOIN memories m ON m.id = picked.id
         ORDER BY m.embedding <=> %(q)b
-        """,
+        """).format(
+            nearest=nearest_ids(distance_to=_Q, filters=_filters(tags)), columns=_M_COLUMNS
+        ),
         {"q": query_embedding, "user_id": user_id, "tags": list(tags), "k": candidates},
         prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
@@ -82,13 +94,13 @@ async def query_term_stats(conn: AsyncConnection, user_id: int, query: str) -> Q
     """The query's search terms and their row counts in the user's store (migration 0002),
     and how the user's rows are searched."""
     cur = await conn.execute(
-        f"""
-        SELECT {USER_ROWS}, {TABLE_ROWS},
+        sql.SQL("""
+        SELECT {user_rows}, {table_rows},
                coalesce(array_agg(q.term ORDER BY q.term), '{{}}'),
                coalesce(array_agg(coalesce(s.docs, 0) ORDER BY q.term), '{{}}')
         FROM unnest(tsvector_to_array(to_tsvector(%(config)s::regconfig, %(query)s))) AS q(term)
         LEFT JOIN memory_terms s ON s.user_id = %(user_id)s AND s.term = q.term
-        """,
+        """).format(user_rows=sql.SQL(USER_ROWS), table_rows=sql.SQL(TABLE_ROWS)),
         {"user_id": user_id, "config": TEXT_SEARCH_CONFIG, "query": query},
     )
     row = await cur.fetchone()
@@ -148,33 +160,28 @@ async def lexical_candidates(
     if not terms or not probe or candidates <= 0:
         return []
     score, params = _lexical_score(terms)
-    tag_filter = "AND m.tags && %(tags)s" if tags else ""
     # As on the vector side (memory_sql.nearest_ids), a small user's rows are read
     # through the user_id btrees and tested one by one: the GIN index's posting
     # list of a common word spans every user's rows (6.7 ms against 0.2 ms for a
     # lone user of 1,000 rows, among 1.1M rows: BENCHMARKS.md, issue 16).
+    values = for_user(user_id=user_id, k=candidates, exact=exact)
     matching = (
-        f"""
+        sql.SQL("""
         (SELECT m.id, m.text_search FROM memories m
-         WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+         WHERE m.user_id = {user_id} AND {active} {tag_filter}
          OFFSET 0) m
         WHERE m.text_search @@ %(probe)s::tsquery
-        """
+        """)
         if exact
-        else f"""
+        else sql.SQL("""
         memories m
-        WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+        WHERE m.user_id = {user_id} AND {active} {tag_filter}
           AND m.text_search @@ %(probe)s::tsquery
-        """
-    )
+        """)
+    ).format(active=_M_ACTIVE, tag_filter=_tag_filter(tags), user_id=values["user_id"])
     query = sql.SQL(
-        for_user(
-            f"SELECT m.id FROM {matching} ORDER BY {{score}} DESC, m.id DESC LIMIT %(k)s",
-            user_id=user_id,
-            k=candidates,
-            exact=exact,
-        )
-    ).format(score=score)
+        "SELECT m.id FROM {matching} ORDER BY {score} DESC, m.id DESC LIMIT {k}"
+    ).format(matching=matching, score=score, k=values["k"])
     cur = await conn.execute(
         query,
         {
@@ -210,36 +217,29 @@ async def search_hybrid(
     (:attr:`QueryTermStats.exact`).
     """
     score, params = _lexical_score(terms)
-    tag_filter = "AND m.tags && %(tags)s" if tags else ""
+    values = for_user(user_id=user_id, k=candidates, exact=exact)
     lexical_side = (
-        f"""
+        sql.SQL("""
             UNION
             SELECT m.id FROM memories m
-            WHERE m.id = ANY(%(lexical_ids)s) AND m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
-        """
+            WHERE m.id = ANY(%(lexical_ids)s) AND m.user_id = {user_id} AND {active} {tag_filter}
+        """).format(user_id=values["user_id"], active=_M_ACTIVE, tag_filter=_tag_filter(tags))
         if lexical_ids
-        else ""
+        else sql.SQL("")
     )
-    nearest = nearest_ids(distance_to="%(q)b", filters=_filters(tags), exact=exact)
-    query = sql.SQL(
-        for_user(
-            f"""
+    nearest = nearest_ids(distance_to=_Q, filters=_filters(tags), exact=exact, values=values)
+    query = sql.SQL("""
             WITH picked AS (
                 ({nearest})
                 {lexical_side}
             )
-            SELECT {M_COLUMNS},
+            SELECT {columns},
                    1 - (m.embedding <=> %(q)b) AS cosine,
                    CASE WHEN m.context_centroid IS NULL THEN 0
                         ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
-                   {{score}} AS matched
+                   {score} AS matched
             FROM picked JOIN memories m ON m.id = picked.id
-            """,
-            user_id=user_id,
-            k=candidates,
-            exact=exact,
-        )
-    ).format(score=score)
+            """).format(nearest=nearest, lexical_side=lexical_side, columns=_M_COLUMNS, score=score)
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         query,
@@ -278,30 +278,29 @@ async def window_candidates(
     its ``occurred_at`` (else its ``created_at``) falls inside. Each kind is read
     through its own index, the latest first, at most ``WINDOW_SCAN_ROWS`` rows.
     """
-    tag_filter = "AND m.tags && %(tags)s" if tags else ""
-    query = f"""
+    query = sql.SQL("""
         WITH near AS (
             (SELECT m.id, m.embedding FROM memories m
-             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+             WHERE m.user_id = %(user_id)s AND {active} {tag_filter}
                AND m.occurred_at >= %(start)s AND m.occurred_at < %(end)s
                AND m.valid_from IS NULL AND m.valid_to IS NULL
              ORDER BY m.occurred_at DESC LIMIT %(scan)s)
             UNION ALL
             (SELECT m.id, m.embedding FROM memories m
-             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+             WHERE m.user_id = %(user_id)s AND {active} {tag_filter}
                AND m.created_at >= %(start)s AND m.created_at < %(end)s
                AND m.occurred_at IS NULL AND m.valid_from IS NULL AND m.valid_to IS NULL
              ORDER BY m.created_at DESC LIMIT %(scan)s)
             UNION ALL
             (SELECT m.id, m.embedding FROM memories m
-             WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+             WHERE m.user_id = %(user_id)s AND {active} {tag_filter}
                AND (m.valid_from IS NOT NULL OR m.valid_to IS NOT NULL)
                AND coalesce(m.valid_from, '-infinity') < %(end)s
                AND coalesce(m.valid_to, 'infinity') >= %(start)s
              ORDER BY m.valid_from DESC NULLS LAST LIMIT %(scan)s)
         )
         SELECT id FROM near ORDER BY embedding <=> %(q)b LIMIT %(k)s
-    """
+    """).format(active=_M_ACTIVE, tag_filter=_tag_filter(tags))
     cur = await conn.execute(
         query,
         {

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from psycopg import sql
+
 from .rows import select_list
 
 #: The columns of a :class:`~storage.rows.MemoryRow`, bare and under the alias ``m``.
@@ -48,11 +52,17 @@ TABLE_ROWS = "(SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memories'::regc
 #: :func:`for_user`).
 #:
 #: The one-time filters of the two plans (exactly one of them holds).
-SMALL_USER = (
-    f"({USER_ROWS} <= {EXACT_SEARCH_ROWS} OR ({USER_ROWS} <= {EXACT_SEARCH_MAX_ROWS}"
-    f" AND {USER_ROWS} * {SMALL_SHARE} < {TABLE_ROWS}))"
+SMALL_USER = sql.SQL(
+    "({user_rows} <= {exact_rows} OR ({user_rows} <= {exact_max_rows}"
+    " AND {user_rows} * {small_share} < {table_rows}))"
+).format(
+    user_rows=sql.SQL(USER_ROWS),
+    exact_rows=sql.Literal(EXACT_SEARCH_ROWS),
+    exact_max_rows=sql.Literal(EXACT_SEARCH_MAX_ROWS),
+    small_share=sql.Literal(SMALL_SHARE),
+    table_rows=sql.SQL(TABLE_ROWS),
 )
-LARGE_USER = f"NOT {SMALL_USER}"
+LARGE_USER = sql.SQL("NOT {}").format(SMALL_USER)
 
 
 def searched_exactly(user_rows: int, table_rows: float) -> bool:
@@ -62,8 +72,16 @@ def searched_exactly(user_rows: int, table_rows: float) -> bool:
     )
 
 
-def for_user(query: str, *, user_id: int, k: int, exact: bool) -> str:
-    """A one-branch search statement (``exact``: :func:`searched_exactly`) as sent, prepared.
+#: ``for_user`` of a statement whose user id and ``k`` stay parameters.
+PLACEHOLDERS: Mapping[str, sql.Composable] = {
+    "user_id": sql.Placeholder("user_id"),
+    "k": sql.Placeholder("k"),
+}
+
+
+def for_user(*, user_id: int, k: int, exact: bool) -> Mapping[str, sql.Composable]:
+    """The ``user_id`` and ``k`` of a one-branch search statement (``exact``:
+    :func:`searched_exactly`) as sent, prepared: format its ``{user_id}`` and ``{k}``.
 
     A small user's keeps ``%(user_id)s``: its generic plan reads the user's rows
     through the ``user_id`` btrees, right for every small user. A large user's
@@ -75,44 +93,62 @@ def for_user(query: str, *, user_id: int, k: int, exact: bool) -> str:
     each call (a LIMIT it cannot see is costed as a tenth of the rows).
     """
     if exact:
-        return query
-    return query.replace("%(user_id)s", str(int(user_id))).replace("%(k)s", str(int(k)))
+        return PLACEHOLDERS
+    return {"user_id": sql.Literal(int(user_id)), "k": sql.Literal(int(k))}
 
 
-def _nearest_by_index(distance_to: str, filters: str) -> str:
-    return f"""
+def _nearest_by_index(
+    distance_to: sql.Composable, filters: sql.Composable, values: Mapping[str, sql.Composable]
+) -> sql.Composed:
+    return sql.SQL("""
         SELECT m.id FROM memories m
-        WHERE m.user_id = %(user_id)s AND {filters}
+        WHERE m.user_id = {user_id} AND {filters}
         ORDER BY m.embedding <=> {distance_to}
-        LIMIT %(k)s
-    """
+        LIMIT {k}
+    """).format(filters=filters, distance_to=distance_to, **values)
 
 
-def _nearest_exactly(distance_to: str, filters: str) -> str:
+def _nearest_exactly(
+    distance_to: sql.Composable, filters: sql.Composable, values: Mapping[str, sql.Composable]
+) -> sql.Composed:
     # OFFSET 0 keeps the planner from turning the sort back into an HNSW scan.
-    return f"""
+    return sql.SQL("""
         SELECT mine.id
         FROM (SELECT m.id, m.embedding FROM memories m
-              WHERE m.user_id = %(user_id)s AND {filters}
+              WHERE m.user_id = {user_id} AND {filters}
               OFFSET 0) mine
         ORDER BY mine.embedding <=> {distance_to}
-        LIMIT %(k)s
-    """
+        LIMIT {k}
+    """).format(filters=filters, distance_to=distance_to, **values)
 
 
-def nearest_ids(*, distance_to: str, filters: str, exact: bool | None = None) -> str:
-    """A subquery giving the ids of the user's ``%(k)s`` rows nearest ``distance_to``.
+def nearest_ids(
+    *,
+    distance_to: sql.Composable,
+    filters: sql.Composable,
+    exact: bool | None = None,
+    values: Mapping[str, sql.Composable] = PLACEHOLDERS,
+) -> sql.Composed:
+    """A subquery giving the ids of the user's ``k`` rows nearest ``distance_to``.
 
     ``filters``: extra conditions on ``m`` (activity, tags), joined by AND. For a
     small user (``exact``) every row of theirs is read through the ``user_id``
     btrees and ordered by distance; for a large one the HNSW index scan with the
     same filters. ``exact`` None: both, each behind its one-time filter, for a
-    caller that has not read the user's size (run it unprepared).
+    caller that has not read the user's size (run it unprepared). ``values``: the
+    user id and ``k`` (:func:`for_user`; by default ``%(user_id)s`` and ``%(k)s``).
     """
     if exact is not None:
-        return (_nearest_exactly if exact else _nearest_by_index)(distance_to, filters)
-    return f"""
-        ({_nearest_by_index(distance_to, f"{filters} AND {LARGE_USER}")})
+        return (_nearest_exactly if exact else _nearest_by_index)(distance_to, filters, values)
+    return sql.SQL("""
+        ({by_index})
         UNION ALL
-        ({_nearest_exactly(distance_to, f"{filters} AND {SMALL_USER}")})
-    """
+        ({exactly})
+    """).format(
+        by_index=_nearest_by_index(
+            distance_to, sql.SQL("{} AND {}").format(filters, LARGE_USER), values
+        ),
+        exactly=_nearest_exactly(
+            distance_to, sql.SQL("{} AND {}").format(filters, SMALL_USER), values
+        ),
+    )

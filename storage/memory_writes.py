@@ -114,7 +114,7 @@ _NEAREST_ACTIVE = _per_probe(
      ORDER BY mine.embedding <=> q.v
      LIMIT %(k)s)
     """
-    ).format(active=sql.SQL(M_ACTIVE), large_user=sql.SQL(LARGE_USER)),
+    ).format(active=sql.SQL(M_ACTIVE), large_user=LARGE_USER),
     gathered=sql.SQL(
         """
     WITH mine AS MATERIALIZED (
@@ -122,7 +122,7 @@ _NEAREST_ACTIVE = _per_probe(
         WHERE m.user_id = %(user_id)s AND {active} AND {small_user}
     )
     """
-    ).format(active=sql.SQL(M_ACTIVE), small_user=sql.SQL(SMALL_USER)),
+    ).format(active=sql.SQL(M_ACTIVE), small_user=SMALL_USER),
 )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 
 from .memory_sql import M_ACTIVE
 from .scans import like_escape
@@ -49,8 +49,8 @@ async def recall_links(
     ``functional_patterns``: LIKE patterns of the predicates to read (a trailing
     ``%`` only); empty reads no edges. ``near_cosine`` None skips the near pairs.
     """
-    parts = [
-        f"""
+    parts: list[sql.Composable] = [
+        sql.SQL("""
         SELECT 'owed' AS kind, o.memory_id AS a, NULL::bigint AS b,
                NULL::text AS subject, NULL::text AS predicate, NULL::text AS object
         FROM relation_outbox o
@@ -59,30 +59,30 @@ async def recall_links(
         SELECT 'downweighted', d.memory_id, d.by_memory_id, NULL, NULL, NULL
         FROM memory_downweights d JOIN memories m ON m.id = d.by_memory_id
         WHERE d.user_id = %(user_id)s AND d.memory_id = ANY(%(shown)s)
-          AND m.user_id = %(user_id)s AND {M_ACTIVE}
-        """
+          AND m.user_id = %(user_id)s AND {active}
+        """).format(active=sql.SQL(M_ACTIVE))
     ]
     if functional_patterns:
         parts.append(
-            """
+            sql.SQL("""
             SELECT 'edge', r.memory_id, NULL, r.subject, r.predicate, r.object
             FROM memory_relations r
             WHERE r.user_id = %(user_id)s AND r.memory_id = ANY(%(candidates)s)
               AND lower(r.predicate) LIKE ANY(%(patterns)s)
-            """
+            """)
         )
     if near_cosine is not None:
         parts.append(
-            """
+            sql.SQL("""
             SELECT 'near', a.id, b.id, NULL, NULL, NULL
             FROM memories a JOIN memories b
               ON b.id = ANY(%(candidates)s) AND b.id <> a.id AND b.user_id = %(user_id)s
             WHERE a.id = ANY(%(shown)s) AND a.user_id = %(user_id)s
               AND (a.embedding <=> b.embedding) <= %(near_distance)s
-            """
+            """)
         )
     cur = await conn.execute(
-        " UNION ALL ".join(parts),
+        sql.SQL(" UNION ALL ").join(parts),
         {
             "user_id": user_id,
             "shown": list(shown),

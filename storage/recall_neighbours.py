@@ -17,14 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
 from .memory_search import tsquery_term
 from .memory_sql import M_ACTIVE, M_COLUMNS
 from .rows import ScoredMemoryRow, memory_row, scored_row
 
-_ACTIVE_N = "n.deleted_at IS NULL AND (n.expires_at IS NULL OR n.expires_at > now())"
+_ACTIVE_N = sql.SQL("n.deleted_at IS NULL AND (n.expires_at IS NULL OR n.expires_at > now())")
+_M_ACTIVE = sql.SQL(M_ACTIVE)
+_M_COLUMNS = sql.SQL(M_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,11 @@ async def session_neighbours(
     ``tags`` when given), nearest seed first; a memory next to two seeds comes once."""
     if not seeds or window < 1:
         return []
-    tag_filter = "AND n.tags && %(tags)s" if tags else ""
+    tag_filter = sql.SQL("AND n.tags && %(tags)s") if tags else sql.SQL("")
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
-        f"""
-        SELECT DISTINCT ON (m.id) {M_COLUMNS}, near.seed,
+        sql.SQL("""
+        SELECT DISTINCT ON (m.id) {columns}, near.seed,
                1 - (m.embedding <=> %(q)b) AS cosine,
                CASE WHEN m.context_centroid IS NULL THEN 0
                     ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match
@@ -64,18 +66,18 @@ async def session_neighbours(
         CROSS JOIN LATERAL (
             (SELECT n.id, s.id AS seed FROM memories n
              WHERE n.user_id = s.user_id AND n.session_id = s.session_id AND n.id < s.id
-               AND {_ACTIVE_N} {tag_filter}
+               AND {active_n} {tag_filter}
              ORDER BY n.id DESC LIMIT %(window)s)
             UNION ALL
             (SELECT n.id, s.id AS seed FROM memories n
              WHERE n.user_id = s.user_id AND n.session_id = s.session_id AND n.id > s.id
-               AND {_ACTIVE_N} {tag_filter}
+               AND {active_n} {tag_filter}
              ORDER BY n.id LIMIT %(window)s)
         ) near
         JOIN memories m ON m.id = near.id
         WHERE s.id = ANY(%(seeds)s) AND s.user_id = %(user_id)s AND s.session_id IS NOT NULL
         ORDER BY m.id, array_position(%(seeds)s, near.seed)
-        """,
+        """).format(columns=_M_COLUMNS, active_n=_ACTIVE_N, tag_filter=tag_filter),
         {
             "q": query_embedding,
             "user_id": user_id,
@@ -137,8 +139,8 @@ async def graph_linked(
     """
     if not seeds:
         return []
-    tag_filter = "AND m.tags && %(tags)s" if tags else ""
-    query = f"""
+    tag_filter = sql.SQL("AND m.tags && %(tags)s") if tags else sql.SQL("")
+    query = sql.SQL("""
         WITH named AS (
             SELECT DISTINCT ON (x.entity) x.entity, e.memory_id AS seed,
                    array_position(%(seeds)s, e.memory_id) AS place
@@ -184,12 +186,12 @@ async def graph_linked(
             FROM linked CROSS JOIN LATERAL (
                 SELECT * FROM memories m WHERE m.id = linked.id OFFSET 0
             ) m
-            WHERE m.user_id = %(user_id)s AND {M_ACTIVE} {tag_filter}
+            WHERE m.user_id = %(user_id)s AND {active} {tag_filter}
         )
         SELECT id, seed, place, cosine, matched FROM scored
         WHERE cosine >= %(floor)s
         ORDER BY place, id
-        """
+        """).format(active=_M_ACTIVE, tag_filter=tag_filter)
     cur = await conn.execute(
         query,
         {
@@ -223,8 +225,8 @@ async def graph_rows(
         return []
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
-        f"""
-        SELECT {M_COLUMNS},
+        sql.SQL("""
+        SELECT {columns},
                CASE WHEN m.context_centroid IS NULL THEN 0
                     ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
                (SELECT coalesce(array_agg(ARRAY[r.subject, r.predicate, r.object] ORDER BY r.id),
@@ -241,8 +243,8 @@ async def graph_rows(
         FROM unnest(%(ids)s::int8[]) AS p(id) CROSS JOIN LATERAL (
             SELECT * FROM memories m WHERE m.id = p.id OFFSET 0
         ) m
-        WHERE m.user_id = %(user_id)s AND {M_ACTIVE}
-        """,
+        WHERE m.user_id = %(user_id)s AND {active}
+        """).format(columns=_M_COLUMNS, active=_M_ACTIVE),
         {"q": query_embedding, "user_id": user_id, "ids": [p.id for p in picked]},
     )
     read = {int(d["id"]): d for d in await cur.fetchall()}

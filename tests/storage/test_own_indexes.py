@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from memory.own_indexes import keep_own_indexes
 from storage import memories as store
@@ -55,17 +56,17 @@ async def _top10(pool: Any, user_id: int, q: np.ndarray, *, prepared: bool = Fal
         await conn.execute("SET LOCAL enable_sort = off")
         if not prepared:
             cur = await conn.execute(
-                nearest_ids(distance_to="%(q)b", filters=M_ACTIVE),
+                nearest_ids(distance_to=sql.SQL("%(q)b"), filters=sql.SQL(M_ACTIVE)),
                 {"q": q, "user_id": user_id, "k": 10},
                 prepare=False,
             )
             return [int(r[0]) for r in await cur.fetchall()]
         await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        query = for_user(
-            nearest_ids(distance_to="%(q)b", filters=M_ACTIVE, exact=False),
-            user_id=user_id,
-            k=10,
+        query = nearest_ids(
+            distance_to=sql.SQL("%(q)b"),
+            filters=sql.SQL(M_ACTIVE),
             exact=False,
+            values=for_user(user_id=user_id, k=10, exact=False),
         )
         for _ in range(6):  # psycopg prepares a statement on its 5th run
             cur = await conn.execute(query, {"q": q})
