@@ -15,11 +15,13 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.providers.local_http import serve_local
 
 HOST_PAGE = Path(__file__).with_name("apps_host.html")
 UI_EXTENSION = "io.modelcontextprotocol/ui"
@@ -110,15 +112,8 @@ class HostBackend:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/"
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join()
+        with serve_local(Handler, "/") as url:
+            yield url
 
     def close(self) -> None:
         self.http.close()

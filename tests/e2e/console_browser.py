@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -24,6 +25,19 @@ DESKTOP = (1280, 900)
 PHONE = (390, 844)
 #: axe-core impacts that fail the test.
 BLOCKING = frozenset({"serious", "critical"})
+
+
+def require_browser() -> None:
+    """Skip the calling test module, saying why, without selenium or Debian's Chromium.
+
+    Called at the top of a browser test module, before it imports selenium.
+    """
+    pytest.importorskip("selenium", reason="the selenium test extra is not installed")
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip(
+            "Chromium is absent (apt-get install -y chromium chromium-driver)",
+            allow_module_level=True,
+        )
 
 
 def chrome_options(profile: Path) -> Any:

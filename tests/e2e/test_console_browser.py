@@ -22,22 +22,18 @@ import pytest
 
 from .console_browser import (
     CHROMEDRIVER,
-    CHROMIUM,
     PHONE,
     Assistant,
     accessibility_violations,
     chrome_options,
     foreign_requests,
     no_horizontal_scroll,
+    require_browser,
     screenshots,
 )
 from .server import run_processes
 
-selenium = pytest.importorskip("selenium", reason="the selenium test extra is not installed")
-if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-    pytest.skip(
-        "Chromium is absent (apt-get install -y chromium chromium-driver)", allow_module_level=True
-    )
+require_browser()
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import WebDriverException  # noqa: E402

@@ -32,21 +32,17 @@ import pytest
 from .apps_host import HostBackend
 from .console_browser import (
     CHROMEDRIVER,
-    CHROMIUM,
     DESKTOP,
     PHONE,
     SCREENSHOTS,
     Assistant,
     accessibility_violations,
     chrome_options,
+    require_browser,
 )
 from .server import run_processes
 
-selenium = pytest.importorskip("selenium", reason="the selenium test extra is not installed")
-if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-    pytest.skip(
-        "Chromium is absent (apt-get install -y chromium chromium-driver)", allow_module_level=True
-    )
+require_browser()
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import TimeoutException  # noqa: E402

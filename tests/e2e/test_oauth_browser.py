@@ -22,20 +22,15 @@ import pytest
 
 from tests.auth.oauth_flow import oauth_clean, pkce_pair, query_of
 
+from .console_browser import CHROMEDRIVER, CHROMIUM, require_browser
 from .server import free_port, run_processes
 
 __all__ = ["oauth_clean"]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 USERNAME, PASSWORD = "e2e", "correct horse battery"
 
-selenium = pytest.importorskip("selenium", reason="the selenium test extra is not installed")
-if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-    pytest.skip(
-        "Chromium is absent (apt-get install -y chromium chromium-driver)", allow_module_level=True
-    )
+require_browser()
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import WebDriverException  # noqa: E402
