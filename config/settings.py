@@ -96,7 +96,7 @@ class Settings:
     write_timeout_s: float = 60.0
     #: Seconds during which a second identical write call (same user, tool and
     #: arguments, no explicit idempotency key) is taken for a retry and answered
-    #: with the first result (README, "Protocol versions and retries"); 0: off.
+    #: with the first result (docs/protocol.md, "Retries"); 0: off.
     idempotency_window_s: int = 600
     #: Prefix of OwnSona's keys in Redis: two deployments can share one Redis.
     queue_namespace: str = "ownsona"

@@ -1,6 +1,6 @@
 """Run the official MCP conformance suite against a real OwnSona, authentication included.
 
-``python -m scripts.conformance`` (README, "Conformance"): starts ``ownsona serve`` on the
+``python -m scripts.conformance`` (docs/conformance.md): starts ``ownsona serve`` on the
 embedded default in a scratch directory, then runs
 
 - the suite's *server* scenarios, once per protocol revision, exactly the scenarios that

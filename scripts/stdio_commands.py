@@ -3,7 +3,7 @@
 For clients that launch local commands instead of connecting to a URL
 (Claude Desktop's local configuration, editors): the same tools over the
 same store and write queue as ``ownsona serve``; see ``bootstrap.stdio``
-and the README's "Local clients (stdio)". Standard output carries MCP
+and docs/clients.md, "A local client over standard input/output". Standard output carries MCP
 messages only, from the first byte: it is claimed before anything else runs.
 """
 

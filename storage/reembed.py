@@ -263,9 +263,9 @@ async def write_vectors(
     """Write these rows' vectors, live or (``staged``) staging; return how many were written.
 
     In place, the learned context centroid lives in the old model's space and
-    cannot be translated: it is cleared with its count (README: switching the
-    model), and a row the model already embedded is left alone. ``updated_at``
-    is left alone: the memory itself did not change.
+    cannot be translated: it is cleared with its count (docs/embedding-model.md), and
+    a row the model already embedded is left alone. ``updated_at`` is left alone: the
+    memory itself did not change.
     """
     unless_done = sql.SQL(
         ""
@@ -322,7 +322,7 @@ async def swap_staging(
     :func:`lock_memories`.
 
     Context centroids live in the old model's space and another width: the
-    column is recreated empty and every count reset (README: switching the model).
+    column is recreated empty and every count reset (docs/embedding-model.md).
     Every step changes the catalog only, so the lock is held for about the same
     short time however large the store: the counts are reset by recreating
     their column with its default (no rows are written), rather than by an

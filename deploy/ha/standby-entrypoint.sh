@@ -2,7 +2,7 @@
 # docker-compose.ha.yml: the standby. On first start its data directory is a base backup
 # of the primary (pg_basebackup -R writes standby.signal and primary_conninfo); later
 # starts find it there. `application_name=standby` is the name the primary's
-# synchronous_standby_names waits for. After a promotion (README, "Two machines"), the
+# synchronous_standby_names waits for. After a promotion (docs/production.md, "Two machines"), the
 # old primary's volume must be emptied before it may come back, as a standby of the new one.
 set -euo pipefail
 if [ ! -s "$PGDATA/PG_VERSION" ]; then

@@ -60,8 +60,8 @@ async def test_a_retried_write_is_done_once(real_mcp: Mcp) -> None:
     again = await real_mcp.call_tool("confirm", {"id": memory_id}, mcp_session_id=session)
     assert first["structuredContent"] == again["structuredContent"]
     # A new request is a new confirmation: within the retry window identical
-    # arguments are a retry whatever the session, so it names itself (README,
-    # "Protocol versions and retries").
+    # arguments are a retry whatever the session, so it names itself (docs/protocol.md,
+    # "Retries").
     later = await real_mcp.call_tool(
         "confirm", {"id": memory_id}, mcp_session_id=other, idempotency_key="confirm-again"
     )

@@ -138,7 +138,7 @@ def test_docker_compose_accepts_the_file_with_the_example_settings(tmp_path: Pat
             " (Debian: apt-get install docker-compose)"
         )
     shutil.copy(ROOT / "docker-compose.yml", tmp_path / "docker-compose.yml")
-    shutil.copy(ROOT / ".env.example", tmp_path / ".env")  # what the README tells users to do
+    shutil.copy(ROOT / ".env.example", tmp_path / ".env")  # as docs/production.md says
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")}
     checked = subprocess.run(
         [*command, "config", "-q"],
