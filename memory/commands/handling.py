@@ -66,6 +66,12 @@ class Handlers:
 
         return declare
 
+    def copy(self) -> Handlers:
+        """A registry with the same declarations, to declare more in without touching this one."""
+        other = Handlers()
+        other._by_command.update(self._by_command)
+        return other
+
     def of(self, command: type[Command]) -> Handling:
         """``command``'s declaration; LookupError naming the command when it has none."""
         handling = self._by_command.get(command)

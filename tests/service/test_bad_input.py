@@ -16,8 +16,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from api.mcp.tools import tool_specs
+from config.settings import Settings
 from memory.errors import MemoryServiceError
 from tests.tool_calls import USE_CASES
+from tests.tool_samples import bad_arguments
 
 from .helpers import check_payload, expire, fingerprint
 
@@ -59,23 +62,15 @@ ITEM_CODES: dict[str, set[str]] = {
     "update_memory_batch": {INVALID, NOT_FOUND, SECRET_REJECTED},
     "forget_batch": {INVALID, NOT_FOUND},
 }
-READ_ONLY = {
-    "recall",
-    "search_memory",
-    "build_context_prompt",
-    "list_memories",
-    "text_search",
-    "get_memory",
-    "count_memories",
-    "memory_stats",
-    "list_tags",
-    "export_memories",
-}
+#: The registry, as the server builds it (every tool, with its read-or-write).
+SPECS = tool_specs(Settings())
+READ_ONLY = {name for name, spec in SPECS.items() if spec.read_only}
 
 
 def test_every_tool_is_covered():
-    # The tools of this suite all exist (tools added later need their own rows here).
-    assert set(TOOL_CODES) <= set(USE_CASES)
+    # The hand-picked table names only tools that exist; every tool, hand-picked or not,
+    # is covered by the schema's own refusals (test_what_the_schema_refuses_is_refused).
+    assert set(TOOL_CODES) <= set(USE_CASES) == set(SPECS)
 
 
 @pytest.fixture
@@ -338,6 +333,24 @@ async def test_bad_input_is_refused_and_changes_nothing(deps, alice, bob, seeded
             failures.append(f"{tool}{shown} echoed the secret")
         if after != before:
             failures.append(f"{tool}{shown} changed the store")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("tool", list(SPECS))
+async def test_what_the_schema_refuses_is_refused(deps, alice, bob, seeded, tool):
+    """Every tool of the registry, with what its input schema refuses (tests.tool_samples):
+    INVALID_INPUT naming the property, and nothing changed, for each case."""
+    failures = []
+    for field, args in bad_arguments(SPECS[tool], seeded[0]):
+        before = (await fingerprint(deps, alice), await fingerprint(deps, bob))
+        kind, result = await _outcome(deps, alice, tool, args)
+        if kind != "error" or result.code != INVALID:
+            failures.append(f"{tool}{args!r} -> {kind} {result!r}; expected {INVALID}")
+            continue
+        if (result.detail or {}).get("field") != field:
+            failures.append(f"{tool}{args!r}: detail {result.detail!r} does not name {field!r}")
+        if (await fingerprint(deps, alice), await fingerprint(deps, bob)) != before:
+            failures.append(f"{tool}{args!r} changed the store")
     assert not failures, "\n".join(failures)
 
 
