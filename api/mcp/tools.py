@@ -1,6 +1,7 @@
 """The tool registry: what ``tools/list`` shows and where ``tools/call`` goes.
 
-One :class:`ToolSpec` per tool of the tools chapter (``spec/mcp-tools.texi``),
+One :class:`ToolSpec` per tool of the tools chapter (``mcp-tools.texi``, in the
+shared folder beside the repository: ``../shared/spec/``),
 built by :func:`tool_specs` so the JSON Schema limits follow the settings.
 Each family of tools lives in its own module (``tool_remember``,
 ``tool_reading``, ``tool_editing``, ``tool_learning``, ``tool_scans``: a
@@ -30,8 +31,8 @@ Schema decisions:
   ``structuredContent`` and, the same JSON, as text in ``content[0]``
   (Claude Code shows the model the first, claude.ai the second).
 - The listing has a budget per tool (issue 35, ``tests/api/test_tools_size.py``,
-  docs/adding-a-tool.md): it goes into every conversation. Descriptions say when to use a tool and
-  its non-obvious rules; what a schema says (types, ranges, enums, defaults)
+  docs/adding-a-tool.md): it goes into every conversation. Descriptions say
+  when to use a tool and its non-obvious rules; what a schema says (types, ranges, enums, defaults)
   is not repeated in prose; the shared sentences (``tool_schemas``) are
   written once.
 - Every tool has a human title (``annotations.title``, which every revision
