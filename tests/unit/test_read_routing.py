@@ -4,8 +4,10 @@ Every tool of the registry, with its sample arguments (``tests.tool_samples``),
 through ``bootstrap.read_routing.routed_runner`` over one healthy replica: a tool
 listed read-only (its handler declared ``@handles(..., reads=True)``) is served by
 the replica, any other by the primary. Nothing here keeps a list of read tools:
-a new read tool is routed by its declaration, or this fails naming it. (The real
-replicas, lag and read-your-writes: ``tests/storage/test_replicas.py``.)
+a new read tool is routed by its declaration, or this fails naming it. The queued
+read tools (the scans) run on a worker, which reads the primary: what is checked
+for them is the runner's decision, were they inline. (The real replicas, lag and
+read-your-writes: ``tests/storage/test_replicas.py``.)
 """
 
 from __future__ import annotations
