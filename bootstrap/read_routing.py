@@ -5,7 +5,8 @@
   with the write positions in Redis when ``REDIS_URL`` or ``REDIS_SENTINELS`` is set (every web
   process sees them) and in this process otherwise (then there is one).
 - :func:`routed_runner`: the inline runner (``memory.handlers.dispatch``)
-  running each read command (:data:`READ_COMMANDS`) with a ``Deps`` whose
+  running each read command (its handler's ``@handles(..., reads=True)``:
+  ``memory.handlers.read_commands``; issue 29, item 2) with a ``Deps`` whose
   pool is the one :meth:`ReplicaSet.pool_for_read` picks for the caller; the
   handlers themselves know nothing of replicas. A read that
   fails on a replica (it went down mid-read) runs again on the primary:
@@ -26,11 +27,11 @@ import redis.asyncio as aredis
 from psycopg_pool import AsyncConnectionPool
 
 from config.settings import Settings
-from memory import commands
 from memory.calls import CallMeta
 from memory.commands import Command
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
+from memory.handlers import read_commands
 from storage.pool import connection_defaults, make_pool
 from storage.replicas import LocalPositions, ReplicaSet, WritePositions
 from tasks.redis_clients import RedisTarget, async_client
@@ -40,21 +41,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-#: The commands that only read, and so may be served by a replica (issue 29, item 2):
-#: recall and search_memory (Recall), build_context_prompt, list_memories, text_search,
-#: get_memory, count_memories, memory_stats, list_tags, export_memories, query_relations.
-READ_COMMANDS: tuple[type[Command], ...] = (
-    commands.Recall,
-    commands.BuildContextPrompt,
-    commands.ListMemories,
-    commands.TextSearch,
-    commands.GetMemory,
-    commands.CountMemories,
-    commands.MemoryStats,
-    commands.ListTags,
-    commands.ExportMemories,
-    commands.QueryRelations,
-)
 #: Recorded when a write's position could not be read: the user's reads go to the
 #: primary until the position expires (larger than any WAL position).
 PRIMARY_ONLY = 2**62
@@ -123,13 +109,21 @@ def build_replicas(settings: Settings, primary: AsyncConnectionPool) -> ReplicaS
     return ReplicaSet(primary, pools, positions, max_lag_s=settings.replica_max_lag_s)
 
 
-def routed_runner(run: CommandRunner, replicas: ReplicaSet | None) -> CommandRunner:
-    """``run`` with each read command served where ``replicas`` says (itself without replicas)."""
+def routed_runner(
+    run: CommandRunner,
+    replicas: ReplicaSet | None,
+    reads: tuple[type[Command], ...] | None = None,
+) -> CommandRunner:
+    """``run`` with each read command served where ``replicas`` says (itself without replicas).
+
+    ``reads``: the commands a replica may serve; by default those whose handlers only read.
+    """
     if replicas is None:
         return run
+    read_only = read_commands() if reads is None else reads
 
     async def routed(deps: Deps, meta: CallMeta, command: Command) -> dict[str, Any]:
-        if not isinstance(command, READ_COMMANDS):
+        if not isinstance(command, read_only):
             return await run(deps, meta, command)
         pool = await replicas.pool_for_read(meta.user_id)
         if pool is replicas.primary:

@@ -28,6 +28,7 @@ from .commands.editing import (
     UpdateMemoryBatch,
     UpdateRequest,
 )
+from .commands.handling import handles
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, failed_item, invalid, not_found
 from .relations import text_stored
@@ -137,6 +138,7 @@ def _occurred_at(request: UpdateRequest, row: MemoryRow) -> dict[str, Any]:
     return {"occurred_at": parsed, "occurred_at_parsed": parsed is not None}
 
 
+@handles(UpdateMemory, reads=False)
 async def update_memory(deps: Deps, meta: CallMeta, command: UpdateMemory) -> dict[str, Any]:
     user_id, idempotency_key = meta.user_id, meta.idempotency_key
     request, dry_run = command.request, command.dry_run
@@ -163,6 +165,7 @@ async def update_memory(deps: Deps, meta: CallMeta, command: UpdateMemory) -> di
     return payload
 
 
+@handles(UpdateMemoryBatch, reads=False)
 async def update_memory_batch(
     deps: Deps, meta: CallMeta, command: UpdateMemoryBatch
 ) -> dict[str, Any]:
@@ -223,6 +226,7 @@ async def update_memory_batch(
 # --- confirm -----------------------------------------------------------------
 
 
+@handles(Confirm, reads=False)
 async def confirm(deps: Deps, meta: CallMeta, command: Confirm) -> dict[str, Any]:
     user_id, idempotency_key = meta.user_id, meta.idempotency_key
     mid = command.id
@@ -252,6 +256,7 @@ def _forget_message(*, dry_run: bool, already: bool, hard: bool = False) -> str:
     return "Tombstone updated" if already else "Forgotten"
 
 
+@handles(Forget, reads=False)
 async def forget(deps: Deps, meta: CallMeta, command: Forget) -> dict[str, Any]:
     user_id, idempotency_key = meta.user_id, meta.idempotency_key
     mid, hard, dry_run = command.id, command.hard_delete, command.dry_run
@@ -295,6 +300,7 @@ async def forget(deps: Deps, meta: CallMeta, command: Forget) -> dict[str, Any]:
     )
 
 
+@handles(ForgetBatch, reads=False)
 async def forget_batch(deps: Deps, meta: CallMeta, command: ForgetBatch) -> dict[str, Any]:
     user_id, idempotency_key = meta.user_id, meta.idempotency_key
     dry_run = command.dry_run

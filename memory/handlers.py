@@ -1,11 +1,14 @@
-"""One handler per command type, the table of them, and the one way to run a command.
+"""The table of handlers, and the one way to run a command.
 
 Every handler has the signature ``async (deps, meta, command) -> payload``
 and either returns its ``{"ok": true, ...}`` payload or raises
-:class:`~memory.errors.MemoryServiceError`. :func:`dispatch` looks the
-handler up by the command's type and is the one database-error boundary of
-every path that runs a command: the web process (inline tools), the workers
-(queued tools) and the commands (chat import, scripts).
+:class:`~memory.errors.MemoryServiceError`. Each use case declares its own
+handler, once, with ``@handles(Command, reads=...)``
+(:mod:`memory.commands.handling`); this module loads every use-case module so
+that the table is whole, and :func:`dispatch` looks the handler up by the
+command's type. It is the one database-error boundary of every path that runs
+a command: the web process (inline tools), the workers (queued tools) and the
+commands (chat import, scripts).
 
 Whether a command runs inline or on a worker is the tool registry's decision
 (``api/mcp/tool_*.py``), not this module's; which tool names a command is
@@ -15,47 +18,39 @@ the registry's too: nothing here knows a tool name.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import psycopg
 
-from . import commands, editing, learning, reading, relations, remembering, scans
+# The use-case modules: loading them declares their handlers (@handles). A new module
+# of handlers is added here; the tool registry's startup check names a command left out.
+from . import editing, learning, reading, relations, remembering, scans  # noqa: F401
 from .calls import CallMeta
 from .commands import Command
+from .commands.handling import HANDLING, Handler, Payload
 from .deps import Deps
 from .errors import DATABASE_ERROR, MemoryServiceError
 
-C = TypeVar("C", bound=Command)
-Payload = dict[str, Any]
-#: A handler of one command type.
-Handler = Callable[[Deps, CallMeta, C], Awaitable[Payload]]
+__all__ = [
+    "HANDLERS",
+    "HANDLING",
+    "Handler",
+    "Payload",
+    "database_error",
+    "dispatch",
+    "read_commands",
+]
 
 _log = logging.getLogger(__name__)
 
-#: Every command type's handler (cosmicpython's ``handlers.py``): one row per command.
-HANDLERS: Mapping[type[Command], Handler[Any]] = {
-    commands.Remember: remembering.remember,
-    commands.RememberBatch: remembering.remember_batch,
-    commands.Recall: reading.recall,
-    commands.BuildContextPrompt: reading.build_context_prompt,
-    commands.ListMemories: reading.list_memories,
-    commands.TextSearch: reading.text_search,
-    commands.GetMemory: reading.get_memory,
-    commands.CountMemories: reading.count_memories,
-    commands.MemoryStats: reading.memory_stats,
-    commands.ListTags: reading.list_tags,
-    commands.ExportMemories: reading.export_memories,
-    commands.UpdateMemory: editing.update_memory,
-    commands.UpdateMemoryBatch: editing.update_memory_batch,
-    commands.Confirm: editing.confirm,
-    commands.Forget: editing.forget,
-    commands.ForgetBatch: editing.forget_batch,
-    commands.Reinforce: learning.reinforce,
-    commands.FindNearDuplicates: scans.find_near_duplicates,
-    commands.FindConflicts: scans.find_conflicts,
-    commands.QueryRelations: relations.query_relations,
-}
+#: Every command type's handler (cosmicpython's ``handlers.py``), as the use cases declare them.
+HANDLERS: Mapping[type[Command], Handler[Any]] = HANDLING.table()
+
+
+def read_commands() -> tuple[type[Command], ...]:
+    """The commands whose handlers only read: a replica may serve them."""
+    return HANDLING.read_commands()
 
 
 async def dispatch(deps: Deps, meta: CallMeta, command: Command) -> Payload:
@@ -64,7 +59,7 @@ async def dispatch(deps: Deps, meta: CallMeta, command: Command) -> Payload:
     The one database-error boundary: a database failure (the transaction has
     rolled back) becomes DATABASE_ERROR, on every path.
     """
-    handler = HANDLERS[type(command)]
+    handler = HANDLING.of(type(command)).handler
     try:
         return await handler(deps, meta, command)
     except MemoryServiceError:

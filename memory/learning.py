@@ -20,6 +20,7 @@ from storage import learning as learned
 from storage import memories as store
 
 from .calls import CallMeta
+from .commands.handling import handles
 from .commands.learning import Reinforce
 from .deps import Deps
 from .writes import run_write
@@ -43,6 +44,7 @@ def next_centroid(
     return (total / norm).astype(np.float32)
 
 
+@handles(Reinforce, reads=False)
 async def reinforce(deps: Deps, meta: CallMeta, command: Reinforce) -> dict[str, Any]:
     user_id, idempotency_key = meta.user_id, meta.idempotency_key
     ids, delta, query = list(command.memory_ids), command.delta, command.query

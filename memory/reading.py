@@ -8,6 +8,7 @@ from memory.rules.timestamps import format_timestamp
 from storage import memories as store
 
 from .calls import CallMeta
+from .commands.handling import handles
 from .commands.reading import (
     BuildContextPrompt,
     CountMemories,
@@ -30,6 +31,7 @@ PROMPT_USER = "The following is the user's prompt:"
 NO_FACTS = "No relevant previously known facts were found."
 
 
+@handles(Recall, reads=True)
 async def recall(deps: Deps, meta: CallMeta, command: Recall) -> dict[str, Any]:
     """``recall`` and ``search_memory``."""
     explain = command.explain
@@ -64,6 +66,7 @@ async def recall(deps: Deps, meta: CallMeta, command: Recall) -> dict[str, Any]:
     return {"ok": True, "matches": matches}
 
 
+@handles(BuildContextPrompt, reads=True)
 async def build_context_prompt(
     deps: Deps, meta: CallMeta, command: BuildContextPrompt
 ) -> dict[str, Any]:
@@ -92,6 +95,7 @@ async def build_context_prompt(
     return {"ok": True, "prompt": f"{head}{body}{tail}", "memory_ids": used}
 
 
+@handles(ListMemories, reads=True)
 async def list_memories(deps: Deps, meta: CallMeta, command: ListMemories) -> dict[str, Any]:
     f = command.filters.memory_filter()
     async with deps.pool.connection() as conn:
@@ -106,12 +110,14 @@ async def list_memories(deps: Deps, meta: CallMeta, command: ListMemories) -> di
     }
 
 
+@handles(TextSearch, reads=True)
 async def text_search(deps: Deps, meta: CallMeta, command: TextSearch) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
         rows = await store.text_search(conn, meta.user_id, command.text, limit=command.limit)
     return {"ok": True, "memories": [match_shape(r) for r in rows], "count": len(rows)}
 
 
+@handles(GetMemory, reads=True)
 async def get_memory(deps: Deps, meta: CallMeta, command: GetMemory) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
         row = await store.get_memory(conn, meta.user_id, command.id)
@@ -120,12 +126,14 @@ async def get_memory(deps: Deps, meta: CallMeta, command: GetMemory) -> dict[str
     return {"ok": True, "memory": full_shape(row)}
 
 
+@handles(CountMemories, reads=True)
 async def count_memories(deps: Deps, meta: CallMeta, command: CountMemories) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
         count = await store.count_memories(conn, meta.user_id, command.filters.memory_filter())
     return {"ok": True, "count": count}
 
 
+@handles(MemoryStats, reads=True)
 async def memory_stats(deps: Deps, meta: CallMeta, command: MemoryStats) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
         stats = await store.store_stats(conn, meta.user_id, top_tags=10)
@@ -145,6 +153,7 @@ async def memory_stats(deps: Deps, meta: CallMeta, command: MemoryStats) -> dict
     }
 
 
+@handles(ListTags, reads=True)
 async def list_tags(deps: Deps, meta: CallMeta, command: ListTags) -> dict[str, Any]:
     async with deps.pool.connection() as conn:
         tags = await store.tag_counts(
@@ -153,6 +162,7 @@ async def list_tags(deps: Deps, meta: CallMeta, command: ListTags) -> dict[str, 
     return {"ok": True, "tags": [{"tag": t.tag, "count": t.count} for t in tags]}
 
 
+@handles(ExportMemories, reads=True)
 async def export_memories(deps: Deps, meta: CallMeta, command: ExportMemories) -> dict[str, Any]:
     cap = deps.settings.export_max_rows
     # One snapshot: the count and the rows agree.

@@ -33,6 +33,7 @@ from storage import relations as store
 
 from . import graph
 from .calls import CallMeta
+from .commands.handling import handles
 from .commands.relations import QueryRelations
 from .deps import Deps
 
@@ -67,6 +68,7 @@ _REBUILD_PAGE = 200
 _log = logging.getLogger(__name__)
 
 
+@handles(QueryRelations, reads=True)
 async def query_relations(deps: Deps, meta: CallMeta, command: QueryRelations) -> dict[str, Any]:
     user_id, entity, hops = meta.user_id, command.entity, command.max_hops
     cap = deps.settings.graph_max_relations

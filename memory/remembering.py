@@ -26,6 +26,7 @@ from storage import memory_provenance as provenance_store
 from storage.rows import MemoryRow, Neighbour, NewMemory
 
 from .calls import CallMeta
+from .commands.handling import handles
 from .commands.remember import Remember, RememberBatch, RememberItem
 from .deps import Deps
 from .errors import INVALID_INPUT, MemoryServiceError, failed_item
@@ -44,6 +45,7 @@ Outcome = dict[str, Any] | MemoryServiceError
 Envelope = Callable[[list[Outcome]], dict[str, Any]]
 
 
+@handles(Remember, reads=False)
 async def remember(deps: Deps, meta: CallMeta, command: Remember) -> dict[str, Any]:
     def only(outcomes: list[Outcome]) -> dict[str, Any]:
         (outcome,) = outcomes
@@ -54,6 +56,7 @@ async def remember(deps: Deps, meta: CallMeta, command: Remember) -> dict[str, A
     return await store_items(deps, meta, [command.item], label=command.type_name(), envelope=only)
 
 
+@handles(RememberBatch, reads=False)
 async def remember_batch(deps: Deps, meta: CallMeta, command: RememberBatch) -> dict[str, Any]:
     def batch(outcomes: list[Outcome]) -> dict[str, Any]:
         results = [failed_item(o) if isinstance(o, MemoryServiceError) else o for o in outcomes]

@@ -32,6 +32,7 @@ from memory.rules.clusters import Cluster, cluster_pairs
 from storage import scans as store
 
 from .calls import CallMeta
+from .commands.handling import handles
 from .commands.scans import FindConflicts, FindNearDuplicates, Scan
 from .deps import Deps
 from .shapes import match_shape
@@ -50,12 +51,14 @@ OWED_INLINE_LIMIT = 2000
 MAX_GROUP_MEMBERS = 200
 
 
+@handles(FindNearDuplicates, reads=True)
 async def find_near_duplicates(
     deps: Deps, meta: CallMeta, command: FindNearDuplicates
 ) -> dict[str, Any]:
     return await _scan(deps, meta.user_id, command)
 
 
+@handles(FindConflicts, reads=True)
 async def find_conflicts(deps: Deps, meta: CallMeta, command: FindConflicts) -> dict[str, Any]:
     return await _scan(deps, meta.user_id, command, relations=True)
 

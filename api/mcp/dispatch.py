@@ -167,7 +167,7 @@ class McpDispatcher:
         spec = self._tools.get(name) if isinstance(name, str) else None
         if spec is None:
             return None
-        return required_scope(bool(spec.annotations.get("readOnlyHint", False)))
+        return required_scope(spec.read_only)
 
     async def handle(self, message: Message, ctx: CallContext) -> Outcome:
         """Answer one request; JSON-RPC errors become error responses."""
@@ -248,7 +248,7 @@ class McpDispatcher:
         ``tags``, which the contract gives count_memories only); read tools only.
         """
         started = time.perf_counter()
-        if extra_arguments and not spec.annotations.get("readOnlyHint", False):
+        if extra_arguments and not spec.read_only:
             raise ValueError("extra arguments are for read tools only")
         with tool_span(spec.name, queued=spec.queued) as span:
             async with self.admission.call(embeds_query=spec.embeds_query, light=spec.light):
@@ -276,7 +276,7 @@ class McpDispatcher:
                 client_id=ctx.client_id,
                 token_jti=ctx.token_jti,
                 tool=spec.name,
-                read_only=bool(spec.annotations.get("readOnlyHint", False)),
+                read_only=spec.read_only,
                 arguments=args,
                 payload=payload,
                 duration_s=seconds,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from api.mcp import tool_outputs as out
 from api.mcp.tool_schemas import DRY_RUN, MEMORY_ID, STRING, Schemas, flag, item_of, retry_as
-from api.mcp.tool_spec import ToolSpec, write_hints
+from api.mcp.tool_spec import ToolSpec
 from memory.commands import Confirm, Forget, ForgetBatch, UpdateMemory, UpdateMemoryBatch
 
 
@@ -14,45 +14,62 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
     update_item = s.obj({"id": MEMORY_ID, **s.update_fields()}, required=["id"])
     return [
         ToolSpec(
-            "update_memory",
+            name="update_memory",
+            title="Edit memory",
             # A secret in the new text is SECRET_REJECTED as in remember, which says so once.
-            "Correct one memory; omitted fields stay. Forgotten: NOT_FOUND. Kept: refused "
-            "(INVALID_INPUT, detail.reason 'locked') unless only keep=false. "
-            f"{retry_as('remember')}",
-            s.obj({**update_item["properties"], "dry_run": DRY_RUN}, required=["id"]),
-            out.result(memory_id=out.INT, changed_fields={"type": "array"}),
-            write_hints(destructive=True, idempotent=True),
-            UpdateMemory,
+            description=(
+                "Correct one memory; omitted fields stay. Forgotten: NOT_FOUND. Kept: refused "
+                "(INVALID_INPUT, detail.reason 'locked') unless only keep=false. "
+                f"{retry_as('remember')}"
+            ),
+            input_schema=s.obj({**update_item["properties"], "dry_run": DRY_RUN}, required=["id"]),
+            output_schema=out.result(memory_id=out.INT, changed_fields={"type": "array"}),
+            command=UpdateMemory,
             queued=True,
+            destructive=True,
+            idempotent=True,
         ),
         ToolSpec(
-            "update_memory_batch",
-            f"Correct up to {settings.max_batch_size} memories; prefer it over repeated "
-            "update_memory. Items take update_memory's arguments; a failed item fails alone. "
-            f"{retry_as('remember')}",
-            s.obj({"items": s.batch(item_of(update_item)), "dry_run": DRY_RUN}, required=["items"]),
-            out.BATCH,
-            write_hints(destructive=True, idempotent=True),
-            UpdateMemoryBatch,
+            name="update_memory_batch",
+            title="Edit many",
+            description=(
+                f"Correct up to {settings.max_batch_size} memories; prefer it over repeated "
+                "update_memory. Items take update_memory's arguments; a failed item fails alone. "
+                f"{retry_as('remember')}"
+            ),
+            input_schema=s.obj(
+                {"items": s.batch(item_of(update_item)), "dry_run": DRY_RUN}, required=["items"]
+            ),
+            output_schema=out.BATCH,
+            command=UpdateMemoryBatch,
             queued=True,
+            destructive=True,
+            idempotent=True,
         ),
         ToolSpec(
-            "confirm",
-            "Mark a memory verified now (last_confirmed_at; positive feedback), when the user "
-            f"confirms it or to settle a contradiction. {retry_as('remember')}",
-            s.obj({"id": MEMORY_ID}, required=["id"]),
-            out.result(last_confirmed_at=out.STR),
+            name="confirm",
+            title="Confirm memory",
+            description=(
+                "Mark a memory verified now (last_confirmed_at; positive feedback), when the user "
+                f"confirms it or to settle a contradiction. {retry_as('remember')}"
+            ),
+            input_schema=s.obj({"id": MEMORY_ID}, required=["id"]),
+            output_schema=out.result(last_confirmed_at=out.STR),
+            command=Confirm,
+            queued=True,
             # Each call is another positive feedback step, so not idempotent.
-            write_hints(destructive=False, idempotent=False),
-            Confirm,
-            queued=True,
+            destructive=False,
+            idempotent=False,
         ),
         ToolSpec(
-            "forget",
-            "Delete a memory: soft by default (a tombstone warns later remember calls); "
-            "hard_delete=true erases it. Kept ones are refused. "
-            f"{retry_as('remember')}",
-            s.obj(
+            name="forget",
+            title="Forget memory",
+            description=(
+                "Delete a memory: soft by default (a tombstone warns later remember calls); "
+                "hard_delete=true erases it. Kept ones are refused. "
+                f"{retry_as('remember')}"
+            ),
+            input_schema=s.obj(
                 {
                     "id": MEMORY_ID,
                     "hard_delete": flag(False),
@@ -62,22 +79,27 @@ def editing_tools(s: Schemas) -> list[ToolSpec]:
                 },
                 required=["id"],
             ),
-            out.result(already_deleted=out.BOOL),
-            write_hints(destructive=True, idempotent=True),
-            Forget,
+            output_schema=out.result(already_deleted=out.BOOL),
+            command=Forget,
             queued=True,
+            destructive=True,
+            idempotent=True,
         ),
         ToolSpec(
-            "forget_batch",
-            f"Soft-delete up to {settings.max_batch_size} memories; prefer it to calling "
-            f"forget repeatedly. A failed id fails alone. {retry_as('remember')}",
-            s.obj(
+            name="forget_batch",
+            title="Forget many",
+            description=(
+                f"Soft-delete up to {settings.max_batch_size} memories; prefer it to calling "
+                f"forget repeatedly. A failed id fails alone. {retry_as('remember')}"
+            ),
+            input_schema=s.obj(
                 {"ids": s.batch(MEMORY_ID), "reason": STRING, "dry_run": DRY_RUN},
                 required=["ids"],
             ),
-            out.BATCH,
-            write_hints(destructive=True, idempotent=True),
-            ForgetBatch,
+            output_schema=out.BATCH,
+            command=ForgetBatch,
             queued=True,
+            destructive=True,
+            idempotent=True,
         ),
     ]

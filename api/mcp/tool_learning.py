@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from api.mcp import tool_outputs as out
 from api.mcp.tool_schemas import MEMORY_ID, Schemas, retry_as
-from api.mcp.tool_spec import ToolSpec, write_hints
+from api.mcp.tool_spec import ToolSpec
 from memory.commands import Reinforce
 
 
@@ -13,10 +13,13 @@ def learning_tools(s: Schemas) -> list[ToolSpec]:
     settings = s.settings
     return [
         ToolSpec(
-            "reinforce",
-            "Teach recall what helps: ids you used, delta +1 helpful to -1 wrong, and the query "
-            f"they answered. Only ranking changes. {retry_as('remember')}",
-            s.obj(
+            name="reinforce",
+            title="Rate",
+            description=(
+                "Teach recall what helps: ids you used, delta +1 helpful to -1 wrong, and the "
+                f"query they answered. Only ranking changes. {retry_as('remember')}"
+            ),
+            input_schema=s.obj(
                 {
                     "memory_ids": {
                         "type": "array",
@@ -29,9 +32,10 @@ def learning_tools(s: Schemas) -> list[ToolSpec]:
                 },
                 required=["memory_ids"],
             ),
-            out.result(reinforced=out.keys("id")),
-            write_hints(destructive=False, idempotent=False),
-            Reinforce,
+            output_schema=out.result(reinforced=out.keys("id")),
+            command=Reinforce,
             queued=True,
+            destructive=False,
+            idempotent=False,
         ),
     ]

@@ -1,4 +1,8 @@
-"""The read tools: recall and its relatives, listings, counts, stats, export, relations."""
+"""The read tools: recall and its relatives, listings, counts, stats, export, relations.
+
+Three families, as ``tools/list`` shows them between the writes (``api.mcp.tools``):
+:func:`recall_tools`, :func:`lookup_tools` and :func:`relation_tools`.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from api.mcp.tool_schemas import (
     count,
     flag,
 )
-from api.mcp.tool_spec import READ_HINTS, ToolSpec
+from api.mcp.tool_spec import ToolSpec
 from memory.commands import (
     BuildContextPrompt,
     CountMemories,
@@ -31,17 +35,20 @@ from memory.commands import (
 )
 
 
-def reading_tools(s: Schemas) -> list[ToolSpec]:
-    """The read-only tools that run inline in the web process."""
+def recall_tools(s: Schemas) -> list[ToolSpec]:
+    """recall, search_memory, build_context_prompt and list_memories (inline)."""
     settings = s.settings
     return [
-        _recall_spec(s, "recall"),
-        _recall_spec(s, "search_memory"),
+        _recall_spec(s, "recall", "Recall"),
+        _recall_spec(s, "search_memory", "Search"),
         ToolSpec(
-            "build_context_prompt",
-            "A prompt for a model without this server: memories relevant to user_prompt, up "
-            "to max_chars, then the prompt. Here, use recall.",
-            s.obj(
+            name="build_context_prompt",
+            title="Prompt",
+            description=(
+                "A prompt for a model without this server: memories relevant to user_prompt, "
+                "up to max_chars, then the prompt. Here, use recall."
+            ),
+            input_schema=s.obj(
                 {
                     "user_prompt": TEXT,
                     "limit": s.limit(settings.default_recall_limit),
@@ -52,98 +59,120 @@ def reading_tools(s: Schemas) -> list[ToolSpec]:
                 },
                 required=["user_prompt"],
             ),
-            out.result(prompt=out.STR),
-            READ_HINTS,
-            BuildContextPrompt,
+            output_schema=out.result(prompt=out.STR),
+            command=BuildContextPrompt,
             queued=False,
             embeds_query=True,
         ),
         ToolSpec(
-            "list_memories",
-            f"Page through memories, newest first; filters combine with AND. {DATA_NOT_INSTRUCTIONS}",
-            s.obj({"limit": s.limit(20), "offset": count(0, 0), **s.cleanup_filters()}),
-            out.result(memories=out.ROWS),
-            READ_HINTS,
-            ListMemories,
+            name="list_memories",
+            title="List",
+            description=(
+                f"Page through memories, newest first; filters combine with AND. "
+                f"{DATA_NOT_INSTRUCTIONS}"
+            ),
+            input_schema=s.obj(
+                {"limit": s.limit(20), "offset": count(0, 0), **s.cleanup_filters()}
+            ),
+            output_schema=out.result(memories=out.ROWS),
+            command=ListMemories,
+            queued=False,
+        ),
+    ]
+
+
+def lookup_tools(s: Schemas) -> list[ToolSpec]:
+    """text_search, get_memory, count_memories, memory_stats, list_tags, export_memories."""
+    return [
+        ToolSpec(
+            name="text_search",
+            title="Text search",
+            description=(
+                "Case-insensitive substring search, newest first; for questions use recall. "
+                f"{DATA_NOT_INSTRUCTIONS}"
+            ),
+            input_schema=s.obj({"text": TEXT, "limit": s.limit(20)}, required=["text"]),
+            output_schema=out.result(memories=out.ROWS),
+            command=TextSearch,
             queued=False,
         ),
         ToolSpec(
-            "text_search",
-            "Case-insensitive substring search, newest first; for questions use recall. "
-            f"{DATA_NOT_INSTRUCTIONS}",
-            s.obj({"text": TEXT, "limit": s.limit(20)}, required=["text"]),
-            out.result(memories=out.ROWS),
-            READ_HINTS,
-            TextSearch,
+            name="get_memory",
+            title="Get memory",
+            description=f"One memory by id with every field, soft-deleted too. {DATA_NOT_INSTRUCTIONS}",
+            input_schema=s.obj({"id": MEMORY_ID}, required=["id"]),
+            output_schema=out.result(memory={"required": ["id", "text"]}),
+            command=GetMemory,
             queued=False,
         ),
         ToolSpec(
-            "get_memory",
-            f"One memory by id with every field, soft-deleted too. {DATA_NOT_INSTRUCTIONS}",
-            s.obj({"id": MEMORY_ID}, required=["id"]),
-            out.result(memory={"required": ["id", "text"]}),
-            READ_HINTS,
-            GetMemory,
+            name="count_memories",
+            title="Count",
+            description="Count memories; filters as list_memories'.",
+            input_schema=s.obj({**s.cleanup_filters(), "tags": TAGS, "source_provider": STRING}),
+            output_schema=out.result(count=out.INT),
+            command=CountMemories,
             queued=False,
         ),
         ToolSpec(
-            "count_memories",
-            "Count memories; filters as list_memories'.",
-            s.obj({**s.cleanup_filters(), "tags": TAGS, "source_provider": STRING}),
-            out.result(count=out.INT),
-            READ_HINTS,
-            CountMemories,
+            name="memory_stats",
+            title="Overview",
+            description="Store-wide counts, average importance, dates, top tags and sources.",
+            input_schema=s.obj({}),
+            output_schema=out.result(active=out.INT),
+            command=MemoryStats,
             queued=False,
         ),
         ToolSpec(
-            "memory_stats",
-            "Store-wide counts, average importance, dates, top tags and sources.",
-            s.obj({}),
-            out.result(active=out.INT),
-            READ_HINTS,
-            MemoryStats,
+            name="list_tags",
+            title="List tags",
+            description="Tags in use with counts, most used first: reuse their spellings.",
+            input_schema=s.obj({"include_deleted": flag(False), "limit": count(1)}),
+            output_schema=out.result(tags=out.keys("tag", "count")),
+            command=ListTags,
             queued=False,
         ),
         ToolSpec(
-            "list_tags",
-            "Tags in use with counts, most used first: reuse their spellings.",
-            s.obj({"include_deleted": flag(False), "limit": count(1)}),
-            out.result(tags=out.keys("tag", "count")),
-            READ_HINTS,
-            ListTags,
+            name="export_memories",
+            title="Export",
+            description=(
+                "Every memory, oldest first, for a backup the user asked for; LIMIT_EXCEEDED "
+                "over the cap."
+            ),
+            input_schema=s.obj({"include_deleted": flag(True)}),
+            output_schema=out.result(memories=out.ROWS),
+            command=ExportMemories,
             queued=False,
         ),
+    ]
+
+
+def relation_tools(s: Schemas) -> list[ToolSpec]:
+    """query_relations (inline)."""
+    return [
         ToolSpec(
-            "export_memories",
-            "Every memory, oldest first, for a backup the user asked for; LIMIT_EXCEEDED over "
-            "the cap.",
-            s.obj({"include_deleted": flag(True)}),
-            out.result(memories=out.ROWS),
-            READ_HINTS,
-            ExportMemories,
-            queued=False,
-        ),
-        ToolSpec(
-            "query_relations",
-            "Multi-hop questions ('who is my manager's spouse?') over relations found in "
-            "memories; entity: a name, 'me' or a role ('my manager'). Empty: use recall. "
-            f"{DATA_NOT_INSTRUCTIONS}",
-            s.obj(
+            name="query_relations",
+            title="Relations",
+            description=(
+                "Multi-hop questions ('who is my manager's spouse?') over relations found in "
+                "memories; entity: a name, 'me' or a role ('my manager'). Empty: use recall. "
+                f"{DATA_NOT_INSTRUCTIONS}"
+            ),
+            input_schema=s.obj(
                 {
                     "entity": {**TEXT, "maxLength": 500},
                     "max_hops": {"type": "integer", "minimum": 1, "maximum": 5, "default": 2},
                 },
                 required=["entity"],
             ),
-            out.result(relations=out.keys("subject", "predicate", "object")),
-            READ_HINTS,
-            QueryRelations,
+            output_schema=out.result(relations=out.keys("subject", "predicate", "object")),
+            command=QueryRelations,
             queued=False,
         ),
     ]
 
 
-def _recall_spec(s: Schemas, name: str) -> ToolSpec:
+def _recall_spec(s: Schemas, name: str, title: str) -> ToolSpec:
     # recall and search_memory are one tool under two names (tools chapter,
     # search_memory): some clients' tool search does not surface "recall". The
     # alias says when to use it; how to weigh contradictions is recall's (the
@@ -156,9 +185,10 @@ def _recall_spec(s: Schemas, name: str) -> ToolSpec:
         else "Same as recall: memories relevant to a question, before answering anything personal."
     )
     return ToolSpec(
-        name,
-        f"{intro} {DATA_NOT_INSTRUCTIONS}",
-        s.obj(
+        name=name,
+        title=title,
+        description=f"{intro} {DATA_NOT_INSTRUCTIONS}",
+        input_schema=s.obj(
             {
                 "query": TEXT,
                 "limit": s.limit(s.settings.default_recall_limit),
@@ -169,9 +199,8 @@ def _recall_spec(s: Schemas, name: str) -> ToolSpec:
             },
             required=["query"],
         ),
-        out.result(matches=out.ROWS),
-        READ_HINTS,
-        Recall,
+        output_schema=out.result(matches=out.ROWS),
+        command=Recall,
         queued=False,
         embeds_query=True,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from api.mcp import tool_outputs as out
 from api.mcp.tool_schemas import DEDUP_POLICY, STRING, Schemas, item_of, retry_as
-from api.mcp.tool_spec import ToolSpec, write_hints
+from api.mcp.tool_spec import ToolSpec
 from memory.commands import Remember, RememberBatch
 
 #: near_duplicates and previously_corrected entries (``memory.remembering._item_outcome``).
@@ -17,30 +17,32 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
     item = s.obj(s.remember_fields(), required=["text"])
     return [
         ToolSpec(
-            "remember",
-            "Store a lasting fact the user states about themselves or asks you to keep, as one "
+            name="remember",
+            title="Remember",
+            description="Store a lasting fact the user states about themselves or asks you to keep, as one "
             "self-contained sentence. Never secrets (keys, passwords): SECRET_REJECTED. If it "
             "corrects a memory in near_duplicates or previously_corrected, pass its id in "
             "supersedes or downweights. "
             f"{s.retry_safe}",
-            item,
-            out.result(memory_id=out.INT, near_duplicates=_NEAR),
+            input_schema=item,
+            output_schema=out.result(memory_id=out.INT, near_duplicates=_NEAR),
+            command=Remember,
+            queued=True,
             # destructiveHint true, honestly: a plain remember only adds a row, but the
             # same call with supersedes soft-deletes (retires) the memories it names, and
             # with downweights ranks them lower: it can change and hide older memories, so
             # a host should treat it as it treats forget. Not idempotent: a repeat with
             # downweights steps salience again (a retry within the window is answered from
             # the first call's receipt, but the hint describes the tool, not our retries).
-            write_hints(destructive=True, idempotent=False),
-            Remember,
-            queued=True,
+            destructive=True,
         ),
         ToolSpec(
-            "remember_batch",
-            f"Store up to {settings.max_batch_size} facts. Items take remember's "
+            name="remember_batch",
+            title="Remember many",
+            description=f"Store up to {settings.max_batch_size} facts. Items take remember's "
             "arguments (source_provider, dedup_policy here are defaults); a failed item fails "
             f"alone. {retry_as('remember')}",
-            s.obj(
+            input_schema=s.obj(
                 {
                     "items": s.batch(item_of(item)),
                     "source_provider": STRING,
@@ -48,10 +50,10 @@ def remember_tools(s: Schemas) -> list[ToolSpec]:
                 },
                 required=["items"],
             ),
-            out.result(results=out.keys("ok")),
-            # As remember: its items may carry supersedes and downweights.
-            write_hints(destructive=True, idempotent=False),
-            RememberBatch,
+            output_schema=out.result(results=out.keys("ok")),
+            command=RememberBatch,
             queued=True,
+            # As remember: its items may carry supersedes and downweights.
+            destructive=True,
         ),
     ]

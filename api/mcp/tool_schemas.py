@@ -1,7 +1,8 @@
 """JSON Schema fragments and description sentences the tool families share.
 
 Every byte here is sent in each ``tools/list``, into every conversation (issue
-14: at most 16 KB, output schemas included). So a property's ``description``
+35: at most 800 bytes per tool on average, output schemas included;
+docs/adding-a-tool.md). So a property's ``description``
 says only what its name, type, range, enum and default do not, and the
 common sentences are written once each, here, and appended where they apply.
 """

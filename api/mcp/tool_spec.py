@@ -1,8 +1,17 @@
-"""One MCP tool's entry in the registry, and the annotation sets the tools share."""
+"""One MCP tool's declaration: everything the server knows of a tool, in one place.
+
+A tool is declared once, as a :class:`ToolSpec` in its family's module
+(``api/mcp/tool_*.py``): its wire name and title, its description and schemas,
+the command its arguments are parsed into, and whether it runs inline or on a
+worker. Whether it only reads is its handler's declaration
+(``@handles(Command, reads=...)``, :mod:`memory.commands.handling`), which the
+registry (``api.mcp.tools.tool_specs``) copies in: the annotations follow from
+it, so a tool cannot be listed read-only while its handler writes, nor the
+reverse. Recipe: docs/adding-a-tool.md.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,29 +19,55 @@ from config.settings import Settings
 from memory.commands import Command
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolSpec:
     """One MCP tool: its listing and the command its arguments are parsed into."""
 
+    #: The wire name (``tools/call``'s ``name``): written here and nowhere else.
     name: str
+    #: The human title (``annotations.title``): what a host shows a person.
+    title: str
     description: str
     input_schema: dict[str, Any]
     #: The success payload or the error payload (``api.mcp.tool_outputs.result``).
     output_schema: dict[str, Any]
-    #: MCP ToolAnnotations: title, readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
-    annotations: Mapping[str, bool | str]
     #: The command class the tool's arguments are parsed into (``parse``, with the
-    #: tool's documented errors); ``memory.handlers.HANDLERS`` names its handler.
+    #: tool's documented errors); its handler is declared with ``@handles``.
     command: type[Command]
     #: True: runs on a worker through ``Runtime.write_queue``; False: inline.
     queued: bool
     #: True: an inline call that embeds a query (recall...): ``api.mcp.admission`` lets
     #: the inline calls that embed nothing go first.
     embeds_query: bool = False
+    #: A write's hints (MCP ToolAnnotations): it may delete or overwrite what the
+    #: user stored; calling it twice with the same arguments does no more than once.
+    destructive: bool = False
+    idempotent: bool = False
+    #: Whether the command's handler only reads: copied from its ``@handles``
+    #: declaration by the registry (``tool_specs``); None until then.
+    reads: bool | None = None
 
     def parse(self, arguments: dict[str, Any], settings: Settings) -> Command:
         """The call's arguments as this tool's command, or MemoryServiceError."""
         return self.command.parse(arguments, settings)
+
+    @property
+    def read_only(self) -> bool:
+        """The handler changes nothing (``readOnlyHint``; the read scope suffices)."""
+        if self.reads is None:
+            raise ValueError(f"{self.name}: not built by the registry (api.mcp.tools)")
+        return self.reads
+
+    @property
+    def annotations(self) -> dict[str, bool | str]:
+        """MCP ToolAnnotations: title, readOnlyHint, destructiveHint, idempotentHint,
+        openWorldHint; every hint derived from the declaration."""
+        if self.read_only:
+            return {"title": self.title, **READ_HINTS}
+        return {
+            "title": self.title,
+            **write_hints(destructive=self.destructive, idempotent=self.idempotent),
+        }
 
     @property
     def light(self) -> bool:

@@ -1,14 +1,23 @@
 """The tool registry: what ``tools/list`` shows and where ``tools/call`` goes.
 
-One :class:`ToolSpec` per tool of the tools chapter (``spec/mcp-tools.texi``),
+One :class:`ToolSpec` per tool of the tools chapter (``mcp-tools.texi``, in the
+shared folder beside the repository: ``../shared/spec/``),
 built by :func:`tool_specs` so the JSON Schema limits follow the settings.
 Each family of tools lives in its own module (``tool_remember``,
-``tool_reading``, ``tool_editing``, ``tool_learning``, ``tool_scans``: schema,
-description and annotations together); this module puts them in the order
-``tools/list`` shows them. Whether a use case runs inline or on a Dramatiq
-worker is the ``queued`` flag of its entry, and nowhere else (DESIGN,
-"Shape"). Adding a tool is one entry in its family and one name in
-:data:`TOOL_ORDER`.
+``tool_reading``, ``tool_editing``, ``tool_learning``, ``tool_scans``: a
+family is a function returning its declarations); :data:`FAMILIES` puts them
+in the order ``tools/list`` shows them, a tool's place being its place in its
+family. A declaration is the only place a tool's wire name, title, schemas,
+command and inline-or-queued are written (DESIGN, "Shape"); whether it only
+reads is its handler's ``@handles`` (``memory.commands.handling``). Everything
+else is derived: the listing and its order, the annotations, the handler table,
+the commands a replica may serve, and the tests' lists of tools. Adding a tool:
+docs/adding-a-tool.md.
+
+:func:`tool_specs` checks the registry against the handlers when a process
+starts, and refuses to start on a disagreement (:class:`RegistryError`): a
+tool whose command has no handler, a handled command no tool reaches, a name
+declared twice, or a command the queue could not carry.
 
 Schema decisions:
 
@@ -21,9 +30,9 @@ Schema decisions:
   and the error object, one open object schema. The payload is sent as
   ``structuredContent`` and, the same JSON, as text in ``content[0]``
   (Claude Code shows the model the first, claude.ai the second).
-- The listing is at most 16 KB (issue 14; ``tests/api/test_tools_size.py``):
-  it goes into every conversation. Descriptions say when to use a tool and
-  its non-obvious rules; what a schema says (types, ranges, enums, defaults)
+- The listing has a budget per tool (issue 35, ``tests/api/test_tools_size.py``,
+  docs/adding-a-tool.md): it goes into every conversation. Descriptions say
+  when to use a tool and its non-obvious rules; what a schema says (types, ranges, enums, defaults)
   is not repeated in prose; the shared sentences (``tool_schemas``) are
   written once.
 - Every tool has a human title (``annotations.title``, which every revision
@@ -34,89 +43,89 @@ Schema decisions:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 
 from api.mcp.tool_editing import editing_tools
 from api.mcp.tool_learning import learning_tools
-from api.mcp.tool_reading import reading_tools
+from api.mcp.tool_reading import lookup_tools, recall_tools, relation_tools
 from api.mcp.tool_remember import remember_tools
 from api.mcp.tool_scans import scan_tools
 from api.mcp.tool_schemas import DATA_NOT_INSTRUCTIONS, PREFER_RECENT, Schemas, retry_safe
 from api.mcp.tool_spec import ToolSpec
 from config.settings import Settings
+from memory.commands import REGISTERED
+from memory.commands.handling import Handlers
+from memory.handlers import HANDLING
 
 __all__ = [
     "DATA_NOT_INSTRUCTIONS",
+    "FAMILIES",
     "PREFER_RECENT",
-    "TOOL_ORDER",
+    "RegistryError",
     "ToolSpec",
     "retry_safe",
     "tool_specs",
 ]
 
+#: A family of tools: its declarations, built from the settings' schema limits.
+Family = Callable[[Schemas], list[ToolSpec]]
+
 #: The order of ``tools/list``: writes and their reads interleaved as the chapter lists them.
-TOOL_ORDER = (
-    "remember",
-    "remember_batch",
-    "recall",
-    "search_memory",
-    "build_context_prompt",
-    "list_memories",
-    "update_memory",
-    "update_memory_batch",
-    "confirm",
-    "forget",
-    "forget_batch",
-    "text_search",
-    "get_memory",
-    "count_memories",
-    "memory_stats",
-    "list_tags",
-    "export_memories",
-    "reinforce",
-    "find_near_duplicates",
-    "find_conflicts",
-    "query_relations",
+FAMILIES: tuple[Family, ...] = (
+    remember_tools,
+    recall_tools,
+    editing_tools,
+    lookup_tools,
+    learning_tools,
+    scan_tools,
+    relation_tools,
 )
 
 
-#: Each tool's human title (``annotations.title``): what a host shows a person.
-TOOL_TITLES = {
-    "remember": "Remember",
-    "remember_batch": "Remember many",
-    "recall": "Recall",
-    "search_memory": "Search",
-    "build_context_prompt": "Prompt",
-    "list_memories": "List",
-    "update_memory": "Edit memory",
-    "update_memory_batch": "Edit many",
-    "confirm": "Confirm memory",
-    "forget": "Forget memory",
-    "forget_batch": "Forget many",
-    "text_search": "Text search",
-    "get_memory": "Get memory",
-    "count_memories": "Count",
-    "memory_stats": "Overview",
-    "list_tags": "List tags",
-    "export_memories": "Export",
-    "reinforce": "Rate",
-    "find_near_duplicates": "Duplicates",
-    "find_conflicts": "Conflicts",
-    "query_relations": "Relations",
-}
+class RegistryError(RuntimeError):
+    """The tool declarations and the handlers disagree: the process must not start."""
 
 
-def tool_specs(settings: Settings) -> dict[str, ToolSpec]:
-    """Every tool, by name, in the order ``tools/list`` shows them."""
+def tool_specs(
+    settings: Settings,
+    families: Sequence[Family] = FAMILIES,
+    handlers: Handlers = HANDLING,
+) -> dict[str, ToolSpec]:
+    """Every tool, by name, in the order ``tools/list`` shows them, each with its
+    handler's read-or-write; RegistryError when declarations and handlers disagree.
+
+    ``families`` and ``handlers`` are the process's own; a test passes others to
+    declare a throwaway tool without touching them.
+    """
     s = Schemas(settings)
-    families = (remember_tools, reading_tools, editing_tools, learning_tools, scan_tools)
-    specs = {spec.name: spec for family in families for spec in family(s)}
-    if set(specs) != set(TOOL_ORDER):
-        raise AssertionError(
-            f"TOOL_ORDER and the families disagree: {set(specs) ^ set(TOOL_ORDER)}"
-        )
-    return {
-        name: dataclasses.replace(
-            specs[name], annotations={"title": TOOL_TITLES[name], **specs[name].annotations}
-        )
-        for name in TOOL_ORDER
-    }
+    specs: dict[str, ToolSpec] = {}
+    problems: list[str] = []
+    for family in families:
+        for spec in family(s):
+            if spec.name in specs:
+                problems.append(f"the tool name {spec.name!r} is declared twice")
+                continue
+            try:
+                reads = handlers.of(spec.command).reads
+            except LookupError as ex:
+                problems.append(f"tool {spec.name!r}: {ex}")
+                continue
+            specs[spec.name] = dataclasses.replace(spec, reads=reads)
+    problems += _disagreements(specs, handlers)
+    if problems:
+        raise RegistryError("the tool registry disagrees with itself: " + "; ".join(problems))
+    return specs
+
+
+def _disagreements(specs: dict[str, ToolSpec], handlers: Handlers) -> list[str]:
+    problems = []
+    reached = {spec.command for spec in specs.values()}
+    for command in sorted(handlers.commands() - reached, key=lambda c: c.__name__):
+        problems.append(f"{command.__name__} has a handler but no tool declares it")
+    for spec in specs.values():
+        if REGISTERED.get(spec.command.type_name()) is not spec.command:
+            # The queue carries a command by its type name; the worker decodes it by that.
+            problems.append(f"tool {spec.name!r}: {spec.command.__name__} lacks @command")
+        if spec.read_only and (spec.destructive or spec.idempotent):
+            problems.append(f"tool {spec.name!r} only reads: it has no write hints")
+    return problems

@@ -35,6 +35,7 @@ from memory.deps import Deps
 from memory.relations import extract_relations
 from tests.api.conftest import PUBLIC_URL, FakeUseCases, Mcp
 from tests.tool_calls import InlineWriteQueue
+from tests.tool_samples import misspelt, sample_arguments
 
 
 @pytest.fixture
@@ -197,6 +198,15 @@ async def test_every_tool_result_matches_its_output_schema(
     await r.ok("find_near_duplicates", {"threshold": 1.0})
     await r.error("find_near_duplicates", {"threshold": 0.2}, "INVALID_INPUT")
     await r.error("find_conflicts", {"max_groups": 501}, "INVALID_INPUT")
+
+    # A tool the calls above leave out (one added since): its sample, and a misspelt field.
+    specs = tool_specs(deps.settings)
+    assert set(specs) == set(r.schemas)
+    for name, spec in specs.items():
+        if not r.successes[name]:
+            await r.ok(name, sample_arguments(spec, manager))
+        if not r.errors[name]:
+            await r.error(name, misspelt(spec, manager)[0], "INVALID_INPUT")
 
     # Every tool was seen succeeding and failing.
     assert all(r.successes.values()) and all(r.errors.values())

@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from api.app import create_app
+from api.mcp.tools import tool_specs
 from api.runtime import Runtime
 from config.settings import Settings
 from tests.api.conftest import PUBLIC_URL, FakeUseCases, FakeWriteQueue
@@ -102,7 +103,7 @@ async def _list_and_call(
     client: Client, use_cases: FakeUseCases, write_queue: FakeWriteQueue
 ) -> None:
     listing = await client.list_tools()
-    assert len(listing.tools) == 21
+    assert [t.name for t in listing.tools] == list(tool_specs(Settings()))
     recall = next(t for t in listing.tools if t.name == "recall")
     assert recall.annotations is not None and recall.annotations.read_only_hint is True
 

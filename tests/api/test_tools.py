@@ -13,23 +13,17 @@ from api.mcp.dispatch import idempotency_key
 from api.mcp.tools import (
     DATA_NOT_INSTRUCTIONS,
     PREFER_RECENT,
-    TOOL_ORDER,
     retry_safe,
     tool_specs,
 )
 from config.settings import Settings
 from memory.commands import REGISTERED, MemoryStats, Recall, Remember, from_json
 from memory.errors import NOT_FOUND, MemoryServiceError
-from memory.handlers import HANDLERS
+from memory.handlers import HANDLERS, read_commands
 from tests.api.conftest import FakeUseCases, FakeWriteQueue, Mcp, open_session
 
-TOOLS = {
-    "remember", "remember_batch", "recall", "search_memory", "build_context_prompt",
-    "list_memories", "update_memory", "update_memory_batch", "confirm", "forget",
-    "forget_batch", "text_search", "get_memory", "count_memories", "memory_stats",
-    "list_tags", "export_memories", "reinforce", "find_near_duplicates", "find_conflicts",
-    "query_relations",
-}  # fmt: skip
+#: The registry, as the server builds it: every check below covers every tool in it.
+SPECS = tool_specs(Settings())
 
 
 @pytest.fixture
@@ -39,11 +33,8 @@ def api_settings(api_settings: Settings) -> Settings:
     return api_settings.with_overrides(idempotency_window_s=0)
 
 
-QUEUED = {
-    "remember", "remember_batch", "update_memory", "update_memory_batch",
-    "confirm", "forget", "forget_batch", "reinforce", "find_near_duplicates", "find_conflicts",
-}  # fmt: skip
-SCANS = {"find_near_duplicates", "find_conflicts"}
+#: The writes (their handlers change the store): each is queued, for its receipt.
+WRITES = {name for name, spec in SPECS.items() if not spec.read_only}
 #: The tools whose result is stored text: their descriptions say it is data.
 RETURNS_TEXT = (
     "recall", "search_memory", "get_memory", "list_memories", "text_search", "query_relations",
@@ -63,11 +54,16 @@ async def list_tools(mcp: Mcp) -> list[dict]:
 
 
 def test_every_tool_is_one_command_with_one_handler() -> None:
-    """The recipe for a tool (README, docs/architecture.md): a command class, its handler
-    row, and the registry entry naming the class; nothing else maps names to code."""
+    """The recipe for a tool (docs/adding-a-tool.md): a command class, its handler
+    declared with @handles, and the declaration naming the class; nothing else maps
+    names to code."""
     specs = tool_specs(Settings())
-    assert set(specs) == TOOLS
-    assert {name for name, spec in specs.items() if spec.queued} == QUEUED
+    assert list(specs) == list(SPECS)
+    # A write is queued: the worker's receipt makes its retry safe (the scans, which only
+    # read, are queued for their size).
+    assert {name for name, spec in specs.items() if spec.queued} >= WRITES
+    # What a replica may serve is exactly what the read-only tools run inline or queued.
+    assert set(read_commands()) == {spec.command for spec in specs.values() if spec.read_only}
     for spec in specs.values():
         assert spec.command in HANDLERS, spec.name
         # Registered for the queue's JSON under its type name (never the tool's).
@@ -82,9 +78,8 @@ def test_every_tool_is_one_command_with_one_handler() -> None:
 
 async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> None:
     tools = await list_tools(mcp)
-    assert {t["name"] for t in tools} == TOOLS and len(tools) == 21
-    # Deterministic: the registry's order, every time.
-    assert [t["name"] for t in tools] == list(TOOL_ORDER)
+    # Every tool of the registry, in its order, every time.
+    assert [t["name"] for t in tools] == list(SPECS)
     for tool in tools:
         schema = tool["inputSchema"]
         Draft202012Validator.check_schema(schema)
@@ -99,9 +94,9 @@ async def test_tools_list_shows_every_tool_with_schema_and_hints(mcp: Mcp) -> No
         assert isinstance(hints.pop("title"), str) and tool["annotations"]["title"]
         assert all(isinstance(v, bool) for v in hints.values()), tool["name"]
         assert hints["openWorldHint"] is False  # only the caller's own store
-        # Every queued tool writes, except the scans (read-only, queued for their size).
+        # Read-only exactly when the tool's handler is declared @handles(..., reads=True).
         read_only = hints["readOnlyHint"]
-        assert read_only is (tool["name"] not in QUEUED - SCANS)
+        assert read_only is (tool["name"] not in WRITES)
         if read_only:
             assert set(hints) == {"readOnlyHint", "openWorldHint"}
         else:
@@ -141,7 +136,7 @@ async def test_descriptions_carry_the_safety_and_usage_notes(mcp: Mcp) -> None:
         description = tool["description"]
         assert description.count(retry) == (name == "remember"), name
         pointer = re.search(r"Retry-safe as (\w+)\.", description)
-        if name in QUEUED - SCANS - {"remember"}:
+        if name in WRITES - {"remember"}:
             assert pointer is not None and pointer[1] == "remember", name
         else:
             assert pointer is None, name

@@ -7,14 +7,17 @@ from datetime import UTC, datetime
 
 import pytest
 
+from api.mcp.tools import tool_specs
 from config.settings import Settings
 from memory.commands import ForgetBatch, Recall, RememberBatch, UpdateMemory, from_json
 from memory.errors import MemoryServiceError
 from tests.tool_calls import COMMAND_OF, parse_command
+from tests.tool_samples import sample_arguments
 
 SETTINGS = Settings(max_batch_size=6)
 
-#: Per tool with a command: arguments that parse, with every kind of value a command holds.
+#: Arguments that parse, with every kind of value a command holds (hand-picked; a tool
+#: without an entry is checked with its sample, ``tests.tool_samples``).
 VALID = {
     "remember": {
         "text": "My son Colby lives in Los Angeles.",
@@ -64,13 +67,14 @@ VALID = {
 }
 
 
-def test_every_tool_has_a_case() -> None:
-    assert set(VALID) == set(COMMAND_OF)
+def test_the_hand_picked_cases_name_registered_tools() -> None:
+    assert set(VALID) <= set(COMMAND_OF)
 
 
-@pytest.mark.parametrize("tool", sorted(VALID))
+@pytest.mark.parametrize("tool", list(COMMAND_OF))
 def test_the_json_round_trip_gives_back_the_same_command(tool: str) -> None:
-    command = parse_command(tool, VALID[tool], SETTINGS)
+    arguments = VALID.get(tool) or sample_arguments(tool_specs(SETTINGS)[tool], 1)
+    command = parse_command(tool, arguments, SETTINGS)
     wire = json.loads(json.dumps(command.to_json()))  # what Dramatiq's JSON encoder carries
     assert wire["command"] == COMMAND_OF[tool].type_name()  # its type, never the tool name
     back = from_json(wire)

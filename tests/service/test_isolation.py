@@ -3,12 +3,16 @@ rows, and another user's id answers exactly like a missing one (SUPPLEMENT §1).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from api.mcp.tools import tool_specs
+from config.settings import Settings
 from memory.errors import MemoryServiceError
 from tests.tool_calls import USE_CASES
+from tests.tool_samples import sample_arguments
 
 from .helpers import call, fingerprint, get, remember_many
 
@@ -51,6 +55,26 @@ async def _outcome(deps: Any, user: int, tool: str, args: dict[str, Any]) -> Any
         return ("ok", await USE_CASES[tool](deps, user, args))
     except MemoryServiceError as ex:
         return ("error", ex.code, ex.message, ex.detail)
+
+
+#: The registry, as the server builds it: the check below covers every tool in it.
+SPECS = tool_specs(Settings())
+#: What of Bob's would betray a leak: his texts, his tags, his provider.
+BOB_MARKS = [*BOB_FACTS, "blood type", "bakery", "bobtag", "bobs-llm", "bob quit"]
+
+
+@pytest.mark.parametrize("tool", list(SPECS))
+async def test_no_tool_reaches_the_other_users_rows(deps, alice, bob, two, tool):
+    """Every tool of the registry, called by Alice with its sample (tests.tool_samples)
+    naming one of Bob's memories: Bob's rows stay as they were, nothing of his comes
+    back, and his id answers as a missing one would."""
+    bob_fp = await fingerprint(deps, bob)
+    out = await _outcome(deps, alice, tool, sample_arguments(SPECS[tool], two["bob"][0]))
+    assert await fingerprint(deps, bob) == bob_fp, tool
+    shown = json.dumps(out, default=str)
+    assert not [mark for mark in BOB_MARKS if mark in shown], (tool, out)
+    if out[0] == "error":
+        assert out[1] in ("NOT_FOUND", "INVALID_INPUT"), (tool, out)
 
 
 async def test_reads_see_only_own_rows(deps, alice, bob, two):

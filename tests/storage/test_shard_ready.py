@@ -24,6 +24,7 @@ import pytest
 from psycopg import AsyncCursor
 
 from api.app import create_app
+from api.mcp.tools import tool_specs
 from api.runtime import Runtime
 from auth.bearer import BearerValidator
 from auth.keys import KeyStore
@@ -36,6 +37,7 @@ from storage.pool import make_pool
 from tests.api.conftest import Mcp
 from tests.conftest import make_user
 from tests.tool_calls import InlineWriteQueue
+from tests.tool_samples import in_run_order, sample_arguments
 
 #: Distributed by ``user_id``, colocated: a user's rows of all of them live on one node.
 DISTRIBUTED = {
@@ -176,28 +178,9 @@ async def _every_tool(mcp: Mcp, deps: Deps, user_id: int) -> None:
     second = batch["results"][0]["memory_id"]
     for memory_id in (first, second):
         await extract_relations(deps, user_id, memory_id)
-    for tool, arguments in [
-        ("recall", {"query": "where does my sister live"}),
-        ("search_memory", {"query": "sister"}),
-        ("build_context_prompt", {"user_prompt": "tell me about my family"}),
-        ("list_memories", {}),
-        ("text_search", {"text": "Porto"}),
-        ("get_memory", {"id": first}),
-        ("count_memories", {}),
-        ("memory_stats", {}),
-        ("list_tags", {}),
-        ("export_memories", {}),
-        ("query_relations", {"entity": "Ana"}),
-        ("update_memory", {"id": first, "text": "My sister Ana lives in Braga."}),
-        ("update_memory_batch", {"items": [{"id": second, "importance": 0.9}]}),
-        ("confirm", {"id": second}),
-        ("reinforce", {"memory_ids": [second], "query": "what does Ana do"}),
-        ("find_near_duplicates", {}),
-        ("find_conflicts", {}),
-        ("forget", {"id": second, "reason": "test"}),
-        ("forget_batch", {"ids": [first]}),
-    ]:
-        await ok(tool, arguments)
+    # Every tool of the registry, with its sample (tests.tool_samples), the deletes last.
+    for spec in in_run_order(tool_specs(deps.settings).values()):
+        await ok(spec.name, sample_arguments(spec, first))
 
 
 @pytest.fixture
