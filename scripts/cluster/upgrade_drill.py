@@ -63,9 +63,11 @@ class MixedCluster(Cluster):
     #: The checkout of the previous release, that the processes named in ``old`` run from.
     previous: Path = field(default=HERE)
     old: set[str] = field(default_factory=set)
+    #: The checkout of the new release (this one, unless a drill of two old releases).
+    new: Path = field(default=HERE)
 
     def _spawn(self, args: list[str], name: str, **extra: str) -> subprocess.Popen[bytes]:
-        checkout = self.previous if name in self.old else HERE
+        checkout = self.previous if name in self.old else self.new
         data_dir = self.root / name
         data_dir.mkdir(exist_ok=True)
         log = open(self.root / f"{name}.log", "a")  # noqa: SIM115 (the process's for its life)
@@ -89,8 +91,8 @@ class MixedCluster(Cluster):
         started = time.monotonic()
         subprocess.run(
             [sys.executable, "-m", "scripts.cli", "migrate"],
-            cwd=HERE,
-            env={**self.env, "PYTHONPATH": str(HERE)},
+            cwd=self.new,
+            env={**self.env, "PYTHONPATH": str(self.new)},
             check=True,
             capture_output=True,
         )
@@ -135,14 +137,22 @@ def previous_checkout(commit: str, *, workdir: Path | None = None) -> Iterator[P
 
 @contextmanager
 def running_previous_release(
-    commit: str = PREVIOUS_RELEASE, mode: str = "sync", *, keep: bool = False
+    commit: str = PREVIOUS_RELEASE,
+    mode: str = "sync",
+    *,
+    to: str | None = None,
+    keep: bool = False,
 ) -> Iterator[MixedCluster]:
-    """A started cluster whose every OwnSona process runs ``commit``."""
-    with previous_checkout(commit) as checkout:
+    """A started cluster whose every OwnSona process runs ``commit``, to upgrade to ``to``.
+
+    ``to`` None: this checkout; a commit: a worktree of it (to replay an
+    upgrade between two earlier releases, as the issue measured it).
+    """
+    with previous_checkout(commit) as checkout, _checkout_of(to) as new:
         root = Path(tempfile.mkdtemp(prefix="ownsona-upgrade-"))
         os.chmod(root, 0o755)
         names = {"web0", "web1", "worker0", "worker1"}
-        cluster = MixedCluster(root, mode, 0.0, previous=checkout, old=set(names))
+        cluster = MixedCluster(root, mode, 0.0, previous=checkout, old=set(names), new=new)
         try:
             cluster.start()
             yield cluster
@@ -150,6 +160,15 @@ def running_previous_release(
             cluster.stop()
             if not keep:
                 shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def _checkout_of(commit: str | None) -> Iterator[Path]:
+    if commit is None:
+        yield HERE
+        return
+    with previous_checkout(commit) as path:
+        yield path
 
 
 class UpgradeDrill(Drill):
@@ -237,6 +256,9 @@ def writes_failed(result: PhaseResult) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description="The upgrade phase of the drill, under load.")
     parser.add_argument("--from", dest="commit", default=PREVIOUS_RELEASE)
+    parser.add_argument(
+        "--to", default=None, help="a commit to upgrade to (default: this checkout)"
+    )
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--warm", type=float, default=5.0)
     parser.add_argument("--settle", type=float, default=5.0)
@@ -246,7 +268,7 @@ def main() -> None:
     config = DrillConfig(
         clients=args.clients, warm_s=args.warm, settle_s=args.settle, recover_timeout_s=600
     )
-    with running_previous_release(args.commit) as cluster:
+    with running_previous_release(args.commit, to=args.to) as cluster:
         drill = UpgradeDrill(cluster, config, cluster.tokens(config.clients))
         result = asyncio.run(drill.upgrade(order))
     report = {**result.as_dict(), "writes_failed": writes_failed(result)}
