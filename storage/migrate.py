@@ -183,6 +183,8 @@ async def _lock_tables(conn: AsyncConnection, tables: list[str], wait_ms: int) -
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
         )
         tables = [str(r[0]) for r in await cur.fetchall()]
+        if not tables:
+            return  # a schema with no table yet: nothing anyone could be writing
     previous = await (await conn.execute("SELECT current_setting('statement_timeout')")).fetchone()
     await conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{2 * wait_ms}ms",))
     await conn.execute(
