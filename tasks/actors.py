@@ -79,6 +79,14 @@ def reembed_queue(provider: str, model: str) -> str:
 
 _log = logging.getLogger(__name__)
 
+#: The message option naming the format of a background job's arguments.
+FORMAT_OPTION = "command_format"
+
+
+class NewerFormat(Exception):
+    """A background job of a later release's format: retried (with back-off), never misread."""
+
+
 #: The options of the message this worker thread is running (set by :class:`WorkerResources`;
 #: the actor's coroutine inherits it): where a format-0 write carries its request id and writer.
 _running_options: ContextVar[Mapping[str, Any]] = ContextVar(
@@ -200,7 +208,18 @@ async def extract_relations(
     it, for log lines only (:class:`WorkerResources` sets it as the logging
     context); c098406 sent it in the message options and two arguments, which
     this signature also takes.
+
+    The message's ``command_format`` option (none before this release: 1)
+    names the format of its arguments. A newer one raises here, so the job
+    is retried with back-off and meets a worker of its release later, rather
+    than being run on arguments this worker would misread.
     """
+    sent = _running_options.get().get(FORMAT_OPTION, 1)
+    if isinstance(sent, int) and sent > COMMAND_FORMAT:
+        raise NewerFormat(
+            f"an extraction job in format {sent}, newer than this worker reads "
+            f"({COMMAND_FORMAT}): retried later; upgrade the workers before the web processes"
+        )
     deps = source.deps()
     for memory_id in memory_ids:
         await _extract_relations(deps, user_id, memory_id)
@@ -317,7 +336,10 @@ def extraction_hook(actors: Actors) -> Callable[[int, list[int]], None]:
         request_id = request_id_var.get()
         for start in range(0, len(memory_ids), EXTRACTION_CHUNK):
             chunk = memory_ids[start : start + EXTRACTION_CHUNK]
-            actors.extract_relations.send(user_id, chunk, request_id)
+            # The format in the options, not the arguments: a worker of the previous
+            # release (which reads three arguments) runs it as it is.
+            options: dict[str, Any] = {FORMAT_OPTION: COMMAND_FORMAT}
+            actors.extract_relations.send_with_options(args=(user_id, chunk, request_id), **options)
 
     return send
 

@@ -27,7 +27,7 @@ from memory.calls import COMMAND_FORMAT
 from memory.deps import Deps
 from memory.providers.extractors import RulesExtractor
 from storage.pool import make_pool
-from tasks.actors import WorkerResources, declare_actors
+from tasks.actors import FORMAT_OPTION, NewerFormat, WorkerResources, declare_actors
 from tasks.broker import make_broker
 from tests.conftest import QUEUE_NAMESPACE
 from tests.record_queue_messages import CLIENT_ID, MEMORY_IDS, USER_ID
@@ -64,20 +64,25 @@ def _mapped(value: Any, ids: dict[int, int]) -> Any:
     return value
 
 
-@pytest.fixture(params=["in-process", "redis"])
-def worker(request, clean_db, settings, embedder) -> Iterator[Any]:
-    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-
+def _resources(dsn: str, settings: Any, embedder: Any) -> WorkerResources:
     async def build() -> Deps:
-        pool = make_pool(clean_db, min_size=1, max_size=4, name="test-replay")
+        pool = make_pool(dsn, min_size=1, max_size=4, name="test-replay")
         await pool.open(wait=True)
         return Deps(settings=settings, pool=pool, embedder=embedder, extractor=RulesExtractor())
 
     async def close(d: Deps) -> None:
         await d.pool.close()
 
+    return WorkerResources(build, close)
+
+
+@pytest.fixture(params=["in-process", "redis"])
+def worker(request, clean_db, settings, embedder) -> Iterator[Any]:
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
     bundle = make_broker(
-        redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)]
+        redis_url,
+        namespace=QUEUE_NAMESPACE,
+        extra_middleware=[_resources(clean_db, settings, embedder)],
     )
     declare_actors(bundle.broker)
     running = dramatiq.Worker(bundle.broker, worker_threads=2, worker_timeout=100)
@@ -183,3 +188,44 @@ def test_this_release_says_its_format_in_every_write():
     from memory.calls import CallMeta
 
     assert CallMeta(1).to_json()["format"] == COMMAND_FORMAT
+
+
+class _Outcomes(dramatiq.Middleware):
+    """What each processed message raised (None: it ran)."""
+
+    def __init__(self) -> None:
+        self.raised: list[BaseException | None] = []
+
+    def after_process_message(self, broker, message, *, result=None, exception=None):  # type: ignore[no-untyped-def]
+        self.raised.append(exception)
+
+
+async def test_an_extraction_job_of_a_newer_format_waits_for_a_newer_worker(
+    deps, clean_db, alice, settings, embedder
+):
+    outcomes = _Outcomes()
+    bundle = make_broker(
+        None,
+        namespace=QUEUE_NAMESPACE,
+        extra_middleware=[_resources(clean_db, settings, embedder), outcomes],
+    )
+    declare_actors(bundle.broker)
+    running = dramatiq.Worker(bundle.broker, worker_threads=1, worker_timeout=100)
+    running.start()
+    try:
+        ids = await _stored(deps, alice)
+        target = ids[MEMORY_IDS[2]]
+        message = _load("6540e3c", "extract_relations", ids)
+        bundle.broker.enqueue(
+            message.copy(options={**message.options, FORMAT_OPTION: COMMAND_FORMAT + 1})
+        )
+        deadline = time.monotonic() + 30
+        while not outcomes.raised and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        # Not run here: it failed on this worker, so Dramatiq retries it later, with back-off.
+        assert [type(e) for e in outcomes.raised] == [NewerFormat]
+        edges = "SELECT count(*) FROM memory_relations WHERE memory_id = %s"
+        assert _one(clean_db, edges, target) == 0
+    finally:
+        running.stop()
+        bundle.broker.close()
