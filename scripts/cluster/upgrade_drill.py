@@ -66,6 +66,16 @@ class MixedCluster(Cluster):
     #: The checkout of the new release (this one, unless a drill of two old releases).
     new: Path = field(default=HERE)
 
+    def _env(self) -> dict[str, str]:
+        env = super()._env()
+        # Every release's settings must accept the environment: an older one may not know
+        # the host-list DATABASE_URL (c098406), which the URL's query form says as well.
+        if not all(_settings_accept(c, env) for c in {self.previous, self.new}):
+            env["DATABASE_URL"] = self.pg.query_form_url()
+            if self.features is not None:
+                self.features.multi_host_url = False
+        return env
+
     def _spawn(self, args: list[str], name: str, **extra: str) -> subprocess.Popen[bytes]:
         checkout = self.previous if name in self.old else self.new
         data_dir = self.root / name
@@ -86,16 +96,24 @@ class MixedCluster(Cluster):
         log.close()
         return proc
 
-    def migrate_to_new(self) -> float:
-        """``ownsona migrate`` of the new release; the seconds it took."""
+    def migrate_to_new(self, notes: list[str], attempts: int = 3) -> float:
+        """``ownsona migrate`` of the new release (run again, as an operator would, if it
+        fails; each failure noted); the seconds it took."""
         started = time.monotonic()
-        subprocess.run(
-            [sys.executable, "-m", "scripts.cli", "migrate"],
-            cwd=self.new,
-            env={**self.env, "PYTHONPATH": str(self.new)},
-            check=True,
-            capture_output=True,
-        )
+        for attempt in range(1, attempts + 1):
+            done = subprocess.run(
+                [sys.executable, "-m", "scripts.cli", "migrate"],
+                cwd=self.new,
+                env={**self.env, "PYTHONPATH": str(self.new)},
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode == 0:
+                break
+            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+            notes.append(f"ownsona migrate failed (run {attempt}): {last[0][:300]}")
+        else:
+            raise RuntimeError(f"ownsona migrate failed {attempts} times: {notes[-1]}")
         return time.monotonic() - started
 
     def replace_worker(self, n: int) -> float:
@@ -113,6 +131,18 @@ class MixedCluster(Cluster):
         self.start_web(n)
         assert old is not None
         return old
+
+
+def _settings_accept(checkout: Path, env: dict[str, str]) -> bool:
+    """Whether the settings of the release at ``checkout`` accept ``env``."""
+    check = "from config.settings import Settings; import os; Settings.from_env(dict(os.environ))"
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        cwd=checkout,
+        env={**env, "PYTHONPATH": str(checkout)},
+        capture_output=True,
+    )
+    return done.returncode == 0
 
 
 @contextmanager
@@ -188,7 +218,9 @@ class UpgradeDrill(Drill):
         try:
             await asyncio.sleep(config.warm_s)
             started = time.monotonic()
-            result.timings["migrate_s"] = await asyncio.to_thread(self.cluster.migrate_to_new)
+            result.timings["migrate_s"] = await asyncio.to_thread(
+                self.cluster.migrate_to_new, result.notes
+            )
             for step in order:
                 if step == "workers":
                     for n in range(len(self.cluster.worker_procs)):
