@@ -198,11 +198,17 @@ async def advance_memory_ids(conn: AsyncConnection, at_least: int) -> None:
 
 
 async def next_memory_ids(conn: AsyncConnection, count: int) -> list[int]:
-    """Fresh ids for restored rows whose own id is taken by another memory."""
+    """Fresh ids for restored rows whose own id is taken by another memory.
+
+    Drawn as the column's default draws them (``ownsona_next_id``, migration
+    0019), never by a bare ``nextval``: after a failover, the first draw on the
+    new timeline moves the sequence past every id the old primary handed out.
+    """
     if count <= 0:
         return []
     cur = await conn.execute(
-        "SELECT nextval(pg_get_serial_sequence('memories', 'id')) FROM generate_series(1, %s)",
+        "SELECT ownsona_next_id(pg_get_serial_sequence('memories', 'id')::regclass)"
+        " FROM generate_series(1, %s)",
         (count,),
     )
     return [int(r[0]) for r in await cur.fetchall()]

@@ -1,29 +1,74 @@
-"""Numbered SQL migrations, applied in order, one transaction each.
+"""Numbered SQL migrations, applied in order, one transaction each, while users write.
 
 Files are ``storage/migrations/NNNN_name.sql``. ``{dim}`` in a file is the
 embedding dimension (fixed when the database is created). A database whose
 schema is newer than this code is refused (DESIGN: Data). What a database
 has applied is read by ``storage.schema``.
+
+``ownsona migrate`` runs while users write (a rolling upgrade), so a
+migration must never be the reason a user's call fails, nor deadlock with one:
+
+- every lock a migration waits for is waited for at most :func:`lock_wait_ms`,
+  shorter than the server's ``deadlock_timeout``: in a wait cycle with a
+  user's transaction the migration gives way before PostgreSQL's deadlock
+  check picks a victim, and its queued lock request never holds users' calls
+  back for longer than that;
+- a migration that names its tables in a ``-- lock first: a, b`` line (or
+  ``-- lock first: every table``) takes all their ACCESS EXCLUSIVE locks in
+  one statement, in name order, before anything else, bounded as a whole by
+  a statement timeout shorter than ``deadlock_timeout``: once it holds them it
+  waits for no table again, so no user can be waiting on it while it waits on
+  the user. A migration that alters several tables users write in one
+  transaction says so this way;
+- a migration that gave way (lock wait over, deadlock, serialisation
+  failure) is rolled back and run again after a growing, jittered pause, at
+  most :data:`MIGRATION_ATTEMPTS` times, each retry logged.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
+import re
+import time
+
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 
 from .errors import StorageError
 from .own_indexes import OWN_INDEX_LOCK
-from .schema import applied_versions, available_migrations, current_version, stored_dimensions
+from .schema import (
+    Migration,
+    applied_versions,
+    available_migrations,
+    current_version,
+    stored_dimensions,
+)
 
 # Serialises concurrent migrators (two web processes starting together).
 _LOCK_ID = 7_236_118_201
+#: Longest a migration waits for one lock, in milliseconds, unless deadlock_timeout is shorter.
+MAX_LOCK_WAIT_MS = 200
+#: Runs of one migration (the first included) before ``migrate`` gives up.
+MIGRATION_ATTEMPTS = 30
+#: Pause before the first retry, doubling after each, in seconds; jittered, capped.
+FIRST_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 3.0
+#: SQLSTATEs that mean "another transaction was in the way": run the migration again.
+_GAVE_WAY = frozenset({"55P03", "57014", "40P01", "40001"})
+_LOCK_FIRST = re.compile(r"^--\s*lock first:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
+_EVERY_TABLE = "every table"
+
+_log = logging.getLogger(__name__)
 
 
-async def migrate(dsn: str, *, dimensions: int) -> list[int]:
-    """Apply every pending migration; return the versions applied.
+async def migrate(dsn: str, *, dimensions: int, up_to: int | None = None) -> list[int]:
+    """Apply every pending migration (up to version ``up_to``); return the versions applied.
 
-    Raises StorageError for a database newer than this code or one created
-    for another embedding dimension.
+    Raises StorageError for a database newer than this code, one created
+    for another embedding dimension, or a migration that failed (or could
+    not get its locks in :data:`MIGRATION_ATTEMPTS` runs).
     """
     applied: list[int] = []
     migrations = available_migrations()
@@ -49,25 +94,105 @@ async def migrate(dsn: str, *, dimensions: int) -> list[int]:
                     f"the database holds {stored}-dimension embeddings but the configured "
                     f"embedding model has {dimensions}; switch back or run `ownsona reembed`"
                 )
-            pending = [m for m in migrations if m.version not in done]
+            pending = [
+                m
+                for m in migrations
+                if m.version not in done and (up_to is None or m.version <= up_to)
+            ]
             if pending and done:
                 # A migration's CREATE INDEX or ALTER TABLE would wait behind a running
                 # own-index build with every write queued behind it: wait here instead.
                 await conn.execute("SELECT pg_advisory_lock(%s, %s)", OWN_INDEX_LOCK)
+            wait_ms = await lock_wait_ms(conn)
             # Every migration not yet recorded, in number order (a branch that
             # lands a lower number later still gets it applied).
             for migration in pending:
-                text = migration.sql.replace("{dim}", str(int(dimensions)))
-                try:
-                    async with conn.transaction():
-                        await conn.execute(text)
-                        await conn.execute(
-                            "INSERT INTO schema_version (version, name) VALUES (%s, %s)",
-                            (migration.version, migration.name),
-                        )
-                except psycopg.Error as ex:
-                    raise StorageError(f"migration {migration.name} failed: {ex}") from ex
+                await _apply(conn, migration, dimensions, wait_ms)
                 applied.append(migration.version)
         finally:
             await conn.execute("SELECT pg_advisory_unlock_all()")
     return applied
+
+
+async def lock_wait_ms(conn: AsyncConnection) -> int:
+    """How long a migration waits for one lock: well under the server's deadlock_timeout."""
+    cur = await conn.execute("SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout'")
+    row = await cur.fetchone()
+    deadlock_ms = int(row[0]) if row else 1000
+    return max(10, min(MAX_LOCK_WAIT_MS, deadlock_ms // 5))
+
+
+async def _apply(
+    conn: AsyncConnection, migration: Migration, dimensions: int, wait_ms: int
+) -> None:
+    text = migration.sql.replace("{dim}", str(int(dimensions)))
+    lock_first = _lock_first(migration.sql)
+    backoff = FIRST_BACKOFF_S
+    for attempt in range(1, MIGRATION_ATTEMPTS + 1):
+        started = time.monotonic()
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{wait_ms}ms",))
+                if lock_first is not None:
+                    await _lock_tables(conn, lock_first, wait_ms)
+                await conn.execute(text)
+                await conn.execute(
+                    "INSERT INTO schema_version (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+            return
+        except psycopg.Error as ex:
+            if ex.sqlstate not in _GAVE_WAY or attempt == MIGRATION_ATTEMPTS:
+                raise StorageError(f"migration {migration.name} failed: {ex}") from ex
+            pause = random.uniform(backoff / 2, backoff)
+            _log.warning(
+                "migration %s gave way to the database's users (%s, after %.0f ms); "
+                "run %d of %d starts again in %.2f s",
+                migration.name,
+                ex.sqlstate,
+                (time.monotonic() - started) * 1000,
+                attempt + 1,
+                MIGRATION_ATTEMPTS,
+                pause,
+                extra={"migration": migration.name, "sqlstate": ex.sqlstate, "attempt": attempt},
+            )
+            await asyncio.sleep(pause)
+            backoff = min(MAX_BACKOFF_S, backoff * 2)
+
+
+def _lock_first(text: str) -> list[str] | None:
+    """The tables a migration's ``-- lock first:`` line names; ``[]`` for every table."""
+    match = _LOCK_FIRST.search(text)
+    if match is None:
+        return None
+    named = match.group(1).strip()
+    if named.lower() == _EVERY_TABLE:
+        return []
+    return [name.strip() for name in named.split(",") if name.strip()]
+
+
+async def _lock_tables(conn: AsyncConnection, tables: list[str], wait_ms: int) -> None:
+    """ACCESS EXCLUSIVE on ``tables`` (all of the schema's if empty), in name order, bounded.
+
+    The statement as a whole is cut off well inside deadlock_timeout: a user
+    that queued behind one of these locks never waits on this transaction long
+    enough for its own deadlock check to run while this one waits too.
+    """
+    if not tables:
+        cur = await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
+        )
+        tables = [str(r[0]) for r in await cur.fetchall()]
+        if not tables:
+            return  # a schema with no table yet: nothing anyone could be writing
+    previous = await (await conn.execute("SELECT current_setting('statement_timeout')")).fetchone()
+    await conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{2 * wait_ms}ms",))
+    await conn.execute(
+        sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+            sql.SQL(", ").join(sql.Identifier(t) for t in sorted(tables))
+        )
+    )
+    await conn.execute(
+        "SELECT set_config('statement_timeout', %s, true)",
+        (str(previous[0]) if previous else "0",),
+    )

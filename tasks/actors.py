@@ -7,6 +7,14 @@ metadata and its command as JSON (``memory.calls.CallMeta``,
 (never retried: the answer would not change); a worker that dies mid-message
 has it redelivered, and the use case's write receipt makes the rerun return
 the first answer instead of writing again.
+
+Across a rolling upgrade a worker also runs what the previous release's web
+processes queue (``memory.calls``, "format"): ``run_use_case`` is the write
+actor's name in c098406 and before, kept as an alias that reads those
+messages (``tasks.legacy_messages``); a message in a format newer than this
+worker reads is answered so, naming the reason, and nothing runs. Relation
+extraction keeps its arguments ``(user_id, memory_ids[, request_id])``: the
+request id of c098406's messages rides in the message options instead.
 """
 
 from __future__ import annotations
@@ -16,22 +24,26 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import dramatiq
 from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.middleware import AsyncIO
 
-from memory.calls import CallMeta
-from memory.commands import COMMAND_KEY, from_json
+from memory.calls import COMMAND_FORMAT, OLDEST_READ_FORMAT, CallMeta, format_of
+from memory.commands import COMMAND_KEY, Command, from_json
 from memory.deps import Deps
 from memory.errors import INTERNAL_ERROR, MemoryServiceError
 from memory.handlers import dispatch
 from memory.reembedding import reembed_batch as _reembed_batch
 from memory.relations import extract_relations as _extract_relations
 from memory.request_ids import accept_request_id, request_id_var
+
+from .legacy_messages import LEGACY_WRITE_ACTOR, legacy_call
 
 #: The queue every tool write goes through.
 WRITE_QUEUE = "ownsona-writes"
@@ -67,6 +79,20 @@ def reembed_queue(provider: str, model: str) -> str:
 
 _log = logging.getLogger(__name__)
 
+#: The message option naming the format of a background job's arguments.
+FORMAT_OPTION = "command_format"
+
+
+class NewerFormat(Exception):
+    """A background job of a later release's format: retried (with back-off), never misread."""
+
+
+#: The options of the message this worker thread is running (set by :class:`WorkerResources`;
+#: the actor's coroutine inherits it): where a format-0 write carries its request id and writer.
+_running_options: ContextVar[Mapping[str, Any]] = ContextVar(
+    "ownsona_message_options", default=MappingProxyType({})
+)
+
 
 class DepsSource(Protocol):
     """Where an actor gets the Deps of the worker it runs on (:class:`WorkerResources`)."""
@@ -89,12 +115,49 @@ async def run_command(
     """Run one queued command: ``meta`` and ``command`` as the API encoded them."""
     deps = source.deps()
     try:
+        sent_format = format_of(meta)
+    except (AttributeError, ValueError):
+        sent_format = None
+    if sent_format is not None and sent_format > COMMAND_FORMAT:
+        return _newer_format(sent_format).to_payload()
+    try:
         decoded = from_json(command)
         call = CallMeta.from_json(meta)
-    except (KeyError, TypeError, ValueError):
-        # A message this version cannot read (one queued by an older web process).
-        _log.error("a queued command could not be decoded: %r", command.get(COMMAND_KEY))
-        return MemoryServiceError(INTERNAL_ERROR, "Unknown operation.").to_payload()
+    except (AttributeError, KeyError, TypeError, ValueError):
+        _log.error(
+            "a queued command could not be decoded: %r (format %r)",
+            command.get(COMMAND_KEY) if isinstance(command, dict) else None,
+            sent_format,
+        )
+        return _unreadable().to_payload()
+    return await _run(deps, call, decoded)
+
+
+async def run_use_case(
+    source: DepsSource,
+    tool: str,
+    user_id: int,
+    args: Any,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """Run a write a web process of c098406 or before queued (command format 0).
+
+    The message options (its request id and writer) are read from the
+    message being processed, which :class:`WorkerResources` keeps per thread.
+    """
+    deps = source.deps()
+    options = _running_options.get()
+    try:
+        call, decoded = legacy_call(tool, user_id, args, idempotency_key, options, deps.settings)
+    except MemoryServiceError as ex:
+        return ex.to_payload()
+    except (AttributeError, KeyError, TypeError, ValueError):
+        _log.error("a queued format-0 write could not be decoded: %r", tool)
+        return _unreadable().to_payload()
+    return await _run(deps, call, decoded)
+
+
+async def _run(deps: Deps, call: CallMeta, decoded: Command) -> dict[str, Any]:
     try:
         return await dispatch(deps, call, decoded)
     except MemoryServiceError as ex:
@@ -108,6 +171,33 @@ async def run_command(
         ).to_payload()
 
 
+def _newer_format(sent: int) -> MemoryServiceError:
+    """The answer to a message of a later release: this worker must not guess at it."""
+    _log.error(
+        "a queued command is in format %d, newer than this worker reads (%d to %d): "
+        "upgrade the workers before the web processes",
+        sent,
+        OLDEST_READ_FORMAT,
+        COMMAND_FORMAT,
+        extra={"command_format": sent},
+    )
+    return MemoryServiceError(
+        INTERNAL_ERROR,
+        "This write reached a worker of an older OwnSona release, which cannot read it, so "
+        "nothing was stored. Try again once the workers are upgraded: repeating the same call "
+        "is safe.",
+        {"component": "worker", "command_format": sent, "worker_reads": COMMAND_FORMAT},
+    )
+
+
+def _unreadable() -> MemoryServiceError:
+    return MemoryServiceError(
+        INTERNAL_ERROR,
+        "The worker could not read this queued write, so nothing was stored.",
+        {"component": "worker"},
+    )
+
+
 async def extract_relations(
     source: DepsSource, user_id: int, memory_ids: list[int], request_id: str | None = None
 ) -> None:
@@ -116,8 +206,20 @@ async def extract_relations(
     A retry redoes the whole chunk: extraction replaces a memory's edges, so
     doing one twice changes nothing. ``request_id`` is the write's that owed
     it, for log lines only (:class:`WorkerResources` sets it as the logging
-    context).
+    context); c098406 sent it in the message options and two arguments, which
+    this signature also takes.
+
+    The message's ``command_format`` option (none before this release: 1)
+    names the format of its arguments. A newer one raises here, so the job
+    is retried with back-off and meets a worker of its release later, rather
+    than being run on arguments this worker would misread.
     """
+    sent = _running_options.get().get(FORMAT_OPTION, 1)
+    if isinstance(sent, int) and sent > COMMAND_FORMAT:
+        raise NewerFormat(
+            f"an extraction job in format {sent}, newer than this worker reads "
+            f"({COMMAND_FORMAT}): retried later; upgrade the workers before the web processes"
+        )
     deps = source.deps()
     for memory_id in memory_ids:
         await _extract_relations(deps, user_id, memory_id)
@@ -137,6 +239,8 @@ async def reembed_batch(
 @dataclass(frozen=True)
 class Actors:
     run_command: dramatiq.Actor[..., Any]
+    #: The write actor under its c098406 name: reads format-0 messages (never sent now).
+    run_use_case: dramatiq.Actor[..., Any]
     extract_relations: dramatiq.Actor[..., Any]
     reembed_batch: dramatiq.Actor[..., Any]
 
@@ -157,6 +261,7 @@ def declare_actors(
     source: DepsSource = next(
         (m for m in broker.middleware if isinstance(m, WorkerResources)), _NoWorker()
     )
+    write_options = {"max_retries": 0, "store_results": True, "time_limit": WRITE_TIME_LIMIT_MS}
     return Actors(
         run_command=dramatiq.Actor(
             _bound(run_command, source),
@@ -164,7 +269,16 @@ def declare_actors(
             actor_name="run_command",
             queue_name=WRITE_QUEUE,
             priority=0,
-            options={"max_retries": 0, "store_results": True, "time_limit": WRITE_TIME_LIMIT_MS},
+            options=write_options,
+        ),
+        # Same queue and options: a web process of the previous release waits on its result.
+        run_use_case=dramatiq.Actor(
+            _bound(run_use_case, source),
+            broker=broker,
+            actor_name=LEGACY_WRITE_ACTOR,
+            queue_name=WRITE_QUEUE,
+            priority=0,
+            options=dict(write_options),
         ),
         # Fire and forget: no result is stored, failures are retried with back-off,
         # and a lower priority keeps it behind tool writes on a shared worker.
@@ -222,7 +336,10 @@ def extraction_hook(actors: Actors) -> Callable[[int, list[int]], None]:
         request_id = request_id_var.get()
         for start in range(0, len(memory_ids), EXTRACTION_CHUNK):
             chunk = memory_ids[start : start + EXTRACTION_CHUNK]
-            actors.extract_relations.send(user_id, chunk, request_id)
+            # The format in the options, not the arguments: a worker of the previous
+            # release (which reads three arguments) runs it as it is.
+            options: dict[str, Any] = {FORMAT_OPTION: COMMAND_FORMAT}
+            actors.extract_relations.send_with_options(args=(user_id, chunk, request_id), **options)
 
     return send
 
@@ -281,6 +398,8 @@ class WorkerResources(AsyncIO):
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
         self._running.request_id = request_id_var.set(_request_id_of(message))
+        options = message.options if isinstance(message.options, Mapping) else {}
+        self._running.options = _running_options.set(MappingProxyType(dict(options)))
         self._running.started = time.perf_counter()
 
     def after_process_message(
@@ -296,19 +415,26 @@ class WorkerResources(AsyncIO):
         )
         if token is not None:
             request_id_var.reset(token)
+        options_token, self._running.options = getattr(self._running, "options", None), None
+        if options_token is not None:
+            _running_options.reset(options_token)
 
     after_skip_message = after_process_message
 
 
 def _request_id_of(message: Any) -> str | None:
-    """The request id a message's arguments carry (for its log lines), or None."""
+    """The request id a message carries (for its log lines), or None.
+
+    In a command's meta (format 1), in an extraction's third argument
+    (6540e3c on), or in the message options (format 0 and c098406's extractions).
+    """
     args = message.args
     if message.actor_name == "run_command" and args and isinstance(args[0], dict):
         value = args[0].get("request_id")
     elif message.actor_name == "extract_relations" and len(args) > 2:
         value = args[2]
     else:
-        value = None
+        value = message.options.get("request_id") if isinstance(message.options, dict) else None
     return accept_request_id(value) if isinstance(value, str) else None
 
 
@@ -319,6 +445,12 @@ def _log_processed(message: Any, result: Any, exception: Any, seconds: float) ->
         command = message.args[1]
         if isinstance(command, dict) and isinstance(command.get(COMMAND_KEY), str):
             fields["use_case"] = command[COMMAND_KEY]
+    elif (
+        message.actor_name == LEGACY_WRITE_ACTOR
+        and message.args
+        and isinstance(message.args[0], str)
+    ):
+        fields["use_case"] = message.args[0][:64]
     if exception is not None:
         fields["outcome"] = type(exception).__name__
     elif isinstance(result, dict) and "ok" in result:

@@ -14,14 +14,18 @@ parsed:
 - any other object (a field map, a client's own JSON echoed back) →
   ``{"type": "map", "value": {...}}``, so no client value is ever read as a tag.
 
-Lists come back as lists, except in fields declared as tuples. A field with a
-default that a message lacks (one written by an older version, still queued
-across an upgrade) takes its default.
+Lists come back as lists, except where the field's type says tuple (read from
+the resolved type hints, ``tuple[int, ...]`` or ``tuple[...] | None``, never
+from the annotation's text). A field with a default or a default factory that
+a message lacks (one written by an older version, still queued across an
+upgrade) takes that default.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -128,14 +132,48 @@ def _decode(value: Any) -> Any:
 
 
 def _build(cls: type[T], fields: Mapping[str, Any]) -> T:
+    hints = _field_types(cls)
     values = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in fields and f.default is not dataclasses.MISSING:
-            # Sent before this field existed (a message queued across an upgrade): its default.
+        if f.name not in fields and (
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        ):
+            # Sent before this field existed (a message queued across an upgrade): the
+            # dataclass fills in its default, or calls its default factory.
             continue
-        value = _decode(fields[f.name])
-        # Annotations are strings here (postponed evaluation): "tuple[int, ...]".
-        if isinstance(value, list) and str(f.type).startswith("tuple"):
-            value = tuple(value)
-        values[f.name] = value
+        values[f.name] = _as_declared(_decode(fields[f.name]), hints[f.name])
     return cls(**values)
+
+
+def _field_types(cls: type[Any]) -> dict[str, Any]:
+    """The resolved type of each field (the annotations are strings: postponed evaluation)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
+
+
+#: Resolved once per class: the classes are fixed once their modules have loaded.
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _as_declared(value: Any, hint: Any) -> Any:
+    """A decoded list as the tuple its field declares (``tuple[X, ...]``, also inside ``| None``)."""
+    if not isinstance(value, list):
+        return value
+    for option in _options(hint):
+        if typing.get_origin(option) is tuple or option is tuple:
+            args = typing.get_args(option)
+            if len(args) == 2 and args[1] is Ellipsis:
+                return tuple(_as_declared(v, args[0]) for v in value)
+            if args and len(args) == len(value):
+                return tuple(_as_declared(v, a) for v, a in zip(value, args, strict=True))
+            return tuple(value)
+    return value
+
+
+def _options(hint: Any) -> tuple[Any, ...]:
+    """The members of a union (``X | None``, ``Optional[X]``), or the type itself."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return typing.get_args(hint)
+    return (hint,)

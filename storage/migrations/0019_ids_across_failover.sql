@@ -1,3 +1,7 @@
+-- lock first: every table
+-- (storage/migrate.py: this migration changes the default of a column of nearly every table in
+-- one transaction; taking them all first, in name order, is what keeps it from deadlocking with
+-- users' writes, which touch several of them.)
 -- Ids are never reused, failover included (issue 29; mcp-tools.texi, "Memory ID": "never
 -- reused"). With asynchronous replication a promoted standby has not seen the last writes
 -- of the old primary, nor how far its sequences had gone: nextval() would hand out again ids

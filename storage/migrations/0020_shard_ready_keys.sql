@@ -1,3 +1,5 @@
+-- lock first: memories, memory_relations, relation_outbox, memory_downweights
+-- (storage/migrate.py: four tables users write, altered in one transaction.)
 -- Shard-ready foreign keys (issue 29, docs/scaling.md "Sharding by user on Citus").
 -- A key between two user-owned tables names user_id on both sides: a relation, an
 -- outbox entry or a downweight can then only point at a memory of the same user

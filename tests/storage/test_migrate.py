@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 
 import psycopg
@@ -11,6 +13,8 @@ from psycopg import sql
 from storage.errors import StorageError
 from storage.migrate import migrate
 from storage.schema import available_migrations
+from tests.conftest import make_user
+from tests.tool_calls import USE_CASES
 
 
 @pytest.fixture
@@ -48,3 +52,81 @@ async def test_refuses_another_embedding_dimension(fresh_dsn):
     await migrate(fresh_dsn, dimensions=384)
     with pytest.raises(StorageError, match="384-dimension"):
         await migrate(fresh_dsn, dimensions=768)
+
+
+# --- migrate while users write --------------------------------------------------------------
+
+#: Runs of "writers hammer the database while it migrates from 0018" (the issue saw 1 in 6 fail).
+UNDER_LOAD_RUNS = 4
+WRITERS = 4
+
+
+async def _hammer(deps, user_id: int, stop: asyncio.Event, done: list[str], failed: list[str]):
+    """One user's client: remember, correct, forget, as fast as the database answers."""
+    n = 0
+    while not stop.is_set():
+        n += 1
+        try:
+            stored = await USE_CASES["remember"](
+                deps,
+                user_id,
+                {
+                    "text": f"Note {n} of writer {user_id}: the plum tree needs water.",
+                    "tags": ["t"],
+                },
+                idempotency_key=f"w{user_id}-{n}",
+            )
+            assert stored["ok"], stored
+            memory_id = stored["memory_id"]
+            changed = await USE_CASES["update_memory"](
+                deps, user_id, {"id": memory_id, "tags": ["t", "u"]}, idempotency_key=f"u{n}"
+            )
+            assert changed["ok"], changed
+            if n % 2:
+                gone = await USE_CASES["forget"](
+                    deps, user_id, {"id": memory_id}, idempotency_key=f"f{user_id}-{n}"
+                )
+                assert gone["ok"], gone
+            done.append("ok")
+        except Exception as ex:  # a failed user call, whatever it was
+            failed.append(f"{type(ex).__name__}: {ex}")
+
+
+async def test_migrating_while_users_write_fails_no_call_and_never_deadlocks(
+    dsn, embedder, settings, caplog
+):
+    from memory.deps import Deps
+    from storage.pool import make_pool
+
+    caplog.set_level(logging.WARNING, logger="storage.migrate")
+    for run in range(UNDER_LOAD_RUNS):
+        name = f"mig_load_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        url = dsn.replace("/ownsona_test", f"/{name}")
+        try:
+            assert await migrate(url, dimensions=384, up_to=18) == list(range(1, 19))
+            users = [make_user(url, f"writer{i}") for i in range(WRITERS)]
+            pool = make_pool(url, min_size=WRITERS, max_size=WRITERS + 2, name="test-hammer")
+            await pool.open(wait=True)
+            deps = Deps(settings=settings, pool=pool, embedder=embedder)
+            stop, done, failed = asyncio.Event(), [], []
+            tasks = [asyncio.create_task(_hammer(deps, u, stop, done, failed)) for u in users]
+            try:
+                while len(done) < 2 * WRITERS and not failed:
+                    await asyncio.sleep(0.01)
+                applied = await migrate(url, dimensions=384)
+                before = len(done)
+                while len(done) < before + 2 * WRITERS and not failed:
+                    await asyncio.sleep(0.01)
+            finally:
+                stop.set()
+                await asyncio.gather(*tasks)
+                await pool.close()
+            assert failed == [], f"run {run}: users' calls failed: {failed[:3]}"
+            assert applied == [m.version for m in available_migrations() if m.version > 18]
+        finally:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    gave_way = [r for r in caplog.records if "gave way" in r.getMessage()]
+    print(f"migration retries over {UNDER_LOAD_RUNS} runs: {len(gave_way)}")
