@@ -40,7 +40,7 @@ const bridge = (() => {
           pending.delete(id);
           notify("notifications/cancelled", { requestId: id, reason: "timeout" });
           reject({ code: "TIMEOUT", message: "No answer from the host within " + timeoutMs / 1000 +
-            " s. It may still have been done: check before trying again." });
+            " s. The action may still have happened: check before trying again." });
         }, timeoutMs);
       }
       pending.set(id, waiting);
@@ -73,7 +73,7 @@ const bridge = (() => {
     }
     const fonts = styles.css && styles.css.fonts;
     if (typeof fonts === "string") {
-      // @font-face / @import rules for the host's fonts: CSS text, never markup. Our CSP
+      // The host's font-face rules: CSS text, never markup. Our CSP
       // (no font-src) lets only fonts already on the device (local()) load.
       let sheet = document.getElementById("host-fonts");
       if (!sheet) {

@@ -29,7 +29,10 @@
     if (typeof args.query === "string") query = args.query;
     searching(params, "");
   });
-  bridge.on("ui/notifications/tool-cancelled", (params) => ui.cancelled(notice, params));
+  bridge.on("ui/notifications/tool-cancelled", (params) => {
+    heading.textContent = query ? "Memories for \u201c" + query + "\u201d" : "Memories";
+    ui.cancelled(notice, params);
+  });
   bridge.on("ui/notifications/tool-result", (result) => {
     const payload = payloadOf(result);
     status(notice, "");
