@@ -44,12 +44,15 @@ class AppHost:
         theme: str = "light",
         plan: tuple[str, ...] = ("input", "result"),
         partial: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
     ) -> None:
-        """The model calls ``tool``; the host renders its result with the tool's page.
+        """The model calls ``tool`` (unless ``result`` is the answer it already had); the
+        host renders the result with the tool's page.
 
         ``plan``: what the host sends once the page is initialized (apps_host.html).
         """
-        result = self.backend.call(tool, arguments) if "result" in plan else None
+        if result is None and "result" in plan:
+            result = self.backend.call(tool, arguments)
         call = {
             "tool": self.backend.tools[tool],
             "arguments": arguments,
@@ -91,7 +94,10 @@ class AppHost:
     def host_state(self) -> dict[str, Any]:
         driver = self.driver
         driver.switch_to.default_content()
-        state: dict[str, Any] = driver.execute_script("return host")
+        # Not host.sent: every message so far, tool results included (keep_conversation).
+        state: dict[str, Any] = driver.execute_script(
+            "const { sent, ...state } = host; return state"
+        )
         driver.switch_to.frame(driver.find_element(By.TAG_NAME, "iframe"))
         return state
 
@@ -134,11 +140,13 @@ class AppHost:
         assert sizes and max(s["height"] for s in sizes) <= MAX_INLINE, (name, sizes)
 
     def screenshots(self, name: str, tool: str, arguments: dict[str, Any]) -> None:
-        """``apps-<name>-<desktop|phone>-<light|dark>.png``: the app as the host shows it."""
+        """``apps-<name>-<desktop|phone>-<light|dark>.png``: the app as the host shows it
+        (one result of the tool, shown at each width in each theme)."""
+        result = self.backend.call(tool, arguments)
         for theme in ("light", "dark"):
             for label, (width, height) in (("desktop", (760, 900)), ("phone", PHONE)):
                 self.driver.set_window_size(width, height)
-                self.mount(tool, arguments, theme)
+                self.mount(tool, arguments, theme, result=result)
                 self.check(f"{name}-{label}-{theme}")
                 self.shoot(f"apps-{name}-{label}-{theme}.png")
         self.driver.set_window_size(*DESKTOP)

@@ -38,6 +38,7 @@ class HostBackend:
 
     def __init__(self, url: str, token: str) -> None:
         self._lock = threading.Lock()
+        self._pages: dict[str, str] = {}
         self._id = 0
         self.http = httpx.Client(
             base_url=url,
@@ -84,11 +85,14 @@ class HostBackend:
         return self.rpc("tools/call", {"name": name, "arguments": arguments})["result"]  # type: ignore[no-any-return]
 
     def page_of(self, tool: str) -> str:
-        """The HTML of the page a tool names in ``_meta.ui.resourceUri``."""
+        """The HTML of the page a tool names in ``_meta.ui.resourceUri`` (read once per
+        page, as a host caches a UI resource)."""
         uri = self.tools[tool]["_meta"]["ui"]["resourceUri"]
-        (content,) = self.rpc("resources/read", {"uri": uri})["result"]["contents"]
-        assert content["mimeType"] == APP_MIME_TYPE
-        return content["text"]  # type: ignore[no-any-return]
+        if uri not in self._pages:
+            (content,) = self.rpc("resources/read", {"uri": uri})["result"]["contents"]
+            assert content["mimeType"] == APP_MIME_TYPE
+            self._pages[uri] = content["text"]
+        return self._pages[uri]
 
     @contextmanager
     def serve(self) -> Iterator[str]:

@@ -106,19 +106,25 @@ def problems(conversation: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
     """
     found: list[str] = []
     asked: dict[tuple[str, Any], str] = {}  # (who asked, id) -> method
+    checked: set[tuple[str, str]] = set()  # (schema, JSON): the same message is checked once
     for sender, message in conversation:
         where = f"{sender} {json.dumps(message)[:200]}"
-        envelope = _errors("mcp:JSONRPCMessage", message)
-        if envelope:
-            found.append(f"{where}: {envelope}")
+
+        def check(schema: str, instance: Any, where: str = where) -> None:
+            key = (schema, json.dumps(instance, sort_keys=True))
+            if key not in checked:
+                checked.add(key)
+                found.extend(f"{where}: {e}" for e in _errors(schema, instance))
+
+        if validator("mcp:JSONRPCMessage").is_valid(message) is False:
+            check("mcp:JSONRPCMessage", message)
             continue
-        body = {k: v for k, v in message.items() if k not in ("jsonrpc", "id")}
         if "method" in message:
             known = METHODS.get(message["method"])
             if known is None:
                 found.append(f"{where}: no schema for this method")
                 continue
-            found += [f"{where}: {e}" for e in _errors(known[0], body)]
+            check(known[0], {k: v for k, v in message.items() if k not in ("jsonrpc", "id")})
             if "id" in message:
                 asked[(sender, message["id"])] = message["method"]
             continue
@@ -129,5 +135,5 @@ def problems(conversation: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
         elif "result" in message:
             result_schema = METHODS[method][1]
             assert result_schema is not None, method
-            found += [f"{where}: {e}" for e in _errors(result_schema, message["result"])]
+            check(result_schema, message["result"])
     return found
