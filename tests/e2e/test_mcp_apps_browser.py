@@ -77,9 +77,11 @@ TIMEOUT_SECONDS = 30
 
 @pytest.fixture
 def driver(tmp_path: Path) -> Iterator[Any]:
-    browser = webdriver.Chrome(
-        options=chrome_options(tmp_path / "chromium-profile"), service=Service(str(CHROMEDRIVER))
-    )
+    options = chrome_options(tmp_path / "chromium-profile")
+    # Console errors of the host page, read at the end of the walk: none (the apps' come
+    # through apps_host.html: chromedriver's log has only the top page's).
+    options.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})
+    browser = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     browser.set_script_timeout(60)
     try:
         yield browser
@@ -123,6 +125,9 @@ def test_mcp_apps_in_a_host(tmp_path: Path, dsn: str, clean_db: str, driver: Any
                 assert host.transport_errors == []
                 checked = [m for c in host.conversations for m in c]
                 assert len(checked) > 100 and not problems(checked), problems(checked)
+                errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+                assert errors == [], errors  # the host page's
+                assert driver.execute_script("return pageErrors") == []  # the apps'
         finally:
             backend.close()
             me.close()
