@@ -273,6 +273,7 @@ def _malformed_messages(host: AppHost, sister: int, query: dict[str, Any]) -> No
     driver = host.driver
     heading = driver.find_element(By.ID, "heading").text
     assert heading.startswith("Memories for")
+    # The SDK never sends such messages: the host page posts them to the app itself.
     host.in_host(
         """
         const done = arguments[arguments.length - 1];
