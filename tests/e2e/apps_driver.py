@@ -20,6 +20,9 @@ from .apps_host import HostBackend
 from .console_browser import DESKTOP, PHONE, SCREENSHOTS, accessibility_violations
 
 MAX_INLINE = 500
+#: How often a wait looks again (WebDriverWait's default, 0.5 s, idled about half a
+#: second after every mount and every action of the walk).
+POLL_SECONDS = 0.05
 
 
 class AppHost:
@@ -69,7 +72,7 @@ class AppHost:
             theme,
             list(plan),
         )
-        WebDriverWait(driver, 20).until(
+        WebDriverWait(driver, 20, poll_frequency=POLL_SECONDS).until(
             lambda d: d.execute_script("return host.resultSent && host.sizes.length > 0")
         )
         driver.switch_to.frame(driver.find_element(By.TAG_NAME, "iframe"))
@@ -104,7 +107,9 @@ class AppHost:
     def wait_text(self, text: str, timeout: float = 60) -> None:
         main = self.driver.find_element(By.TAG_NAME, "main")
         try:
-            WebDriverWait(self.driver, timeout).until(lambda d: text in main.text)
+            WebDriverWait(self.driver, timeout, poll_frequency=POLL_SECONDS).until(
+                lambda d: text in main.text
+            )
         except TimeoutException:
             raise AssertionError(f"{text!r} never shown; the page says: {main.text}") from None
 
