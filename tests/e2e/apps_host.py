@@ -1,5 +1,6 @@
 """The host side of the MCP Apps browser test: a backend holding one MCP session, and a
-page (``apps_host.html``) that renders our ``ui://`` pages as a host does.
+page (``apps_host.html``) that renders our ``ui://`` pages as a host does, with the
+official SDK's ``AppBridge`` (``vendor/ext-apps``, served at ``/ext-apps-host.min.js``).
 
 ``HostBackend`` is what a chat client's server does: it connects to /mcp with the
 user's token, offering the ``io.modelcontextprotocol/ui`` extension, calls tools,
@@ -24,6 +25,9 @@ import httpx
 from tests.providers.local_http import serve_local
 
 HOST_PAGE = Path(__file__).with_name("apps_host.html")
+EXT_APPS = Path(__file__).parent / "vendor" / "ext-apps"
+#: The official host bridge, bundled for the browser (vendor/ext-apps/README.md).
+BRIDGE_BUNDLE = EXT_APPS / "ext-apps-host.min.js"
 UI_EXTENSION = "io.modelcontextprotocol/ui"
 APP_MIME_TYPE = "text/html;profile=mcp-app"
 VERSION = "2025-11-25"
@@ -34,6 +38,7 @@ class HostBackend:
 
     def __init__(self, url: str, token: str) -> None:
         self._lock = threading.Lock()
+        self._pages: dict[str, str] = {}
         self._id = 0
         self.http = httpx.Client(
             base_url=url,
@@ -62,11 +67,11 @@ class HostBackend:
         self.session = reply.headers["mcp-session-id"]
         self.tools = {t["name"]: t for t in self.rpc("tools/list", {})["result"]["tools"]}
 
-    def rpc(self, method: str, params: dict[str, Any], request_id: Any = None) -> dict[str, Any]:
+    def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One JSON-RPC request in the session; the whole response body."""
         with self._lock:
             self._id += 1
-            rid = self._id if request_id is None else request_id
+            rid = self._id
         reply = self.http.post(
             "/mcp",
             content=json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}),
@@ -80,11 +85,14 @@ class HostBackend:
         return self.rpc("tools/call", {"name": name, "arguments": arguments})["result"]  # type: ignore[no-any-return]
 
     def page_of(self, tool: str) -> str:
-        """The HTML of the page a tool names in ``_meta.ui.resourceUri``."""
+        """The HTML of the page a tool names in ``_meta.ui.resourceUri`` (read once per
+        page, as a host caches a UI resource)."""
         uri = self.tools[tool]["_meta"]["ui"]["resourceUri"]
-        (content,) = self.rpc("resources/read", {"uri": uri})["result"]["contents"]
-        assert content["mimeType"] == APP_MIME_TYPE
-        return content["text"]  # type: ignore[no-any-return]
+        if uri not in self._pages:
+            (content,) = self.rpc("resources/read", {"uri": uri})["result"]["contents"]
+            assert content["mimeType"] == APP_MIME_TYPE
+            self._pages[uri] = content["text"]
+        return self._pages[uri]
 
     @contextmanager
     def serve(self) -> Iterator[str]:
@@ -93,13 +101,16 @@ class HostBackend:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
-                body = HOST_PAGE.read_bytes()
-                self._send(200, "text/html; charset=utf-8", body)
+                if self.path == "/" + BRIDGE_BUNDLE.name:
+                    self._send(200, "text/javascript", BRIDGE_BUNDLE.read_bytes())
+                else:
+                    self._send(200, "text/html; charset=utf-8", HOST_PAGE.read_bytes())
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", "0"))
                 message = json.loads(self.rfile.read(length))
-                answer = backend.rpc(message["method"], message.get("params") or {}, message["id"])
+                # A fresh id in the session for every forwarded call, as a host's client does.
+                answer = backend.rpc(message["method"], message.get("params") or {})
                 self._send(200, "application/json", json.dumps(answer).encode())
 
             def _send(self, status: int, content_type: str, body: bytes) -> None:

@@ -1,13 +1,21 @@
 """MCP Apps pages in a real headless Chromium, hosted as a chat client hosts them.
 
-``apps_host.html`` speaks the MCP Apps postMessage protocol (SEP-1865) to each
-page, loaded from ``resources/read`` into a sandboxed iframe, and forwards the
-page's ``tools/call`` to ``ownsona serve`` in a real MCP session with a real
+``apps_host.html`` is a host built from the official SDK: ``AppBridge`` of
+``@modelcontextprotocol/ext-apps`` over its ``PostMessageTransport`` (bundled in
+``vendor/ext-apps``) speaks the MCP Apps postMessage protocol (SEP-1865) to each
+page, loaded from ``resources/read`` into a sandboxed ``srcdoc`` iframe, and the
+page's ``tools/call`` goes to ``ownsona serve`` in a real MCP session with a real
 token (``apps_host.HostBackend``). The walk: memory cards from ``recall``
 (confirm, "this helped", edit, forget and undo, each checked through MCP);
 forged ids and another user's ids, and an oversized edit, get the tool's own
 documented error and change nothing; near-duplicate groups (keep one, merge);
-conflicts (dismiss); the overview from ``memory_stats``. Every page: axe-core
+conflicts (dismiss); the overview from ``memory_stats``. The pages answer the
+bridge as the official App does (``ping``; -32601 for ``tools/list`` and
+``tools/call``, as they declare no tools), drop messages that are not JSON-RPC,
+show partial input, a cancelled call (with "Try again") and a call the host never
+answers (``bridge.js``'s stated timeout, on a fast clock), and use the host's font
+face; every message both ways conforms to the package's schemas
+(``apps_schemas``). Every page: axe-core
 (no serious or critical violation), at most 500 px inline with no scrolling
 inside, 44 px touch targets, nothing loaded from anywhere, and screenshots at
 desktop and phone width in light and dark (``OWNSONA_UPDATE_SCREENSHOTS=1``
@@ -19,8 +27,6 @@ skipped cleanly without them.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,13 +36,10 @@ from typing import Any
 import pytest
 
 from .apps_host import HostBackend
+from .apps_schemas import problems
 from .console_browser import (
     CHROMEDRIVER,
-    DESKTOP,
-    PHONE,
-    SCREENSHOTS,
     Assistant,
-    accessibility_violations,
     chrome_options,
     require_browser,
 )
@@ -45,10 +48,10 @@ from .server import run_processes
 require_browser()
 
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from .apps_driver import AppHost  # noqa: E402
 
 FACTS = (
     {"text": "My sister Ana lives in Porto.", "tags": ["family"]},
@@ -68,113 +71,22 @@ CONFLICTING = (
 )
 OTHERS_FACT = {"text": "My sister Bea lives in Faro.", "tags": ["family"]}
 MAX_TEXT_CHARS = 16000  # the default, which the server runs with here
-MAX_INLINE = 500
+#: bridge.js's TOOL_CALL_TIMEOUT_MS, as the page states it to the person.
+TIMEOUT_SECONDS = 30
 
 
 @pytest.fixture
 def driver(tmp_path: Path) -> Iterator[Any]:
-    browser = webdriver.Chrome(
-        options=chrome_options(tmp_path / "chromium-profile"), service=Service(str(CHROMEDRIVER))
-    )
+    options = chrome_options(tmp_path / "chromium-profile")
+    # Console errors of the host page, read at the end of the walk: none (the apps' come
+    # through apps_host.html: chromedriver's log has only the top page's).
+    options.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})
+    browser = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     browser.set_script_timeout(60)
     try:
         yield browser
     finally:
         browser.quit()
-
-
-class AppHost:
-    """Drives the host page: mounts a tool's page, steps into it, checks the hosts' rules."""
-
-    def __init__(self, driver: Any, backend: HostBackend, url: str, tmp_path: Path) -> None:
-        self.driver = driver
-        self.backend = backend
-        self.url = url
-        self.tmp_path = tmp_path
-        self.violations: dict[str, list[dict[str, Any]]] = {}
-        driver.get(url)
-
-    def mount(self, tool: str, arguments: dict[str, Any], theme: str = "light") -> None:
-        """The model calls ``tool``; the host renders its result with the tool's page."""
-        result = self.backend.call(tool, arguments)
-        call = {"tool": self.backend.tools[tool], "arguments": arguments, "result": result}
-        driver = self.driver
-        driver.switch_to.default_content()
-        driver.execute_script(
-            "mountApp(arguments[0], arguments[1], arguments[2])",
-            self.backend.page_of(tool),
-            call,
-            theme,
-        )
-        WebDriverWait(driver, 20).until(
-            lambda d: d.execute_script("return host.resultSent && host.sizes.length > 0")
-        )
-        driver.switch_to.frame(driver.find_element(By.TAG_NAME, "iframe"))
-
-    def host_state(self) -> dict[str, Any]:
-        driver = self.driver
-        driver.switch_to.default_content()
-        state: dict[str, Any] = driver.execute_script("return host")
-        driver.switch_to.frame(driver.find_element(By.TAG_NAME, "iframe"))
-        return state
-
-    def wait_text(self, text: str, timeout: float = 60) -> None:
-        main = self.driver.find_element(By.TAG_NAME, "main")
-        try:
-            WebDriverWait(self.driver, timeout).until(lambda d: text in main.text)
-        except TimeoutException:
-            raise AssertionError(f"{text!r} never shown; the page says: {main.text}") from None
-
-    def card(self, memory_id: int) -> Any:
-        return self.driver.find_element(By.CSS_SELECTOR, f"li.card[data-id='{memory_id}']")
-
-    def check(self, name: str) -> None:
-        """The hosts' rules on the page as it stands."""
-        driver = self.driver
-        self.violations[name] = accessibility_violations(driver)
-        page = driver.execute_script(
-            """
-            const nested = [...document.querySelectorAll('body *')].filter((e) => {
-              const s = getComputedStyle(e);
-              return e.tagName !== 'TEXTAREA' && /(auto|scroll)/.test(s.overflow + s.overflowY)
-                && e.scrollHeight > e.clientHeight + 1;
-            }).map((e) => e.tagName + '.' + e.className);
-            const small = [...document.querySelectorAll('button, input, textarea, a')]
-              .filter((e) => e.offsetParent !== null)
-              .map((e) => e.getBoundingClientRect())
-              .filter((r) => r.height < 44 || r.width < 44).length;
-            const foreign = performance.getEntriesByType('resource').map((e) => e.name);
-            return {height: Math.ceil(document.body.getBoundingClientRect().height), nested,
-                    small, foreign, sideways: document.documentElement.scrollWidth > innerWidth + 1};
-            """
-        )
-        assert page["height"] <= MAX_INLINE, (name, page)
-        assert not page["nested"], (name, page)
-        assert page["small"] == 0, (name, page)
-        assert not page["foreign"], (name, page)
-        assert not page["sideways"], (name, page)
-        sizes = self.host_state()["sizes"]
-        assert sizes and max(s["height"] for s in sizes) <= MAX_INLINE, (name, sizes)
-
-    def screenshots(self, name: str, tool: str, arguments: dict[str, Any]) -> None:
-        """``apps-<name>-<desktop|phone>-<light|dark>.png``: the app as the host shows it."""
-        for theme in ("light", "dark"):
-            for label, (width, height) in (("desktop", (760, 900)), ("phone", PHONE)):
-                self.driver.set_window_size(width, height)
-                self.mount(tool, arguments, theme)
-                self.check(f"{name}-{label}-{theme}")
-                self.driver.switch_to.default_content()
-                target = self.tmp_path / f"apps-{name}-{label}-{theme}.png"
-                self.driver.find_element(By.TAG_NAME, "iframe").screenshot(str(target))
-                assert target.stat().st_size > 1000
-                if os.environ.get("OWNSONA_UPDATE_SCREENSHOTS") == "1":
-                    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(target, SCREENSHOTS / target.name)
-        self.driver.set_window_size(*DESKTOP)
-
-    def assert_accessible(self) -> None:
-        failing = {name: v for name, v in self.violations.items() if v}
-        assert not failing, f"serious or critical accessibility violations: {failing}"
 
 
 def _add_user(server: Any, name: str) -> str:
@@ -205,9 +117,17 @@ def test_mcp_apps_in_a_host(tmp_path: Path, dsn: str, clean_db: str, driver: Any
             with backend.serve() as url:
                 host = AppHost(driver, backend, url, tmp_path)
                 _cards(host, me, other, ids, others_id)
+                _answers_as_the_official_app(host, me, ids)
                 _cleanup(host, me, ids)
                 _overview(host, me)
                 host.assert_accessible()
+                host.keep_conversation()
+                assert host.transport_errors == []
+                checked = [m for c in host.conversations for m in c]
+                assert len(checked) > 100 and not problems(checked), problems(checked)
+                errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+                assert errors == [], errors  # the host page's
+                assert driver.execute_script("return pageErrors") == []  # the apps'
         finally:
             backend.close()
             me.close()
@@ -319,6 +239,115 @@ def _cards(host: AppHost, me: Assistant, other: Assistant, ids: list[int], other
     assert theirs["deleted_at"] is None and theirs["text"] == OTHERS_FACT["text"]
     mine = me.call("get_memory", {"id": sister})["memory"]
     assert mine["deleted_at"] is None and mine["text"] == FACTS[0]["text"]
+
+
+def _answers_as_the_official_app(host: AppHost, me: Assistant, ids: list[int]) -> None:
+    """What the official App does and the SDK's host expects, through AppBridge itself."""
+    query = {"query": "where does my sister live"}
+    host.mount("recall", query)
+    for part in OFFICIAL_APP:
+        part(host, ids[0], query)
+
+
+def _host_requests(host: AppHost, sister: int, query: dict[str, Any]) -> None:
+    """Requests from the host: ping answered; tools/* refused as "method not found" (the
+    page declares no tools), never a fake success or a result the SDK rejects."""
+    ping, tools, call = host.in_host(
+        """
+        const done = arguments[arguments.length - 1];
+        const b = window.appBridge;
+        const settle = (p) => p.then((result) => ({ result }),
+          (e) => ({ code: e.code, message: String(e.message) }));
+        Promise.all([settle(b.request({ method: "ping" })), settle(b.listTools({})),
+          settle(b.callTool({ name: "recall", arguments: { query: "x" } }))]).then(done);
+        """
+    )
+    assert ping == {"result": {}}
+    assert tools["code"] == -32601 and call["code"] == -32601, (tools, call)
+
+
+def _malformed_messages(host: AppHost, sister: int, query: dict[str, Any]) -> None:
+    """Messages that are not JSON-RPC (a notification whose params are no object, a
+    request whose id is no id, another version) are dropped unread: the cards stay and
+    nothing is answered (the SDK's transport would refuse an answer to an invalid id)."""
+    driver = host.driver
+    heading = driver.find_element(By.ID, "heading").text
+    assert heading.startswith("Memories for")
+    # The SDK never sends such messages: the host page posts them to the app itself.
+    host.in_host(
+        """
+        const done = arguments[arguments.length - 1];
+        const page = document.querySelector("iframe").contentWindow;
+        page.postMessage({ jsonrpc: "2.0", method: "ui/notifications/tool-result", params: "x" }, "*");
+        page.postMessage({ jsonrpc: "2.0", id: { not: "an id" }, method: "ping" }, "*");
+        page.postMessage({ jsonrpc: "1.0", method: "ui/notifications/tool-cancelled" }, "*");
+        window.appBridge.request({ method: "ping" }).then(() => done());
+        """
+    )
+    assert driver.find_element(By.ID, "heading").text == heading
+    assert host.card(sister).find_element(By.CSS_SELECTOR, ".text").text == FACTS[0]["text"]
+    assert driver.execute_script("return document.getElementById('notice').textContent") == ""
+    assert host.host_state()["errors"] == []
+
+
+def _host_fonts(host: AppHost, sister: int, query: dict[str, Any]) -> None:
+    """The host's font face (``styles.css.fonts``) is the page's."""
+    families = host.driver.execute_script("return [...document.fonts].map((f) => f.family)")
+    assert "HostSans" in [f.strip('"') for f in families], families
+
+
+def _timeout(host: AppHost, sister: int, query: dict[str, Any]) -> None:
+    """A tools/call the host never answers: after the stated timeout (on a clock 100
+    times faster) the card says so, the page cancels the request, its buttons work again."""
+    driver = host.driver
+    driver.execute_script(
+        "const real = window.setTimeout;"
+        "window.setTimeout = (f, ms, ...a) => real(f, (ms || 0) / 100, ...a);"
+    )
+    host.in_host("host.hang = true; arguments[arguments.length - 1]()")
+    host.card(sister).find_element(By.XPATH, ".//button[.='Confirm']").click()
+    host.wait_text(f"TIMEOUT: No answer from the host within {TIMEOUT_SECONDS} s.", timeout=15)
+    buttons = host.card(sister).find_elements(By.TAG_NAME, "button")
+    assert buttons and all(b.is_enabled() for b in buttons)
+    assert host.host_state()["hung"] == ["confirm"]
+    host.shoot("apps-cards-timeout-desktop-light.png")
+    host.in_host("host.hang = false; arguments[arguments.length - 1]()")
+    host.card(sister).find_element(By.XPATH, ".//button[.='Confirm']").click()
+    host.wait_text("Confirmed as still true.", timeout=15)
+
+
+def _partial_input(host: AppHost, sister: int, query: dict[str, Any]) -> None:
+    """Partial input: the question as the assistant writes it."""
+    host.mount("recall", query, plan=("partial",), partial={"query": "where does my sis"})
+    host.wait_text("Searching for \u201cwhere does my sis\u2026\u201d", timeout=15)
+
+
+def _cancelled(host: AppHost, sister: int, query: dict[str, Any]) -> None:
+    """A cancelled call: said, with "Try again", which runs the same tool through the host."""
+    driver = host.driver
+    host.mount("recall", query, plan=("input", "cancel"))
+    host.wait_text("The call was cancelled before a result came (stopped by the user).", 15)
+    host.check("cards-cancelled")
+    host.shoot("apps-cards-cancelled-desktop-light.png")
+    driver.find_element(By.XPATH, "//button[.='Try again']").click()
+    host.wait_text(FACTS[0]["text"], timeout=15)
+    assert not driver.find_elements(By.XPATH, "//button[.='Try again']")
+    calls = host.host_state()["calls"]
+    assert [c["params"] for c in calls] == [{"name": "recall", "arguments": query}]
+    for tool in ("find_near_duplicates", "memory_stats"):
+        host.mount(tool, {}, plan=("input", "cancel"))
+        host.wait_text("The call was cancelled before a result came", 15)
+
+
+#: In order: the first four use the cards page mounted by _answers_as_the_official_app.
+OFFICIAL_APP = (
+    _host_requests,
+    _malformed_messages,
+    _host_fonts,
+    _timeout,
+    _partial_input,
+    _cancelled,
+)
 
 
 def _cleanup(host: AppHost, me: Assistant, ids: list[int]) -> None:

@@ -15,12 +15,27 @@
   let items = [];
   let pages = null;
 
+  // The question as the assistant writes it (partial input, which may still change),
+  // then as sent; the result's heading replaces it.
+  function searching(params, more) {
+    const args = params.arguments || {};
+    if (typeof args.query !== "string") return;
+    heading.textContent = "Searching for \u201c" + args.query + more + "\u201d";
+    bridge.reportSize();
+  }
+  bridge.on("ui/notifications/tool-input-partial", (params) => searching(params, "\u2026"));
   bridge.on("ui/notifications/tool-input", (params) => {
     const args = params.arguments || {};
     if (typeof args.query === "string") query = args.query;
+    searching(params, "");
+  });
+  bridge.on("ui/notifications/tool-cancelled", (params) => {
+    heading.textContent = query ? "Memories for \u201c" + query + "\u201d" : "Memories";
+    ui.cancelled(notice, params);
   });
   bridge.on("ui/notifications/tool-result", (result) => {
     const payload = payloadOf(result);
+    status(notice, "");
     if (!payload || payload.ok !== true) {
       heading.textContent = "No memories";
       status(notice, failure(payload), "error");

@@ -13,7 +13,8 @@
   let groups = [];
   let pages = null;
 
-  bridge.on("ui/notifications/tool-input", () => {});
+  // Partial input is ignored: these tools' arguments are not worth showing as they stream.
+  bridge.on("ui/notifications/tool-cancelled", (params) => ui.cancelled(notice, params));
   bridge.on("ui/notifications/tool-result", (result) => {
     const payload = payloadOf(result);
     if (!payload || payload.ok !== true) {

@@ -5,7 +5,8 @@
   const { h, date, status, failure, payloadOf } = ui;
   const notice = document.getElementById("notice");
 
-  bridge.on("ui/notifications/tool-input", () => {});
+  // Partial input is ignored: these tools' arguments are not worth showing as they stream.
+  bridge.on("ui/notifications/tool-cancelled", (params) => ui.cancelled(notice, params));
   bridge.on("ui/notifications/tool-result", async (result) => {
     const stats = payloadOf(result);
     if (!stats || stats.ok !== true) {

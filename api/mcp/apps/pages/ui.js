@@ -44,6 +44,35 @@ const ui = (() => {
     return (error.code ? error.code + ": " : "") + (error.message || "Something went wrong.");
   }
 
+  // ui/notifications/tool-cancelled: the assistant's call ended without a result. Said in
+  // the page's notice, with "Try again" (the same tool and arguments, through the host)
+  // when the host told us both.
+  function cancelled(notice, params) {
+    const reason = typeof params.reason === "string" && params.reason ? " (" + params.reason + ")" : "";
+    const retry = bridge.retryable();
+    status(notice, "The call was cancelled before a result came" + reason + "." +
+      (retry ? "" : " Ask the assistant again to see it here."), "error");
+    const old = document.getElementById("retry");
+    if (old) old.remove();
+    if (!retry) return bridge.reportSize();
+    const button = h("button", { type: "button", class: "primary", onclick: async () => {
+      button.disabled = true;
+      status(notice, "Working\u2026");
+      const failed = await retry();
+      if (failed) {
+        button.disabled = false;
+        status(notice, failure(failed), "error");
+      } else {
+        row.remove();
+        if (notice.textContent === "Working\u2026") status(notice, "");
+      }
+      bridge.reportSize();
+    } }, "Try again");
+    const row = h("div", { class: "actions", id: "retry" }, button);
+    notice.after(row);
+    bridge.reportSize();
+  }
+
   // The tool result the host sent, as its payload.
   function payloadOf(result) {
     if (result && result.structuredContent) return result.structuredContent;
@@ -118,6 +147,6 @@ const ui = (() => {
     return { show: show, refresh: () => show(page), showFrom: showFrom };
   }
 
-  return { h: h, date: date, tags: tags, status: status, failure: failure, payloadOf: payloadOf,
+  return { h: h, date: date, tags: tags, status: status, failure: failure, payloadOf: payloadOf, cancelled: cancelled,
     contentHeight: contentHeight, budget: budget, pager: pager };
 })();
