@@ -39,9 +39,7 @@ READ_DEADLINE_S = 5.0
 
 
 def _pool(url: str, name: str, size: int = 4) -> AsyncConnectionPool:
-    return make_pool(
-        connection_defaults(url, writable=False), min_size=1, max_size=size, name=name
-    )
+    return make_pool(connection_defaults(url, writable=False), min_size=1, max_size=size, name=name)
 
 
 @pytest.fixture
