@@ -9,8 +9,14 @@ machine pauses or a network drops every packet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,10 +33,11 @@ from storage.pool import connection_defaults, make_pool
 from storage.replicas import LocalPositions, ReplicaSet
 from tests.conftest import QUEUE_NAMESPACE
 from tests.faults.stall_proxy import StallProxy
+from tests.ops.lifecycle_helpers import base_env
 from tests.tool_calls import InlineWriteQueue, meta_for, parse_command
 
 from .conftest import caught_up
-from .pg_pair import Server, wait_until
+from .pg_pair import Server, cut_replication, free_port, make_primary, make_standby, wait_until
 
 Pair = tuple[Server, Server]
 
@@ -260,6 +267,75 @@ async def test_a_failed_recording_pins_the_user_to_the_primary_for_a_bounded_tim
         closer = getattr(positions, "aclose", None)
         if closer is not None:
             await closer()
+
+
+async def test_a_replica_on_the_old_timeline_never_serves() -> None:
+    """Finding 5: after a failover, a standby still following the old primary replays a
+    history the new primary does not have; its replay position can read far ahead. It
+    must serve nothing, however far its position reads."""
+    root = Path(tempfile.mkdtemp(prefix="ownsona-timelines-"))
+    root.chmod(0o755)  # the servers run as the wheel's user (as root)
+    servers: list[Server] = []
+    try:
+        old = make_primary(root)
+        servers.append(old)
+        old.sql("CREATE EXTENSION IF NOT EXISTS vector")  # the pools register its type
+        promoted = make_standby(old, root, "promoted")
+        servers.append(promoted)
+        follower = make_standby(old, root, "follower")
+        servers.append(follower)
+        wait_until("both standbys to catch up", lambda: caught_up(old, promoted)
+                   and caught_up(old, follower))  # fmt: skip
+        cut_replication(promoted)
+        promoted.promote()
+        wait_until("the promotion", lambda: promoted.sql("SELECT NOT pg_is_in_recovery()"))
+        # The old primary lives on and writes a history the promoted one never sees.
+        old.sql("CREATE TABLE diverged AS SELECT g FROM generate_series(1, 20000) g")
+        wait_until("the follower to replay it", lambda: caught_up(old, follower))
+        new_primary = _pool(promoted.url(), "new-primary")
+        await new_primary.open(wait=True)
+        replicas = ReplicaSet(
+            new_primary,
+            [(follower.url(), _pool(follower.url(), "follower"))],
+            LocalPositions(),
+            max_lag_s=60,
+        )
+        try:
+            await replicas.open()
+            await replicas.measure()
+            assert [s.state for s in replicas.status()] == ["down"]
+            assert await replicas.pool_for_read(10**9) is new_primary
+        finally:
+            await replicas.close()
+            await new_primary.close()
+    finally:
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_replicas_with_several_web_processes_and_no_redis_are_refused(
+    pair: Pair, tmp_path: Path
+) -> None:
+    """Finding 4: without Redis each web process knows only its own users' write
+    positions, so another process could serve a user's read from a lagging replica."""
+    primary, standby = pair
+    env = base_env()
+    env.update(
+        OWNSONA_DATA_DIR=str(tmp_path / "data"),
+        PORT=str(free_port()),
+        DATABASE_URL=primary.url(),
+        DATABASE_REPLICA_URLS=standby.url(),
+        WEB_CONCURRENCY="2",
+    )
+    env = {k: v for k, v in env.items() if not k.startswith("REDIS_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.cli", "serve"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "DATABASE_REPLICA_URLS" in done.stderr and "REDIS_URL" in done.stderr, done.stderr
 
 
 def _settings() -> Any:
