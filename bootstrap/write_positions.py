@@ -38,7 +38,7 @@ T = TypeVar("T")
 
 
 class PositionsSkipped(Exception):
-    """The positions store failed less than POSITIONS_SKIP_S ago: not asked now."""
+    """The positions store failed now, or less than POSITIONS_SKIP_S ago (not asked)."""
 
     #: Expected while the store is skipped: storage.replicas routes to the primary quietly.
     expected = True
@@ -167,7 +167,8 @@ class GuardedPositions:
                     self._skip_s,
                 )
             self._skip_until = self._clock() + self._skip_s
-            raise
+            # Kept here meanwhile (a put or a pin): the caller has nothing more to do.
+            raise PositionsSkipped(f"the positions store failed: {type(ex).__name__}") from ex
 
     def _trim(self) -> None:
         for pending in (self._pending, self._pending_pins):

@@ -44,6 +44,20 @@ def queue_unreachable() -> MemoryServiceError:
     )
 
 
+def queue_refused(ex: redis.RedisError) -> MemoryServiceError:
+    """Redis answered the send with an error: the message was not queued."""
+    why = (
+        "its Redis server is a read-only replica"
+        if isinstance(ex, redis.ReadOnlyError)
+        else f"its Redis server answered {type(ex).__name__}"
+    )
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        f"The write queue refused the write ({why}), so nothing was stored. Try again shortly.",
+        {"component": "queue"},
+    )
+
+
 def queue_stalled() -> MemoryServiceError:
     """The message may have been sent: Redis stopped answering while it was being queued.
 
@@ -243,7 +257,7 @@ class RedisResults:
                     raise (queue_unreachable() if nothing_sent(ex) else queue_stalled()) from ex
             except redis.RedisError as ex:
                 # Answered with an error (READONLY, OOM, a script error): refused, not queued.
-                raise queue_unreachable() from ex
+                raise queue_refused(ex) from ex
         raise AssertionError("unreachable")
 
     async def check_ready(self) -> None:
@@ -299,9 +313,12 @@ class RedisResults:
 
 
 def nothing_sent(ex: redis.RedisError) -> bool:
-    """Whether ``ex`` came before the command left: connecting failed (redis-py's messages
-    for that say "connecting to"), or the Sentinels named no master."""
-    return isinstance(ex, MasterNotFoundError) or "connecting to" in str(ex)
+    """Whether ``ex`` says the command stored nothing: connecting failed (redis-py's
+    messages for that say "connecting to"), the Sentinels named no master, or the server
+    refused it as a demoted master (READONLY, which a Sentinel-managed connection turns
+    into "The previous master is now a slave")."""
+    text = str(ex)
+    return isinstance(ex, MasterNotFoundError) or "connecting to" in text or "now a slave" in text
 
 
 def results_waiter(bundle: BrokerBundle) -> ResultsWaiter:

@@ -225,10 +225,11 @@ class Drill:
             finally:
                 cluster.redis.set_down_after(DOWN_AFTER_MS)
         elif name == "redis-split":
-            result.timings["frozen_s"] = cluster.redis.freeze_master_through_failover(
+            frozen_s, thawed_at = cluster.redis.freeze_master_through_failover(
                 self.config.split_hold_s
             )
-            result.timings["thawed_at"] = time.monotonic()  # replicating again by now
+            result.timings["frozen_s"] = frozen_s
+            result.timings["thawed_at"] = thawed_at
             result.timings["old_master_back_as_replica_s"] = time.monotonic() - started
         elif name == "primary-pause":
             self._frozen_for(process_tree(cluster.pg.primary.postmaster()), result)

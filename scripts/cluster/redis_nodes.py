@@ -163,10 +163,13 @@ class RedisGroup:
                     "SENTINEL", "SET", MASTER_NAME, "down-after-milliseconds", str(ms)
                 )
 
-    def freeze_master_through_failover(self, hold_s: float, timeout_s: float = 60) -> float:
+    def freeze_master_through_failover(
+        self, hold_s: float, timeout_s: float = 60
+    ) -> tuple[float, float]:
         """SIGSTOP the master; wait until every Sentinel names the replica, then ``hold_s``
         more; SIGCONT. The old master resumes believing it is master (split brain) until
-        the Sentinels demote it; returns once it replicates. Seconds it was frozen."""
+        the Sentinels demote it; returns once it replicates: the seconds it was frozen,
+        and when it was thawed (``time.monotonic()``)."""
         assert self.master is not None and self.replica is not None
         frozen = self.master.process
         assert frozen is not None
@@ -178,10 +181,10 @@ class RedisGroup:
             time.sleep(hold_s)
         finally:
             frozen.send_signal(signal.SIGCONT)
-        took = time.monotonic() - started
+        thawed_at = time.monotonic()
         self.master, self.replica = self.replica, self.master
         self._wait(lambda: self.replica_link_up(), 120)
-        return took
+        return thawed_at - started, thawed_at
 
     def restart_old_master(self) -> None:
         """The dead master's machine returns (no ``replicaof``); the Sentinels demote it.

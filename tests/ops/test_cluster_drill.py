@@ -20,7 +20,10 @@ accepted again through both web processes within 15 s of the thaw.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +55,9 @@ def drill() -> Iterator[dict[str, PhaseResult]]:
     # /tmp/pytest-of-<user> to 0700, locking the PostgreSQL user out of its nodes.
     with running_cluster("sync") as cluster:
         results = asyncio.run(Drill(cluster, config, cluster.tokens(config.clients)).run())
+    report = os.environ.get("OWNSONA_DRILL_REPORT")
+    if report:  # the figures, for a person reading them (issue 33's targets)
+        Path(report).write_text(json.dumps([r.as_dict() for r in results], indent=1))
     yield {result.name: result for result in results}
 
 
