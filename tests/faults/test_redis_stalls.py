@@ -159,3 +159,43 @@ async def test_readyz_is_ready_within_a_second_with_the_first_sentinel_silent(
         finally:
             await queue.aclose()
             bundle.broker.close()
+
+
+async def test_a_dead_lettered_write_is_named_as_such_not_as_a_failover(
+    redis_url: str, alice: int
+) -> None:
+    """A worker that cannot run a message (an actor of another release) dead-letters it;
+    the waiting caller was told the queue lost it "because its Redis server failed over".
+    Played here as dramatiq's nack does it, in a namespace no worker consumes."""
+    from tasks.results import RedisResults
+
+    namespace = f"{QUEUE_NAMESPACE}-dead"
+    bundle = make_broker(redis_url, namespace=namespace)
+    waiter = RedisResults(bundle, RedisTarget(url=redis_url), slice_s=0.2)
+    message = declare_actors(bundle.broker).run_command.message(
+        meta_for(alice, "dead-1").to_json(), _remember("A write no worker can run.").to_json()
+    )
+    queue = f"{namespace}:{message.queue_name}"
+    client = bundle.broker.client
+    try:
+        wait = asyncio.create_task(waiter.send_and_wait(message, timeout_s=30))
+        started = time.monotonic()
+        while not client.hlen(f"{queue}.msgs"):
+            assert time.monotonic() - started < 10, "the message was never enqueued"
+            await asyncio.sleep(0.01)
+        (message_id,) = client.hkeys(f"{queue}.msgs")
+        with client.pipeline() as pipe:  # dispatch.lua's "nack"
+            pipe.zadd(f"{queue}.XQ", {message_id: 1})
+            pipe.hset(f"{queue}.XQ.msgs", message_id, client.hget(f"{queue}.msgs", message_id))
+            pipe.hdel(f"{queue}.msgs", message_id)
+            pipe.lrem(queue, 0, message_id)
+            pipe.execute()
+        with pytest.raises(MemoryServiceError) as caught:
+            await asyncio.wait_for(wait, 10)
+        assert "dead-letter" in caught.value.message
+        assert "failed over" not in caught.value.message
+    finally:
+        await waiter.aclose()
+        for key in client.scan_iter(match=f"{namespace}*"):
+            client.delete(key)
+        bundle.broker.close()
