@@ -153,9 +153,9 @@ def routed_runner(run: CommandRunner, replicas: ReplicaSet | None) -> CommandRun
         pool = await replicas.pool_for_read(meta.user_id)
         if pool is replicas.primary:
             return await run(deps, meta, command)
+        down = replicas.went_down(pool)
         try:
-            return await _on_replica(run(dataclasses.replace(deps, pool=pool), meta, command),
-                                     replicas.went_down(pool))  # fmt: skip
+            return await _on_replica(run(dataclasses.replace(deps, pool=pool), meta, command), down)
         except _ReplicaStalled:
             _log.warning("a read stalled on a replica marked down; it runs again on the primary")
             return await run(deps, meta, command)

@@ -42,9 +42,9 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
@@ -54,6 +54,8 @@ from psycopg_pool import AsyncConnectionPool
 from .errors import StorageError
 
 _log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Seconds between two measures of every replica.
 HEALTH_INTERVAL_S = 1.0
@@ -324,7 +326,7 @@ class ReplicaSet:
     async def measure(self) -> None:
         """One measure of the primary's position and every replica's state and lag."""
         try:
-            row = await asyncio.wait_for(self._sample_primary(), MEASURE_TIMEOUT_S)
+            row = await _bounded(self._sample_primary(), MEASURE_TIMEOUT_S)
             self._samples.append((time.monotonic(), int(str(row[0]))))
             self.primary_timeline = int(str(row[1]))
         except (psycopg.Error, OSError, TimeoutError) as ex:
@@ -353,14 +355,12 @@ class ReplicaSet:
         if monitor is not None:
             with contextlib.suppress(Exception):
                 # Closing sends a goodbye; a stalled server must not hold the loop.
-                await asyncio.wait_for(monitor.close(), 0.5)
+                await _bounded(monitor.close(), 0.5)
 
     async def _measure(self, replica: _Replica) -> None:
         try:
             # Bounded as a whole: a replica whose machine vanished must not stall the loop.
-            row = await asyncio.wait_for(
-                _position(replica.pool, _REPLICA_POSITION), MEASURE_TIMEOUT_S
-            )
+            row = await _bounded(_position(replica.pool, _REPLICA_POSITION), MEASURE_TIMEOUT_S)
         except Exception as ex:  # any failure: the replica serves nothing until it answers
             if replica.state != "down":
                 _log.warning(
@@ -431,6 +431,28 @@ class ReplicaSet:
             if flush is not None:
                 with contextlib.suppress(Exception):  # still down: the next turn tries again
                     await flush()
+
+
+async def _bounded(work: Coroutine[Any, Any, T], timeout_s: float) -> T:
+    """``work``'s result, or TimeoutError after ``timeout_s`` without waiting for it to stop.
+
+    ``asyncio.wait_for`` waits for the cancelled work to finish, and psycopg answers a
+    cancellation by asking the server to cancel the query, for up to 10 s more: on a
+    frozen server the health loop would stall that long. The work is cancelled and
+    left to end in the background instead.
+    """
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if task in done:
+        return task.result()
+    task.cancel()
+    task.add_done_callback(_retrieved)
+    raise TimeoutError
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # expected after a cancellation; retrieved so it is not logged
 
 
 async def _position(pool: AsyncConnectionPool, query: str) -> tuple[object, ...]:

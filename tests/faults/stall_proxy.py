@@ -41,6 +41,8 @@ class StallProxy:
         self._loop = asyncio.new_event_loop()
         self._changed: asyncio.Condition | None = None  # made on the proxy's loop
         self._open: set[tuple[asyncio.StreamWriter, ...]] = set()
+        self._held: set[asyncio.StreamWriter] = set()  # accepted while stalled, not yet joined
+        self._serving: set[asyncio.Task[None]] = set()  # one per accepted connection
         self._server: asyncio.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self.port = 0
@@ -108,8 +110,12 @@ class StallProxy:
         for writers in list(self._open):
             for writer in writers:
                 _reset(writer)
+        for writer in list(self._held):
+            _reset(writer)
         self._mode = "refuse"
         await self._notify()  # every held pump and connection gives up
+        if self._serving:  # let each close its sockets before the loop goes
+            await asyncio.wait(self._serving, timeout=2)
 
     async def _notify(self) -> None:
         assert self._changed is not None
@@ -125,11 +131,25 @@ class StallProxy:
 
     async def _one(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._serving.add(task)
+        try:
+            await self._serve(client_r, client_w)
+        finally:
+            self._serving.discard(task)
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         if self._mode == "refuse":
             _reset(client_w)
             return
         # Accepted while stalled (blackhole or freeze): held until the mode is pass again.
-        if await self._until("pass") == "refuse":
+        self._held.add(client_w)
+        try:
+            mode = await self._until("pass")
+        finally:
+            self._held.discard(client_w)
+        if mode == "refuse":
             _reset(client_w)
             return
         try:
