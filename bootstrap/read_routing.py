@@ -111,7 +111,10 @@ def build_replicas(
             socket_connect_timeout=POSITIONS_TIMEOUT_S,
             retry=no_retry(),
         )
-        positions = GuardedPositions(RedisPositions(client, settings.queue_namespace))
+        positions = GuardedPositions(
+            RedisPositions(client, settings.queue_namespace),
+            reconnect=client.connection_pool.disconnect,
+        )
     else:
         processes = web_processes if web_processes is not None else _web_processes()
         if processes > 1:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -93,8 +94,12 @@ class GuardedPositions:
         timeout_s: float = POSITIONS_TIMEOUT_S,
         skip_s: float = POSITIONS_SKIP_S,
         clock: Callable[[], float] = time.monotonic,
+        reconnect: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
+        # Drops the store's connections after a failure: with Sentinels an idle one may
+        # lead to an old master (frozen, or thawed and not yet demoted).
+        self._reconnect = reconnect
         self._timeout_s = timeout_s
         self._skip_s = skip_s
         self._clock = clock
@@ -135,16 +140,21 @@ class GuardedPositions:
 
     async def flush(self) -> None:
         """Write what waits here to the store (the replica health loop calls this each
-        measure); stops at the first failure, the rest waits for the next call."""
+        measure, skipping or not: it is off the request path, and each call is bounded);
+        stops at the first failure, the rest waits for the next call. Until then another
+        web process may miss these writes' positions: the shorter the better."""
+        if not self._pending and not self._pending_pins:
+            return
         now = self._clock()
         for user_id, (_, until) in list(self._pending_pins.items()):
             if until > now:
-                await self._call(lambda u=user_id, t=until - now: self._store.pin(u, t))  # type: ignore[misc]
+                await self._call(lambda u=user_id, t=until - now: self._store.pin(u, t), True)  # type: ignore[misc]
             self._pending_pins.pop(user_id, None)
         for user_id, (position, _, until) in list(self._pending.items()):
             if until > now:
                 await self._call(
-                    lambda u=user_id, p=position, t=until - now: self._store.put(u, p, t)  # type: ignore[misc]
+                    lambda u=user_id, p=position, t=until - now: self._store.put(u, p, t),  # type: ignore[misc]
+                    True,
                 )
             self._pending.pop(user_id, None)
 
@@ -153,8 +163,8 @@ class GuardedPositions:
         if closer is not None:
             await closer()
 
-    async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
-        if self._clock() < self._skip_until:
+    async def _call(self, call: Callable[[], Awaitable[T]], background: bool = False) -> T:
+        if not background and self._clock() < self._skip_until:
             raise PositionsSkipped(f"the positions store failed; skipped for {self._skip_s:g} s")
         try:
             return await asyncio.wait_for(call(), self._timeout_s)
@@ -167,6 +177,9 @@ class GuardedPositions:
                     self._skip_s,
                 )
             self._skip_until = self._clock() + self._skip_s
+            if self._reconnect is not None:
+                with contextlib.suppress(Exception):
+                    await self._reconnect()
             # Kept here meanwhile (a put or a pin): the caller has nothing more to do.
             raise PositionsSkipped(f"the positions store failed: {type(ex).__name__}") from ex
 

@@ -217,6 +217,7 @@ class RedisResults:
                     # to the master they name now). Keep waiting until the write's deadline:
                     # a thawed or new master may still deliver the result.
                     broken += 1
+                    await self._forget_master()
                     await asyncio.sleep(min(0.05 * 2**broken, 1.0, max(deadline - loop.time(), 0)))
                     continue
                 if raw is None:
@@ -253,12 +254,23 @@ class RedisResults:
                 enqueued: Message[Any] = await asyncio.to_thread(self._broker.enqueue, message)
                 return enqueued
             except (redis.ConnectionError, redis.TimeoutError) as ex:
+                if self._target.sentinel is not None:
+                    # Every pooled connection may lead to an old master that froze or is
+                    # being demoted: the next send asks the Sentinels afresh.
+                    await asyncio.to_thread(self._broker.client.connection_pool.disconnect)
                 if attempt + 1 == tries:
                     raise (queue_unreachable() if nothing_sent(ex) else queue_stalled()) from ex
             except redis.RedisError as ex:
                 # Answered with an error (READONLY, OOM, a script error): refused, not queued.
                 raise queue_refused(ex) from ex
         raise AssertionError("unreachable")
+
+    async def _forget_master(self) -> None:
+        """With Sentinels, drop every results connection after one broke or stalled: the
+        idle ones lead to the same old master (after a thaw it still takes commands until
+        the Sentinels demote it), and only a new connection asks them where it is now."""
+        if self._target.sentinel is not None and self._aredis is not None:
+            await self._aredis.connection_pool.disconnect()
 
     async def check_ready(self) -> None:
         """The server, or the master the Sentinels name, says it is a master (not PING only:
