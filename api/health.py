@@ -9,7 +9,8 @@ trivial query through the pool, the write queue could queue a write now
 (when ``REDIS_URL`` or ``REDIS_SENTINELS`` is set, reported as ``redis``: the
 server, or the master the Sentinels name, says ``ROLE`` master; an old
 master that came back as a read-only replica answers PING but refuses every
-write; ``tasks.redis_clients.check_writable``), and the embedder embeds a
+write; ``tasks.redis_probe``: built once and reused, it asks every Sentinel
+at once, so one silent Sentinel costs nothing), and the embedder embeds a
 short fixed text. The checks run
 concurrently, each with its own timeout; the answer is 200 when all pass,
 503 otherwise, with each check's outcome and duration. A failure is named
@@ -38,9 +39,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from api.runtime import ReplicaStates
 
-#: Seconds each check may take before it counts as failed.
+#: Seconds each check may take before it counts as failed. The answer comes within the
+#: longest of them (the checks run concurrently); a balancer's probe timeout must exceed it.
 DATABASE_TIMEOUT_S = 2.0
-REDIS_TIMEOUT_S = 2.0
+#: Redis: the probe's own steps are bounded below this (Sentinels 0.4 s, ROLE 0.5 s).
+REDIS_TIMEOUT_S = 1.0
 EMBEDDER_TIMEOUT_S = 5.0
 #: Seconds a passing embedder check stays valid.
 EMBEDDER_CHECK_TTL_S = 30.0

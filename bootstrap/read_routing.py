@@ -9,87 +9,108 @@
   ``memory.handlers.read_commands``; issue 29, item 2) with a ``Deps`` whose
   pool is the one :meth:`ReplicaSet.pool_for_read` picks for the caller; the
   handlers themselves know nothing of replicas. A read that
-  fails on a replica (it went down mid-read) runs again on the primary:
-  reads change nothing, so running one twice is safe. What a read writes
+  loses its connection on a replica, or that the standby cancels to replay
+  WAL, or that waits on a replica the health loop marks down (it froze), runs
+  again on the primary: reads change nothing, so running one twice is safe.
+  A statement timeout or another error of the query itself is answered as it
+  is, and leaves the replica serving (issue 33, finding 7). What a read writes
   (the audit record, a token's "last used") goes through the collaborators
   built on the primary pool (``AuditLog``, ``KeyStore``), as before.
 - :class:`RecordingWriteQueue`: after each write the queue acknowledges, the
   primary's WAL position is recorded for the user, before the answer leaves.
+  When it cannot be read, the user is pinned to the primary for
+  ``position_ttl_s`` (a pin is not renewed by later writes: finding 6).
+- Positions live in Redis with a deadline per call and a circuit breaker
+  (:mod:`bootstrap.write_positions`); without Redis, in the one web process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+import os
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-import redis.asyncio as aredis
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from config.settings import Settings
+from config.settings import Settings, SettingsError
 from memory.calls import CallMeta
 from memory.commands import Command
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 from memory.handlers import read_commands
 from storage.pool import connection_defaults, make_pool
-from storage.replicas import LocalPositions, ReplicaSet, WritePositions
-from tasks.redis_clients import RedisTarget, async_client
+from storage.replicas import PRIMARY_ONLY, LocalPositions, ReplicaSet, WritePositions
+from tasks.redis_clients import RedisTarget, async_client, no_retry
+
+from .write_positions import (
+    POSITIONS_TIMEOUT_S,
+    GuardedPositions,
+    PositionsSkipped,
+    RedisPositions,
+)
 
 if TYPE_CHECKING:
     from api.runtime import CommandRunner, WriteQueue
 
+__all__ = [
+    "PRIMARY_ONLY",
+    "RecordingWriteQueue",
+    "RedisPositions",
+    "build_replicas",
+    "routed_runner",
+]
+
 _log = logging.getLogger(__name__)
 
-#: Recorded when a write's position could not be read: the user's reads go to the
-#: primary until the position expires (larger than any WAL position).
-PRIMARY_ONLY = 2**62
+#: The web processes uvicorn runs (the Procfile's ``--workers``); read here because this is
+#: the one setting that makes per-process write positions wrong (issue 33, finding 4).
+WEB_CONCURRENCY_VARIABLE = "WEB_CONCURRENCY"
+#: SQLSTATE of a standby cancelling a query that conflicts with replay (hot standby):
+#: the replica's doing, not the query's; the read runs again on the primary.
+RECOVERY_CONFLICT = "40001"
 
 
-class RedisPositions:
-    """:class:`~storage.replicas.WritePositions` in Redis: one key per user, with a TTL."""
+def build_replicas(
+    settings: Settings, primary: AsyncConnectionPool, *, web_processes: int | None = None
+) -> ReplicaSet | None:
+    """The replica set of DATABASE_REPLICA_URLS (closed pools), or None when there is none.
 
-    # Keep the larger position: two writes of one user may finish in either order.
-    _PUT = """
-local known = redis.call('GET', KEYS[1])
-if (not known) or tonumber(known) < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-else
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 1
-"""
-
-    def __init__(self, client: aredis.Redis, namespace: str) -> None:
-        self._client = client
-        self._prefix = f"{namespace}:ryw:"
-
-    async def get(self, user_id: int) -> int | None:
-        value = await self._client.get(f"{self._prefix}{user_id}")
-        return None if value is None else int(value)
-
-    async def put(self, user_id: int, position: int, ttl_s: float) -> None:
-        await self._client.eval(
-            self._PUT, 1, f"{self._prefix}{user_id}", str(position), str(int(ttl_s * 1000))
-        )
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-
-def build_replicas(settings: Settings, primary: AsyncConnectionPool) -> ReplicaSet | None:
-    """The replica set of DATABASE_REPLICA_URLS (closed pools), or None when there is none."""
+    Refuses (SettingsError) replicas with several web processes and no Redis: each
+    process would know only its own users' write positions, so a read served by
+    another process could miss the user's write on a lagging replica (finding 4).
+    """
     if not settings.database_replica_urls:
         return None
     positions: WritePositions
     target = RedisTarget.from_settings(settings)
     if target is not None:
         # The master, found through REDIS_SENTINELS when set (it follows a Sentinel failover).
-        positions = RedisPositions(
-            async_client(target, socket_timeout=2, socket_connect_timeout=2),
-            settings.queue_namespace,
+        # One try per call, each bounded, the store skipped a while after it fails.
+        client = async_client(
+            target,
+            socket_timeout=POSITIONS_TIMEOUT_S,
+            socket_connect_timeout=POSITIONS_TIMEOUT_S,
+            retry=no_retry(),
+        )
+        positions = GuardedPositions(
+            RedisPositions(client, settings.queue_namespace),
+            reconnect=client.connection_pool.disconnect,
         )
     else:
+        processes = web_processes if web_processes is not None else _web_processes()
+        if processes > 1:
+            raise SettingsError(
+                "DATABASE_REPLICA_URLS",
+                f"needs REDIS_URL or REDIS_SENTINELS with {processes} web processes "
+                f"({WEB_CONCURRENCY_VARIABLE}={processes}): without Redis each process knows "
+                "only the writes it answered, and a read on another process could miss the "
+                "user's own write on a lagging replica. Set REDIS_URL (or REDIS_SENTINELS), "
+                f"or run one web process ({WEB_CONCURRENCY_VARIABLE}=1), or drop the replicas",
+            )
         positions = LocalPositions()
     pools = []
     for index, url in enumerate(settings.database_replica_urls):
@@ -128,16 +149,73 @@ def routed_runner(
         pool = await replicas.pool_for_read(meta.user_id)
         if pool is replicas.primary:
             return await run(deps, meta, command)
+        down = replicas.went_down(pool)
         try:
-            return await run(dataclasses.replace(deps, pool=pool), meta, command)
+            return await _on_replica(run(dataclasses.replace(deps, pool=pool), meta, command), down)
+        except _ReplicaStalled:
+            _log.warning("a read stalled on a replica marked down; it runs again on the primary")
+            return await run(deps, meta, command)
         except MemoryServiceError as ex:
-            if ex.code != DATABASE_ERROR:
-                raise
-            _log.warning("a read failed on a replica; it runs again on the primary")
-            replicas.mark_down(pool)
+            cause = replica_failure(ex)
+            if cause is None:
+                raise  # the query's own failure (a statement timeout, a bad query): as is
+            _log.warning("a read failed on a replica (%s); it runs again on the primary", cause)
+            if cause == "connection":
+                replicas.mark_down(pool)
             return await run(deps, meta, command)
 
     return routed
+
+
+class _ReplicaStalled(Exception):
+    """The replica a read waits on was marked down meanwhile (its health measure stalled)."""
+
+
+async def _on_replica(read: Awaitable[dict[str, Any]], down: asyncio.Event) -> dict[str, Any]:
+    """``read``'s answer; :class:`_ReplicaStalled` as soon as its replica is marked down.
+
+    A replica that froze (its machine paused, its packets dropped) answers nothing and
+    closes nothing: the read would wait for TCP to give up. The health loop marks it
+    down within HEALTH_INTERVAL_S + MEASURE_TIMEOUT_S (3 s); the read gives up then.
+    """
+    task = asyncio.ensure_future(read)
+    watch = asyncio.ensure_future(down.wait())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()  # psycopg cancels the query in the background; its connection is dropped
+    task.add_done_callback(_retrieve)
+    raise _ReplicaStalled
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: a cancelled read's error is expected, not news
+
+
+def replica_failure(ex: MemoryServiceError) -> str | None:
+    """Why a read failed on a replica when it was the replica's doing, else None.
+
+    ``connection``: the connection failed (lost, refused, reset, the pool had none):
+    the replica is marked down for everyone. ``recovery conflict``: the standby
+    cancelled the query to replay WAL: run again on the primary, the replica stays.
+    A statement timeout or any other error of the query itself is the query's: the
+    primary would fail it too, and marking the replica down would move every read
+    there (issue 33, finding 7).
+    """
+    if ex.code != DATABASE_ERROR:
+        return None
+    cause = ex.__cause__
+    if isinstance(cause, psycopg.errors.QueryCanceled):
+        return None  # statement_timeout, or a cancel: the query's own doing
+    if isinstance(cause, psycopg.OperationalError):  # PoolTimeout, lost connections
+        return "connection"
+    if isinstance(cause, psycopg.Error) and cause.sqlstate == RECOVERY_CONFLICT:
+        return "recovery conflict"
+    return None
 
 
 class RecordingWriteQueue:
@@ -152,13 +230,18 @@ class RecordingWriteQueue:
         user_id = meta.user_id
         try:
             await self._replicas.wrote(user_id)
+        except PositionsSkipped:
+            # Redis failed a moment ago: the position waits in this process (its reads
+            # go to the primary meanwhile) and reaches Redis when it answers again.
+            pass
         except Exception as ex:
-            # The write has committed; without its position the user reads from the primary.
+            # The write has committed; without its position the user reads from the
+            # primary, for position_ttl_s (by then any replica serving reads has it).
             _log.warning("could not record a write's WAL position (%s)", type(ex).__name__)
             try:
-                await self._replicas.positions.put(
-                    user_id, PRIMARY_ONLY, self._replicas.position_ttl_s
-                )
+                await self._replicas.positions.pin(user_id, self._replicas.position_ttl_s)
+            except PositionsSkipped:
+                pass
             except Exception as again:
                 _log.error(
                     "could not route the user's reads to the primary either (%s): they may "
@@ -170,3 +253,10 @@ class RecordingWriteQueue:
     def __getattr__(self, name: str) -> Any:
         # Everything else (queue_depths for /metrics, aclose) is the wrapped queue's.
         return getattr(self._queue, name)
+
+
+def _web_processes() -> int:
+    try:
+        return max(int(os.environ.get(WEB_CONCURRENCY_VARIABLE, "1")), 1)
+    except ValueError:
+        return 1

@@ -107,6 +107,8 @@ class Linked:
     cosine: float
     #: Sum of the weights of the query's terms the memory contains (0 when none).
     matched: float
+    #: The text's length in characters (its lexical share is scaled by it, issue 28).
+    length: int = 0
 
 
 async def graph_linked(
@@ -182,13 +184,14 @@ async def graph_linked(
                    -- the arrays over inline CASEs does not show).
                    (SELECT coalesce(sum(t.weight), 0) FROM unnest(%(tq)s::tsquery[],
                            %(tw)s::float8[]) AS t(query, weight)
-                    WHERE m.text_search @@ t.query) AS matched
+                    WHERE m.text_search @@ t.query) AS matched,
+                   length(m.text) AS length
             FROM linked CROSS JOIN LATERAL (
                 SELECT * FROM memories m WHERE m.id = linked.id OFFSET 0
             ) m
             WHERE m.user_id = %(user_id)s AND {active} {tag_filter}
         )
-        SELECT id, seed, place, cosine, matched FROM scored
+        SELECT id, seed, place, cosine, matched, length FROM scored
         WHERE cosine >= %(floor)s
         ORDER BY place, id
         """).format(active=_M_ACTIVE, tag_filter=tag_filter)
@@ -209,8 +212,8 @@ async def graph_linked(
         },
     )
     return [
-        Linked(int(i), int(seed), int(place), float(cosine), float(matched))
-        for i, seed, place, cosine, matched in await cur.fetchall()
+        Linked(int(i), int(seed), int(place), float(cosine), float(matched), int(length))
+        for i, seed, place, cosine, matched, length in await cur.fetchall()
     ]
 
 

@@ -29,6 +29,7 @@ from .redis_clients import (
     RedisTarget,
     check_sentinels,
     close_sync_client,
+    no_retry_sync,
     sync_client,
 )
 
@@ -38,6 +39,9 @@ NAMESPACE = "ownsona"
 RESULT_TTL_MS = 10 * 60 * 1000
 #: Commands per million that run queue maintenance (see make_broker).
 MAINTENANCE_CHANCE = 100_000
+#: Seconds the broker's client waits to connect to Redis, and for any one answer (issue 33).
+BROKER_CONNECT_TIMEOUT_S = 2.0
+BROKER_SOCKET_TIMEOUT_S = 3.0
 #: Wake-up tokens kept per queue; more would only cause empty fetches.
 _MAX_WAKE_TOKENS = 64
 
@@ -184,7 +188,17 @@ def make_broker(
     """
     target = RedisTarget.of(redis)
     if target is not None:
-        client = sync_client(target, socket_connect_timeout=5, health_check_interval=30)
+        client = sync_client(
+            target,
+            socket_connect_timeout=BROKER_CONNECT_TIMEOUT_S,
+            # Every command is bounded (an idle consumer's BLPOP waits at most the worker
+            # timeout, 1 s): a stalled Redis fails a send instead of hanging the caller.
+            socket_timeout=BROKER_SOCKET_TIMEOUT_S,
+            # One try: the web process decides what a failed send means (tasks.results);
+            # redis-py resending a timed-out enqueue would only queue it twice.
+            retry=no_retry_sync(),
+            health_check_interval=30,
+        )
         broker: dramatiq.Broker = WakingRedisBroker(  # type: ignore[no-untyped-call]  # dramatiq leaves this unannotated
             client=client,
             namespace=namespace,

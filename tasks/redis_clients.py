@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import redis
 import redis.asyncio as aredis
 import redis.asyncio.sentinel as asentinel
+import redis.retry
 import redis.sentinel
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -32,8 +33,22 @@ from redis.connection import parse_url
 from config.redis_sentinel import RedisSentinel
 from config.settings import Settings
 
-#: Longest wait on one Sentinel: discovery moves on to the next one after it.
-_SENTINEL_TIMEOUT_S = 2.0
+#: Longest wait on one Sentinel: discovery (redis-py asks them in turn) moves on to the
+#: next one after it. A Sentinel answers in a millisecond; a silent one costs this much
+#: per new master connection (the readiness probe asks them concurrently instead:
+#: tasks.redis_probe).
+SENTINEL_TIMEOUT_S = 1.0
+
+
+def no_retry() -> Retry:
+    """One try per command: redis-py's default retries (3, with back-off: 4 s measured on a
+    closed port) would hide inside our own deadlines and retries (issue 33, finding 2)."""
+    return Retry(NoBackoff(), 0)
+
+
+def no_retry_sync() -> redis.retry.Retry:
+    """:func:`no_retry` for a blocking client (the broker's)."""
+    return redis.retry.Retry(NoBackoff(), 0)
 
 
 class RedisSettingsRefused(Exception):
@@ -93,11 +108,11 @@ def sync_client(target: RedisTarget, **options: Any) -> redis.Redis:
     if target.sentinel is None:
         assert target.url is not None, "a target names a URL or Sentinels"
         return redis.Redis.from_url(target.url, **options)
-    master_options = {**_master_options(target.url), **options}
+    options_of_master = {**master_options(target.url), **options}
     sentinel = redis.sentinel.Sentinel(
         target.sentinel.sentinels,
-        sentinel_kwargs=_sentinel_options(target, master_options),
-        **master_options,
+        sentinel_kwargs=sentinel_options(target, options_of_master),
+        **options_of_master,
     )
     client: redis.Redis = sentinel.master_for(target.sentinel.master)
     return client
@@ -108,11 +123,11 @@ def async_client(target: RedisTarget, **options: Any) -> aredis.Redis:
     if target.sentinel is None:
         assert target.url is not None, "a target names a URL or Sentinels"
         return aredis.Redis.from_url(target.url, **options)
-    master_options = {**_master_options(target.url), **options}
+    options_of_master = {**master_options(target.url), **options}
     sentinel = asentinel.Sentinel(
         target.sentinel.sentinels,
-        sentinel_kwargs=_sentinel_options(target, master_options),
-        **master_options,
+        sentinel_kwargs=sentinel_options(target, options_of_master),
+        **options_of_master,
     )
     client: aredis.Redis = sentinel.master_for(target.sentinel.master)
     return client
@@ -127,7 +142,7 @@ def check_sentinels(target: RedisTarget, *, timeout_s: float = 5.0) -> None:
     """
     if target.sentinel is None:
         return
-    options = _sentinel_options(
+    options = sentinel_options(
         target, {"socket_connect_timeout": timeout_s, "socket_timeout": timeout_s}
     )
     known: set[str] = set()
@@ -155,32 +170,7 @@ def check_sentinels(target: RedisTarget, *, timeout_s: float = 5.0) -> None:
     )
 
 
-async def check_writable(target: RedisTarget, *, timeout_s: float) -> None:
-    """Raise unless a write sent now would reach a master (the readiness check).
-
-    PING is not enough: an old master that came back as a replica answers
-    PING and refuses every write. ``ROLE`` asks the server what it is; with
-    Sentinels the master is looked up first, as a write would.
-    """
-    client = async_client(
-        target,
-        socket_connect_timeout=timeout_s,
-        socket_timeout=timeout_s,
-        # One try: the probe reports what a write would meet now, it does not wait it out.
-        retry=Retry(NoBackoff(), 0),
-    )
-    try:
-        try:
-            kind = await _role(client)
-        except asentinel.MasterNotFoundError as ex:
-            raise NoMaster(str(ex)) from ex
-        if kind != "master":
-            raise ReadOnlyReplica(f"the Redis server at {target.describe()} is a {kind}")
-    finally:
-        await close_async_client(client)
-
-
-async def _role(client: aredis.Redis) -> str:
+async def role_of(client: aredis.Redis) -> str:
     """``master`` or ``slave``: ROLE, else INFO replication's role, else (neither allowed)
     ``master`` once PING answers, as the check was before it asked."""
     try:
@@ -215,7 +205,7 @@ async def close_async_client(client: aredis.Redis) -> None:
             await sentinel.aclose()
 
 
-def _master_options(url: str | None) -> dict[str, Any]:
+def master_options(url: str | None) -> dict[str, Any]:
     """The master's password, database and TLS options from REDIS_URL (host and port dropped)."""
     if url is None:
         return {}
@@ -227,16 +217,19 @@ def _master_options(url: str | None) -> dict[str, Any]:
     return options
 
 
-def _sentinel_options(target: RedisTarget, master_options: dict[str, Any]) -> dict[str, Any]:
-    """How to talk to the Sentinels: their own password, the master's timeouts and TLS."""
+def sentinel_options(
+    target: RedisTarget, options_of_master: dict[str, Any], *, cap_s: float = SENTINEL_TIMEOUT_S
+) -> dict[str, Any]:
+    """How to talk to the Sentinels: their own password, the master's timeouts (at most
+    ``cap_s``) and TLS."""
     options = {
         key: value
-        for key, value in master_options.items()
+        for key, value in options_of_master.items()
         if key in ("socket_keepalive", "ssl") or key.startswith("ssl_")
     }
     for timeout in ("socket_connect_timeout", "socket_timeout"):
-        given = master_options.get(timeout)
-        options[timeout] = _SENTINEL_TIMEOUT_S if given is None else min(given, _SENTINEL_TIMEOUT_S)
+        given = options_of_master.get(timeout)
+        options[timeout] = cap_s if given is None else min(given, cap_s)
     if target.sentinel is not None and target.sentinel.password is not None:
         options["password"] = target.sentinel.password
     return options

@@ -17,23 +17,71 @@ from typing import Any, Protocol
 import redis
 import redis.asyncio as aredis
 from dramatiq.message import Message
+from redis.sentinel import MasterNotFoundError
 
 from memory.errors import DATABASE_ERROR, MemoryServiceError
 
 from .broker import BrokerBundle, NotifyingStubBackend
-from .redis_clients import RedisTarget, async_client, check_writable, close_async_client
+from .redis_clients import RedisTarget, async_client, close_async_client, no_retry
+from .redis_probe import WritableProbe
 
-#: Seconds the readiness probe waits for Redis (``/readyz`` gives its check 2 s).
-READY_TIMEOUT_S = 2.0
-#: Longest single blocking read while awaiting a result, in seconds.
-_WAIT_SLICE_S = 10.0
+#: Longest single blocking read while awaiting a result, in seconds. Short, so a waiter on
+#: a master that froze notices within a slice (plus :data:`RESULT_READ_SLACK_S`) and, with
+#: Sentinels, asks them for the new master (issue 33: 20-22 s with a 10 s slice).
+WAIT_SLICE_S = 2.0
+#: What a result read may take beyond its slice before the connection counts as stalled.
+RESULT_READ_SLACK_S = 1.0
+#: Seconds to connect to Redis (the master) for the results client.
+RESULT_CONNECT_TIMEOUT_S = 2.0
 
 
 def queue_unreachable() -> MemoryServiceError:
+    """Nothing was sent: the connection to the queue failed before the message left."""
     return MemoryServiceError(
         DATABASE_ERROR,
         "The write queue could not be reached, so nothing was stored. Try again shortly.",
         {"component": "queue"},
+    )
+
+
+def queue_refused(ex: redis.RedisError) -> MemoryServiceError:
+    """Redis answered the send with an error: the message was not queued."""
+    why = (
+        "its Redis server is a read-only replica"
+        if isinstance(ex, redis.ReadOnlyError)
+        else f"its Redis server answered {type(ex).__name__}"
+    )
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        f"The write queue refused the write ({why}), so nothing was stored. Try again shortly.",
+        {"component": "queue"},
+    )
+
+
+def queue_stalled() -> MemoryServiceError:
+    """The message may have been sent: Redis stopped answering while it was being queued.
+
+    A stalled Redis (its machine paused, its packets dropped) may still deliver it
+    when it comes back, so "nothing was stored" would be a lie (issue 33).
+    """
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        "The write queue stopped answering while the write was being queued, so it may or "
+        "may not be stored. Repeating the same call (with the same Idempotency-Key, if you "
+        "sent one) is safe: it will not be stored twice, and answers what was stored.",
+        {"component": "queue", "outcome": "unknown"},
+    )
+
+
+def message_dead_lettered() -> MemoryServiceError:
+    """A worker refused the message (no actor of that name, or it failed outright)."""
+    return MemoryServiceError(
+        DATABASE_ERROR,
+        "The write was queued, but the worker that took it could not run it (it was moved "
+        "to the dead-letter queue: a worker of another release, or a failure in the "
+        "worker). It was not applied by that worker; repeating the same call is safe and "
+        "will not store it twice.",
+        {"component": "worker", "outcome": "dead-lettered"},
     )
 
 
@@ -47,12 +95,14 @@ def write_timed_out(seconds: float) -> MemoryServiceError:
 
 
 def message_lost() -> MemoryServiceError:
+    """Redis holds neither the message, its result, nor a dead letter of it."""
     return MemoryServiceError(
         DATABASE_ERROR,
-        "The write was queued, but the queue lost it before a worker finished it (its Redis "
-        "server failed over). It may still have been applied; repeating the same call is safe "
-        "and will not store it twice.",
-        {"component": "queue"},
+        "The write was queued, but the queue no longer holds it and no worker stored a "
+        "result (its Redis server lost it: a failover or a restart without persistence). It "
+        "may still have been applied; repeating the same call is safe and will not store it "
+        "twice.",
+        {"component": "queue", "outcome": "unknown"},
     )
 
 
@@ -117,7 +167,7 @@ class RedisResults:
     """The Redis broker's waiter: ``BRPOPLPUSH`` on an asyncio client, in bounded slices."""
 
     def __init__(
-        self, bundle: BrokerBundle, redis: RedisTarget, *, slice_s: float = _WAIT_SLICE_S
+        self, bundle: BrokerBundle, redis: RedisTarget, *, slice_s: float = WAIT_SLICE_S
     ) -> None:
         self._broker: Any = bundle.broker
         self._backend: Any = bundle.backend
@@ -125,12 +175,17 @@ class RedisResults:
         self._target = redis
         # Built with the queue (it connects on the first write, on the serving loop):
         # results are awaited on asyncio, never on a thread. Reads may block for a
-        # whole wait slice plus network slack.
+        # whole wait slice plus slack; one try each (the loop below is the retry).
         # From the broker's own target (tasks.redis_clients): with Sentinels it follows
         # the master through a failover as the broker's client does.
         self._aredis: aredis.Redis | None = async_client(
-            redis, socket_connect_timeout=5, socket_timeout=slice_s + 10
+            redis,
+            socket_connect_timeout=RESULT_CONNECT_TIMEOUT_S,
+            socket_timeout=slice_s + RESULT_READ_SLACK_S,
+            retry=no_retry(),
         )
+        # The readiness probe: built once, its connections reused (tasks.redis_probe).
+        self._probe = WritableProbe(redis)
 
     async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
         enqueued = await self._enqueue(message)
@@ -148,23 +203,27 @@ class RedisResults:
                 if remaining <= 0:
                     break
                 try:
-                    if broken and await self._lost(enqueued, key):
-                        raise message_lost()  # the new master never received it
+                    if broken:
+                        gone = await self._lost(enqueued, key)
+                        if gone is not None:
+                            raise gone  # e.g. the new master never received it
                     raw = await self._aredis.brpoplpush(
-                        key, key, timeout=min(self._slice_s, remaining)
+                        key, key, timeout=max(min(self._slice_s, remaining), 0.01)
                     )
                     broken = 0
-                except redis.ConnectionError:
-                    # With Sentinels the next command asks them for the master again
-                    # (redis-py reconnects a broken connection only on a new command):
-                    # keep waiting on the new master until the write's own deadline.
-                    if self._target.sentinel is None:
-                        raise
+                except (redis.ConnectionError, redis.TimeoutError):
+                    # Broken, or stalled past its slice (the master froze): redis-py drops
+                    # that connection, and the next command connects again (with Sentinels,
+                    # to the master they name now). Keep waiting until the write's deadline:
+                    # a thawed or new master may still deliver the result.
                     broken += 1
+                    await self._forget_master()
                     await asyncio.sleep(min(0.05 * 2**broken, 1.0, max(deadline - loop.time(), 0)))
                     continue
-                if raw is None and await self._lost(enqueued, key):
-                    raise message_lost()
+                if raw is None:
+                    gone = await self._lost(enqueued, key)
+                    if gone is not None:
+                        raise gone
         except redis.RedisError as ex:
             raise MemoryServiceError(
                 DATABASE_ERROR,
@@ -179,44 +238,69 @@ class RedisResults:
     async def _enqueue(self, message: Message[Any]) -> Message[Any]:
         """The message as enqueued (it carries its Redis id), or the queue's error.
 
-        With Sentinels a broken connection (the master just changed) gets one more
-        try: redis-py asks the Sentinels again only for a new command. Sending it
-        twice can only queue it twice, and its receipt answers the second run.
+        With Sentinels a broken or stalled connection (the master just changed, or
+        froze) gets one more try: redis-py asks the Sentinels again only for a new
+        command. Sending it twice can only queue it twice, and its receipt answers
+        the second run. Every send is bounded by the broker client's timeouts
+        (tasks.broker: connect 2 s, any answer 3 s).
+
+        Which error answers says what is known: a failure to connect means nothing
+        left, so nothing was stored; a failure after the command was sent (a stall,
+        a reset) leaves the write's fate unknown (:func:`queue_stalled`).
         """
         tries = 2 if self._target.sentinel is not None else 1
         for attempt in range(tries):
             try:
                 enqueued: Message[Any] = await asyncio.to_thread(self._broker.enqueue, message)
                 return enqueued
-            except redis.ConnectionError as ex:
+            except (redis.ConnectionError, redis.TimeoutError) as ex:
+                if self._target.sentinel is not None:
+                    # Every pooled connection may lead to an old master that froze or is
+                    # being demoted: the next send asks the Sentinels afresh.
+                    await asyncio.to_thread(self._broker.client.connection_pool.disconnect)
                 if attempt + 1 == tries:
-                    raise queue_unreachable() from ex
+                    raise (queue_unreachable() if nothing_sent(ex) else queue_stalled()) from ex
             except redis.RedisError as ex:
-                raise queue_unreachable() from ex
+                # Answered with an error (READONLY, OOM, a script error): refused, not queued.
+                raise queue_refused(ex) from ex
         raise AssertionError("unreachable")
+
+    async def _forget_master(self) -> None:
+        """With Sentinels, drop every results connection after one broke or stalled: the
+        idle ones lead to the same old master (after a thaw it still takes commands until
+        the Sentinels demote it), and only a new connection asks them where it is now."""
+        if self._target.sentinel is not None and self._aredis is not None:
+            await self._aredis.connection_pool.disconnect()
 
     async def check_ready(self) -> None:
         """The server, or the master the Sentinels name, says it is a master (not PING only:
         an old master back as a read-only replica answers PING and refuses every write)."""
-        await check_writable(self._target, timeout_s=READY_TIMEOUT_S)
+        await self._probe.check()
 
-    async def _lost(self, enqueued: Message[Any], result_key: str) -> bool:
-        """Whether Redis holds neither the message nor its result: a failover lost it.
+    async def _lost(self, enqueued: Message[Any], result_key: str) -> MemoryServiceError | None:
+        """Why no result can come, when Redis says so; None while one still may.
 
         Dramatiq keeps a message in ``<namespace>:<queue>.msgs`` (under the id its
         enqueue gave it) from enqueue until acknowledged, and a worker stores the
         result before it acknowledges; writes are never retried through a delay
-        queue (``max_retries`` 0). So neither, checked in this order, means the
-        master that had the message died before a replica received it. Without
-        this check the caller would wait the whole write timeout.
+        queue (``max_retries`` 0). A message a worker rejected is moved to
+        ``<queue>.XQ.msgs`` (dead-lettered: :func:`message_dead_lettered`). None of
+        the three, checked in this order, means the master that had the message
+        lost it (it died before a replica received it). Without this check the
+        caller would wait the whole write timeout.
         """
         assert self._aredis is not None, "the waiter is open"
         messages = f"{self._broker.namespace}:{enqueued.queue_name}.msgs"
+        dead = f"{self._broker.namespace}:{enqueued.queue_name}.XQ.msgs"
+        message_id = enqueued.options["redis_message_id"]
         async with self._aredis.pipeline(transaction=False) as pipe:
-            pipe.hexists(messages, enqueued.options["redis_message_id"])
+            pipe.hexists(messages, message_id)
             pipe.exists(result_key)
-            held, has_result = await pipe.execute()
-        return not held and not has_result
+            pipe.hexists(dead, message_id)
+            held, has_result, dead_lettered = await pipe.execute()
+        if held or has_result:
+            return None
+        return message_dead_lettered() if dead_lettered else message_lost()
 
     async def queue_depths(self) -> dict[str, int]:
         """On Redis: waiting, prefetched by a worker, or running (dramatiq keeps each
@@ -237,6 +321,16 @@ class RedisResults:
         if self._aredis is not None:
             await close_async_client(self._aredis)
             self._aredis = None
+            await self._probe.aclose()
+
+
+def nothing_sent(ex: redis.RedisError) -> bool:
+    """Whether ``ex`` says the command stored nothing: connecting failed (redis-py's
+    messages for that say "connecting to"), the Sentinels named no master, or the server
+    refused it as a demoted master (READONLY, which a Sentinel-managed connection turns
+    into "The previous master is now a slave")."""
+    text = str(ex)
+    return isinstance(ex, MasterNotFoundError) or "connecting to" in text or "now a slave" in text
 
 
 def results_waiter(bundle: BrokerBundle) -> ResultsWaiter:

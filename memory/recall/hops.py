@@ -171,12 +171,19 @@ def _most_relevant(
         ranked = sorted(
             by_seed[place],
             key=lambda n: (
-                -ranking.fused_score(n.cosine, ranking.lexical_share(n.matched, terms)),
+                -ranking.fused_score(n.cosine, _scaled_share(n, terms)),
                 -n.id,
             ),
         )
         out += ranked[:GRAPH_PER_SEED]
     return out
+
+
+def _scaled_share(linked: store.Linked, terms: Sequence[ranking.QueryTerm]) -> float:
+    """The lexical share scaled by the text's length, as the main path scores it (a long
+    text holds the question's words by its length, issue 28; issue 33 finding 8)."""
+    factor = lexical_length.length_factor(linked.length) if linked.length else 1.0
+    return ranking.lexical_share(linked.matched, terms) * factor
 
 
 def _outdated(found: Sequence[store.Neighbour]) -> set[int]:

@@ -1,7 +1,8 @@
 """The multi-node drill on one machine (issue 29): what each fault costs, in figures.
 
     python -m scripts.bench.cluster [--mode sync|async] [--lag 3] [--clients 8]
-        [--warm 5] [--settle 5] [--recover-timeout 60] [--phases primary,web,worker,redis]
+        [--warm 5] [--settle 5] [--recover-timeout 60] [--pause 8]
+        [--phases redis-pause,redis-split,primary-pause,standby-pause,primary,web,worker,redis]
         [--workdir DIR] [--keep] [--json]
 
 Separate processes stand for the nodes, all on 127.0.0.1 (``scripts/cluster/``):
@@ -17,9 +18,16 @@ the standby one second later; the dead node is then rebuilt as the new
 standby), ``web`` (one web process SIGKILLed and restarted), ``worker`` (one
 worker SIGKILLed while holding messages, restarted), ``redis`` (the master
 SIGKILLed; the Sentinels promote the replica; the old master restarts and is
-made a replica). Per phase: acknowledged writes lost, ids reused, duplicated,
+made a replica); and the frozen ones (issue 33: SIGSTOP, then SIGCONT, the
+node's connections left open): ``redis-pause`` (the Redis master, briefly),
+``redis-split`` (the Redis master, until the Sentinels promote the replica:
+on resume it is a second master until they demote it), ``primary-pause``
+(the PostgreSQL primary, briefly), ``standby-pause`` (the synchronous
+standby, which is also the read replica). Per phase: acknowledged writes lost, ids reused, duplicated,
 read-your-writes violations, HTTP 500s, hangs, errors by kind, seconds until
-writes succeed again through each web process, p50/p99 per tool. Every loop
+writes succeed again through each web process (and, frozen, after the thaw),
+writes answered "nothing was stored" and how many of them were stored all the
+same, p50/p99 per tool. Every loop
 is bounded; every process and the temporary directory go at the end.
 """
 
@@ -65,6 +73,15 @@ def print_phase(result: PhaseResult) -> None:
         "  writes back after the fault: "
         + ", ".join(f"web{n + 1} {_seconds(s)}" for n, s in enumerate(result.recovery_s))
     )
+    if result.after_thaw_s:
+        print(
+            "  writes back after the thaw: "
+            + ", ".join(f"web{n + 1} {_seconds(s)}" for n, s in enumerate(result.after_thaw_s))
+        )
+    print(
+        f'  answered "nothing was stored" {result.said_nothing_stored}, '
+        f"of which stored all the same {result.stored_though_said_not}"
+    )
     print("  p50/p99: " + ", ".join(f"{t} {_ms(v)}" for t, v in result.latency_ms.items()))
     if result.timings:
         print("  " + ", ".join(f"{k} {v:.1f}" for k, v in result.timings.items()))
@@ -82,6 +99,7 @@ def main() -> None:
     parser.add_argument("--warm", type=float, default=5.0)
     parser.add_argument("--settle", type=float, default=5.0)
     parser.add_argument("--recover-timeout", type=float, default=60.0)
+    parser.add_argument("--pause", type=float, default=8.0, help="seconds of a brief freeze")
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--workdir", type=Path, help="parent of the temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the logs and data")
@@ -98,6 +116,7 @@ def main() -> None:
         recover_timeout_s=args.recover_timeout,
         settle_s=args.settle,
         phases=phases,
+        pause_s=args.pause,
     )
     lag = args.lag if args.mode == "async" else 0.0
     started = time.monotonic()

@@ -57,12 +57,17 @@ class Log:
     ryw_unchecked: int = 0  # the other web process never answered in time
     reused_ids: set[int] = field(default_factory=set)  # handed out again for another text
     abandoned_writes: int = 0  # retried until the phase ended, never acknowledged
+    #: Texts of writes answered "nothing was stored" (issue 33): written again under a new
+    #: key, as a client that believes the answer would; a duplicate then shows it false.
+    said_nothing_stored: list[str] = field(default_factory=list)
 
 
 class Failed(Exception):
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, message: str = "") -> None:
         super().__init__(kind)
         self.kind = kind
+        #: The error's message, when the server sent one.
+        self.message = message
 
 
 class DrillClient:
@@ -134,7 +139,8 @@ class DrillClient:
             raise Failed(f"JSON-RPC {body['error'].get('code')}")
         payload: dict[str, Any] = body["result"]["structuredContent"]
         if not payload.get("ok"):
-            raise Failed(str(payload.get("error", {}).get("code", "not ok")))
+            error = payload.get("error", {})
+            raise Failed(str(error.get("code", "not ok")), str(error.get("message", "")))
         return payload
 
     async def run(self, log: Log, stop: asyncio.Event, hard_stop: float) -> None:
@@ -154,14 +160,20 @@ class DrillClient:
         self.seq += 1
         marker = f"{self.run_id}c{self.n}w{self.seq}"
         text = f"Drill note {marker}: client {self.n} wrote entry {self.seq} of this run."
+        key, tries = marker, 0
         while time.monotonic() < hard_stop:
             try:
                 payload = await self.call(
-                    log, self.home, "remember", {"text": text, "dedup_policy": "insert"}, marker
+                    log, self.home, "remember", {"text": text, "dedup_policy": "insert"}, key
                 )
             except Failed as ex:
                 if ex.kind in ("INVALID_INPUT", "SECRET_REJECTED", "HTTP 401", "HTTP 403"):
                     raise RuntimeError(f"client {self.n}: remember refused: {ex.kind}") from ex
+                if "nothing was stored" in ex.message:
+                    # Believed: the next try is a new write (a new key).
+                    log.said_nothing_stored.append(text)
+                    tries += 1
+                    key = f"{marker}n{tries}"
                 await asyncio.sleep(RETRY_PAUSE_S)
                 continue
             ack = Ack(self.n, int(payload["memory_id"]), text, self.home, time.monotonic())

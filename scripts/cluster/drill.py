@@ -14,7 +14,10 @@ write acknowledged so far against each account's ``export_memories``:
   right after the acknowledgement, did not find the write;
 - HTTP 500s, hangs (a call outliving the client's timeout), errors by kind;
 - seconds from the fault until writes succeed again through each web process
-  (the end of the first acknowledged write after the last failed one);
+  (the end of the first acknowledged write after the last failed one); for a
+  frozen node, also from its thaw;
+- writes answered "nothing was stored" (a client that believes it writes again
+  under a new key, so a false answer shows as a duplicate: counted apart);
 - p50 / p99 of each tool's successful calls.
 """
 
@@ -30,11 +33,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .clients import Ack, DrillClient, Failed, Log
+from .freeze import freeze, process_tree, thaw
+from .redis_nodes import DOWN_AFTER_MS
 from .topology import WRITE_TIMEOUT_S, Cluster
 
-#: The faults, in the order the issue lists them.
-PHASES = ("primary", "web", "worker", "redis")
+#: The faults, in the order the issue lists them. The frozen ones (issue 33: SIGSTOP,
+#: then SIGCONT) run first: they need the standby the primary phase consumes.
+FROZEN_PHASES = ("redis-pause", "redis-split", "primary-pause", "standby-pause")
+PHASES = (*FROZEN_PHASES, "primary", "web", "worker", "redis")
 FAULTS = {
+    "redis-pause": "Redis master frozen (SIGSTOP) briefly, then thawed; no failover",
+    "redis-split": "Redis master frozen until the Sentinels promote the replica, then thawed "
+    "(split brain until they demote it)",
+    "primary-pause": "PostgreSQL primary frozen (SIGSTOP) briefly, then thawed",
+    "standby-pause": "synchronous standby (the read replica) frozen briefly, then thawed",
     "primary": "PostgreSQL primary SIGKILLed, standby promoted (pg_ctl promote)",
     "web": "web process 2 SIGKILLed, restarted",
     "worker": "worker 1 SIGKILLed while holding messages, restarted",
@@ -56,6 +68,11 @@ class DrillConfig:
     #: nothing it asserts depends on it).
     await_restarts: bool = True
     phases: tuple[str, ...] = PHASES
+    #: Seconds a brief freeze lasts (Redis master, primary, standby): under Sentinel's and
+    #: any failover manager's detection, so nothing fails over.
+    pause_s: float = 3.0
+    #: Seconds the Redis master stays frozen after the Sentinels promoted the replica.
+    split_hold_s: float = 2.0
 
 
 @dataclass
@@ -75,6 +92,11 @@ class PhaseResult:
     calls: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     recovery_s: list[float | None] = field(default_factory=list)
+    #: Frozen phases: seconds from the thaw until writes succeed again, per web process.
+    after_thaw_s: list[float | None] = field(default_factory=list)
+    #: Writes answered "nothing was stored", and of those, the ones stored all the same.
+    said_nothing_stored: int = 0
+    stored_though_said_not: int = 0
     latency_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -159,6 +181,10 @@ class Drill:
                 raise task.exception()  # type: ignore[misc]
         await recovering  # a fault's own failure ends the drill
         result.recovery_s = [recovery_s(log, w, fault_at) for w in webs]
+        thawed_at = result.timings.get("thawed_at")
+        if thawed_at is not None:
+            del result.timings["thawed_at"]
+            result.after_thaw_s = [recovery_s(log, w, thawed_at) for w in webs]
         self._tally(result, log, fault_at)
         await self._verify(result, log, fault_at)
         if name == "primary" and config.rebuild_standby:
@@ -188,6 +214,27 @@ class Drill:
         elif name == "worker":
             cluster.kill_worker(0)
             cluster.start_worker(0, wait=self.config.await_restarts)
+        elif name == "redis-pause":
+            redis_master = cluster.redis.master
+            assert redis_master is not None and redis_master.process is not None
+            # No failover: the Sentinels are told to wait out the freeze, as a deployment
+            # whose down-after outlasts a brief pause would.
+            cluster.redis.set_down_after(int((self.config.pause_s + 30) * 1000))
+            try:
+                self._frozen_for([redis_master.process.pid], result)
+            finally:
+                cluster.redis.set_down_after(DOWN_AFTER_MS)
+        elif name == "redis-split":
+            frozen_s, thawed_at = cluster.redis.freeze_master_through_failover(
+                self.config.split_hold_s
+            )
+            result.timings["frozen_s"] = frozen_s
+            result.timings["thawed_at"] = thawed_at
+            result.timings["old_master_back_as_replica_s"] = time.monotonic() - started
+        elif name == "primary-pause":
+            self._frozen_for(process_tree(cluster.pg.primary.postmaster()), result)
+        elif name == "standby-pause":
+            self._frozen_for(process_tree(cluster.pg.standby.postmaster()), result)
         elif name == "redis":
             result.timings["sentinel_failover_s"] = cluster.redis.kill_master_and_fail_over()
             # Always until it replicates: restarted, it is a master of its own (empty) for a
@@ -195,6 +242,18 @@ class Drill:
             # Sentinels demote it; the phase must see past that.
             cluster.redis.restart_old_master()
             result.timings["old_master_back_as_replica_s"] = time.monotonic() - started
+
+    def _frozen_for(self, pids: list[int], result: PhaseResult) -> None:
+        """SIGSTOP ``pids`` for ``pause_s``, then SIGCONT; the thaw's time for the figures."""
+        if not pids:
+            raise RuntimeError("the node to freeze is not running")
+        freeze(pids)
+        try:
+            time.sleep(self.config.pause_s)
+        finally:
+            thaw(pids)
+        result.timings["frozen_s"] = self.config.pause_s
+        result.timings["thawed_at"] = time.monotonic()
 
     def _replication_state(self) -> str:
         try:
@@ -213,6 +272,7 @@ class Drill:
         result.ryw_checked = log.ryw_checked
         result.ryw_unchecked = log.ryw_unchecked
         result.abandoned = log.abandoned_writes
+        result.said_nothing_stored = len(log.said_nothing_stored)
         failed = [c for c in log.calls if c.outcome != "ok"]
         result.http_500 = sum(c.outcome == "HTTP 500" for c in failed)
         result.hangs = sum(c.outcome == "hang" for c in failed)
@@ -249,10 +309,16 @@ class Drill:
                     f"lost writes were acknowledged {before[0]:.1f}-{before[-1]:.1f} s"
                     " before the fault"
                 )
+        said_not = set(log.said_nothing_stored)
         for texts in stored.values():
             counts = Counter(t for t in texts.values() if self.run_id in t)
             for text, copies in counts.items():
-                if copies > 1 and text not in self.duplicate_texts:
+                if copies > 1 and text in said_not:
+                    # Rewritten under a new key because the server said nothing was
+                    # stored: the answer was false (not a duplicate of the server's making).
+                    result.stored_though_said_not += 1
+                    self.duplicate_texts.add(text)
+                elif copies > 1 and text not in self.duplicate_texts:
                     self.duplicate_texts.add(text)
                     result.duplicated += copies - 1
 

@@ -10,6 +10,7 @@ the new master, as they would a machine that returns.
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -152,6 +153,38 @@ class RedisGroup:
         took = time.monotonic() - started
         self.master, self.replica = self.replica, self.master
         return took
+
+    def set_down_after(self, ms: int) -> None:
+        """``SENTINEL SET ... down-after-milliseconds`` on every Sentinel (a brief freeze
+        of the master is played without a failover by raising it for the while)."""
+        for sentinel in self.sentinels:
+            with redis.Redis(port=sentinel.port, socket_timeout=2) as client:
+                client.execute_command(
+                    "SENTINEL", "SET", MASTER_NAME, "down-after-milliseconds", str(ms)
+                )
+
+    def freeze_master_through_failover(
+        self, hold_s: float, timeout_s: float = 60
+    ) -> tuple[float, float]:
+        """SIGSTOP the master; wait until every Sentinel names the replica, then ``hold_s``
+        more; SIGCONT. The old master resumes believing it is master (split brain) until
+        the Sentinels demote it; returns once it replicates: the seconds it was frozen,
+        and when it was thawed (``time.monotonic()``)."""
+        assert self.master is not None and self.replica is not None
+        frozen = self.master.process
+        assert frozen is not None
+        started = time.monotonic()
+        frozen.send_signal(signal.SIGSTOP)
+        try:
+            new_port = self.replica.port
+            self._wait(lambda: self.sentinels_agree(new_port), timeout_s)
+            time.sleep(hold_s)
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+        thawed_at = time.monotonic()
+        self.master, self.replica = self.replica, self.master
+        self._wait(lambda: self.replica_link_up(), 120)
+        return thawed_at - started, thawed_at
 
     def restart_old_master(self) -> None:
         """The dead master's machine returns (no ``replicaof``); the Sentinels demote it.

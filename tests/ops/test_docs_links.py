@@ -14,8 +14,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
@@ -23,11 +21,6 @@ PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 #: What a newcomer sees before scrolling, in lines of the README's source.
 FIRST_SCREEN_LINES = 25
 README_MAX_LINES = 300
-
-#: Pages written on other branches of issues 33 and 35, linked from the README before
-#: they are merged. Once a page exists its links are checked like any other, and this
-#: test asks for its name to be taken out of the set.
-WRITTEN_ON_OTHER_BRANCHES = frozenset({"docs/stalls.md"})
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _INLINE_CODE = re.compile(r"`+[^`]*`+")
@@ -117,19 +110,11 @@ def test_every_relative_link_names_a_file_and_a_heading_that_exist() -> None:
         target = (link.page.parent / path_part).resolve() if path_part else link.page
         name = target.relative_to(ROOT).as_posix() if target.is_relative_to(ROOT) else ""
         if not target.exists():
-            if name not in WRITTEN_ON_OTHER_BRANCHES:
-                broken.append(f"{link.where()} no such file")
+            broken.append(f"{link.where()} no such file")
             continue
         if anchor and target.suffix == ".md" and anchor not in anchors(target):
             broken.append(f"{link.where()} no heading with id {anchor!r} in {name}")
     assert not broken, "\n".join(broken)
-
-
-@pytest.mark.parametrize("name", sorted(WRITTEN_ON_OTHER_BRANCHES))
-def test_pages_from_other_branches_leave_the_exception_once_merged(name: str) -> None:
-    assert not (ROOT / name).exists(), (
-        f"{name} exists now: take it out of WRITTEN_ON_OTHER_BRANCHES so its links are checked"
-    )
 
 
 def test_readme_is_short_and_shows_a_contributor_the_recipe_first() -> None:

@@ -12,6 +12,7 @@ read-your-writes: ``tests/storage/test_replicas.py``.)
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -37,6 +38,9 @@ class OneReplica:
 
     def mark_down(self, pool: Any) -> None:
         raise AssertionError("the replica did not fail")
+
+    def went_down(self, pool: Any) -> asyncio.Event:
+        return asyncio.Event()  # never set: the replica stays up
 
 
 async def _pool_of(command: Command) -> str:

@@ -45,3 +45,13 @@ def test_the_graph_hop_keeps_each_seeds_most_relevant_by_the_fused_score() -> No
 def test_the_graph_hop_breaks_ties_newest_first() -> None:
     picked = _most_relevant([_linked(5, 1, 0.5), _linked(9, 1, 0.5), _linked(7, 1, 0.5)], [])
     assert [n.id for n in picked] == [9, 7, 5]
+
+
+def test_the_graph_hop_scales_a_long_texts_lexical_share_as_the_main_path_does() -> None:
+    # Issue 33 (finding 8): a long answer holds the question's words by its length; the
+    # main path scales its share down, and the graph hop now ranks it the same way.
+    terms = [QueryTerm("work", 3, 2.0), QueryTerm("sister", 5, 2.0)]
+    long_answer = Linked(1, seed=101, place=1, cosine=0.45, matched=2.0, length=4000)
+    short_fact = Linked(2, seed=101, place=1, cosine=0.6, matched=0.0, length=80)
+    picked = _most_relevant([long_answer, short_fact], terms)
+    assert [n.id for n in picked] == [2, 1]
