@@ -57,17 +57,22 @@ async def test_a_write_sent_while_the_master_is_frozen_is_answered_within_10_s(
     try:
         started = time.monotonic()
         text = "While the master was frozen I adopted a cat named Miso."
+        retry_key = "f-1"
         try:
             answer = await asyncio.wait_for(
                 sentinel_queue.submit(meta_for(alice, "f-1"), _remember(text)), 60
             )
             assert answer["ok"], answer
         except MemoryServiceError as ex:
-            assert "nothing was stored" not in ex.message  # the fate is unknown, not "none"
+            if "nothing was stored" in ex.message:
+                # Said only when the message never left (no master known mid-failover):
+                # a client that believes it writes again under a new key, so a false
+                # answer would show as a second copy in the final check.
+                retry_key = "f-1-new"
         took = time.monotonic() - started
         assert took < ANSWERED_S, f"the write was answered after {took:.1f} s"
-        # A client retrying with the same key gets it stored (once) soon after.
-        await _until_stored(sentinel_queue, alice, text, "f-1")
+        # A client retrying gets it stored (once) soon after.
+        await _until_stored(sentinel_queue, alice, text, retry_key)
         back = time.monotonic() - started
         assert back < BACK_S, f"writes were back after {back:.1f} s"
     finally:
