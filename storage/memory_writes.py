@@ -268,7 +268,10 @@ async def soft_delete(
             query.format(sql.SQL(terms.CHANGED_TERMS)),
             (reason, replaced_by_id, user_id, sorted(memory_ids)),
         )
-        await terms.apply(conn, user_id, _changes(await cur.fetchall()))
+        changes = _changes(await cur.fetchall())
+    if changes:  # else nothing to send (a tombstone's metadata rewritten)
+        async with conn.pipeline():
+            await terms.apply(conn, user_id, changes)
 
 
 async def hard_delete(conn: AsyncConnection, user_id: int, memory_id: int) -> bool:
@@ -282,9 +285,10 @@ async def hard_delete(conn: AsyncConnection, user_id: int, memory_id: int) -> bo
             (user_id, memory_id),
         )
         gone = await cur.fetchall()
-        changes = terms.TermChanges()
-        for row in gone:
-            changes.lose(row[0])
+    changes = terms.TermChanges()
+    for row in gone:
+        changes.lose(row[0])
+    async with conn.pipeline():
         await terms.apply(conn, user_id, changes)
         await conn.execute(
             "DELETE FROM write_receipts WHERE user_id = %s"
@@ -380,7 +384,10 @@ async def update_fields(
         await terms.lock_counts(conn, [user_id])
         cur = await conn.execute(query, {**changes, "user_id": user_id, "id": memory_id})
         rows = await cur.fetchall()
-        await terms.apply(conn, user_id, _changes(rows))
-        if any(row[0] for row in rows):
-            # New words: the extraction starts over (0005's text trigger).
-            await outbox.owe_again(conn, user_id, memory_id)
+    counted, text_changed = _changes(rows), any(row[0] for row in rows)
+    if counted or text_changed:  # else nothing to send (tags, dates ...)
+        async with conn.pipeline():
+            await terms.apply(conn, user_id, counted)
+            if text_changed:
+                # New words: the extraction starts over (0005's text trigger).
+                await outbox.owe_again(conn, user_id, memory_id)

@@ -65,6 +65,25 @@ CHANGED_TERMS = """
 #: The RETURNING column of an INSERT or DELETE of ``memories``: the row's terms if it counts.
 ROW_TERMS = "CASE WHEN deleted_at IS NULL THEN tsvector_to_array(text_search) END AS row_terms"
 
+#: The contract step of 0021: the triggers of 0002 and 0005, their functions and
+#: work tables, dropped once no process of the release before 0021 can write. The
+#: move to Citus runs it before distributing (Citus refuses a table with triggers);
+#: a later migration runs it on a single node. DROP TRIGGER waits for the writes
+#: under way on ``memories`` and holds new ones meanwhile: run it under a
+#: ``lock_timeout`` (and again if it times out).
+DROP_TRIGGERS = """
+DROP TRIGGER IF EXISTS memories_terms_insert ON memories;
+DROP TRIGGER IF EXISTS memories_terms_update ON memories;
+DROP TRIGGER IF EXISTS memories_terms_delete ON memories;
+DROP TRIGGER IF EXISTS memories_relation_outbox_insert ON memories;
+DROP TRIGGER IF EXISTS memories_relation_outbox_text ON memories;
+DROP TRIGGER IF EXISTS memory_relations_outbox ON memory_relations;
+DROP TABLE IF EXISTS memory_term_flush;
+DROP TABLE IF EXISTS memory_term_deltas;
+DROP FUNCTION IF EXISTS memory_terms_collect(), memory_terms_flush(), relation_outbox_inserted(),
+    relation_outbox_text_changed(), relation_outbox_edges_restored();
+"""
+
 #: Terms per upsert statement (three parameters each, under PostgreSQL's 65,535).
 _CHUNK = 20_000
 
@@ -75,6 +94,10 @@ class TermChanges:
     def __init__(self) -> None:
         self.rows = 0
         self.terms: Counter[str] = Counter()
+
+    def __bool__(self) -> bool:
+        """Whether there is anything to write."""
+        return self.rows != 0 or any(self.terms.values())
 
     def gain(self, terms: Iterable[str] | None) -> None:
         """A row now counts, with these terms (None: it does not count; nothing to do)."""
@@ -127,36 +150,59 @@ async def lock_existing_counts(conn: AsyncConnection, user_id: int) -> None:
 async def apply(conn: AsyncConnection, user_id: int, changes: TermChanges) -> None:
     """Add the changes to the user's counts (after :func:`lock_counts` in this transaction).
 
-    A term whose count reaches 0 loses its entry. Sent in one pipeline: one round
-    trip whatever the number of statements.
+    A term whose count reaches 0 loses its entry. Up to three statements (more
+    for a batch of over :data:`_CHUNK` distinct terms), none waiting for an
+    answer: called in a pipeline (``async with conn.pipeline()``) beside the
+    write's other statements they cost no round trip of their own.
     """
     deltas = sorted((t, d) for t, d in changes.terms.items() if d != 0)
-    if not changes.rows and not deltas:
-        return
+    if changes.rows:
+        await conn.execute(
+            "UPDATE memory_term_totals SET docs = docs + %s WHERE user_id = %s",
+            (changes.rows, user_id),
+        )
+    user = sql.Literal(user_id)
+    for start in range(0, len(deltas), _CHUNK):
+        chunk = deltas[start : start + _CHUNK]
+        # Sorted by term: two writers of one user already queue on the totals
+        # row, but the order costs nothing and keeps the rule of 0002.
+        await conn.execute(
+            sql.SQL(
+                "INSERT INTO memory_terms AS t (user_id, term, docs) VALUES {}"
+                " ON CONFLICT (user_id, term) DO UPDATE SET docs = t.docs + excluded.docs"
+            ).format(sql.SQL(", ").join([sql.SQL("({}, %s, %s)").format(user)] * len(chunk))),
+            [v for pair in chunk for v in pair],
+        )
+    fallen = [t for t, d in deltas if d < 0]
+    if fallen:
+        await conn.execute(
+            "DELETE FROM memory_terms WHERE user_id = %s AND term = ANY(%s) AND docs <= 0",
+            (user_id, fallen),
+        )
+
+
+async def recount(conn: AsyncConnection, user_id: int) -> None:
+    """Count the user's statistics again from the rows (inside a transaction).
+
+    For rows written around the statements here: a store seeded by ``COPY``
+    (the benchmarks) once the triggers are gone, or a repair. One user at a
+    time, under the user's lock; each statement stays on the user's shard.
+    """
     async with conn.pipeline():
-        if changes.rows:
-            await conn.execute(
-                "UPDATE memory_term_totals SET docs = docs + %s WHERE user_id = %s",
-                (changes.rows, user_id),
-            )
-        user = sql.Literal(user_id)
-        for start in range(0, len(deltas), _CHUNK):
-            chunk = deltas[start : start + _CHUNK]
-            # Sorted by term: two writers of one user would already queue on the
-            # totals row, but the order costs nothing and keeps the rule of 0002.
-            await conn.execute(
-                sql.SQL(
-                    "INSERT INTO memory_terms AS t (user_id, term, docs) VALUES {}"
-                    " ON CONFLICT (user_id, term) DO UPDATE SET docs = t.docs + excluded.docs"
-                ).format(sql.SQL(", ").join([sql.SQL("({}, %s, %s)").format(user)] * len(chunk))),
-                [v for pair in chunk for v in pair],
-            )
-        fallen = [t for t, d in deltas if d < 0]
-        if fallen:
-            await conn.execute(
-                "DELETE FROM memory_terms WHERE user_id = %s AND term = ANY(%s) AND docs <= 0",
-                (user_id, fallen),
-            )
+        await lock_counts(conn, [user_id])
+        await conn.execute("DELETE FROM memory_terms WHERE user_id = %s", (user_id,))
+        await conn.execute(
+            "INSERT INTO memory_terms (user_id, term, docs)"
+            " SELECT m.user_id, x.term, count(*)"
+            " FROM memories m, unnest(tsvector_to_array(m.text_search)) AS x(term)"
+            " WHERE m.user_id = %s AND m.deleted_at IS NULL GROUP BY m.user_id, x.term",
+            (user_id,),
+        )
+        await conn.execute(
+            "UPDATE memory_term_totals SET docs = (SELECT count(*) FROM memories"
+            " WHERE user_id = %(u)s AND deleted_at IS NULL) WHERE user_id = %(u)s",
+            {"u": user_id},
+        )
 
 
 def from_rows(rows: Iterable[Any]) -> TermChanges:
