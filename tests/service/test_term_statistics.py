@@ -358,3 +358,24 @@ async def test_deleting_an_account_while_it_writes(store):
         deps, "SELECT count(*) FROM memory_term_totals WHERE user_id = %s", (alice,)
     ) == [(0,)]
     await _assert_exact(deps, survivor)
+
+
+async def test_a_recount_rebuilds_what_rows_written_around_the_statements_lack(store):
+    """A benchmark's COPY without the triggers: ``terms.recount`` counts the user again."""
+    deps, url = store
+    alice, bob = make_user(url, "alice"), make_user(url, "bob")
+    await remember_many(deps, alice, ["Otters by the river.", "Herons by the river."])
+    await remember_many(deps, bob, ["Bob's river."])
+    async with deps.pool.connection() as conn, conn.transaction():
+        await terms.lock_counts(conn, [alice])  # the triggers step aside, as without them
+        await conn.execute(
+            "INSERT INTO memories (user_id, text, normalized_text, embedding, embedding_provider,"
+            " embedding_model) SELECT user_id, 'Copper river.', 'copper river.', embedding,"
+            " 'local', 'm' FROM memories WHERE user_id = %s LIMIT 1",
+            (alice,),
+        )
+    assert await _stats(deps, alice) != await _recount(deps, alice)
+    async with deps.pool.connection() as conn, conn.transaction():
+        await terms.recount(conn, alice)
+    await _assert_exact(deps, alice, bob)
+    assert (await _stats(deps, alice))[1]["river"] == 3
