@@ -28,7 +28,10 @@ something the other needs (what the commit-time fold of migration 0002 achieved
 by locking the totals row first, then the terms in sorted order). The terms are
 still written in sorted order. Readers never lock these rows: recall is not held
 up. A write of several users (an import) locks their rows in user id order,
-before any write.
+before any write. The locks a write takes before this one (the idempotency
+key's advisory lock, the import lock) every such writer takes first too, never
+after it; deleting an account locks the totals row before the account
+(:func:`lock_existing_counts`), since its cascade reaches that row last.
 
 **The release before 0021** (a rolling upgrade): its processes still rely on the
 triggers, which 0021 keeps for them; they step aside in a transaction that has
