@@ -43,11 +43,20 @@ async def owe_new(conn: AsyncConnection, user_id: int, memory_ids: Sequence[int]
 
 
 async def owe_again(conn: AsyncConnection, user_id: int, memory_id: int) -> None:
-    """The memory's text changed (and it is not forgotten): its extraction starts over."""
+    """The memory's text changed (and it is not forgotten): its extraction starts over.
+
+    An entry there starts over, else one is added (0005's text trigger). Two
+    statements, not an upsert naming ``memory_id`` as its conflict: on Citus the
+    outbox's key becomes ``(user_id, memory_id)``, and neither statement names a
+    key. Pipelined by the caller: no round trip of their own.
+    """
     await conn.execute(
-        "INSERT INTO relation_outbox (memory_id, user_id) VALUES (%s, %s)"
-        " ON CONFLICT (memory_id) DO UPDATE SET queued_at = now(),"
-        " queued_xact = pg_current_xact_id(), due_at = NULL, attempts = 0",
+        "UPDATE relation_outbox SET queued_at = now(), queued_xact = pg_current_xact_id(),"
+        " due_at = NULL, attempts = 0 WHERE user_id = %s AND memory_id = %s",
+        (user_id, memory_id),
+    )
+    await conn.execute(
+        "INSERT INTO relation_outbox (memory_id, user_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
         (memory_id, user_id),
     )
 
