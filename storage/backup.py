@@ -313,26 +313,27 @@ async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -
     by_user: dict[int, list[int]] = {}
     for row in rows:
         by_user.setdefault(row.row.user_id, []).append(row.row.id)
-    async with conn.pipeline():
-        await terms.lock_counts(conn, by_user)
-    names = sql.SQL(", ").join(sql.Identifier(name) for name, _ in _COPY_COLUMNS)
-    cur = conn.cursor()
-    statement = sql.SQL("COPY memories ({}) FROM STDIN WITH (FORMAT BINARY)").format(names)
-    async with cur.copy(statement) as copy:
-        copy.set_types([kind for _, kind in _COPY_COLUMNS])
-        for row in rows:
-            await copy.write_row([_copy_value(row, name, kind) for name, kind in _COPY_COLUMNS])
-    for user_id, ids in sorted(by_user.items()):
-        counted = await conn.execute(
-            sql.SQL("SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s)").format(
-                sql.SQL(terms.ROW_TERMS)
-            ),
-            (user_id, ids),
-        )
-        changes = terms.from_rows(await counted.fetchall())
+    async with terms.transaction(conn):
         async with conn.pipeline():
-            await outbox.owe_new(conn, user_id, ids)
-            await terms.apply(conn, user_id, changes)
+            await terms.lock_counts(conn, by_user)
+        names = sql.SQL(", ").join(sql.Identifier(name) for name, _ in _COPY_COLUMNS)
+        cur = conn.cursor()
+        statement = sql.SQL("COPY memories ({}) FROM STDIN WITH (FORMAT BINARY)").format(names)
+        async with cur.copy(statement) as copy:
+            copy.set_types([kind for _, kind in _COPY_COLUMNS])
+            for row in rows:
+                await copy.write_row([_copy_value(row, name, kind) for name, kind in _COPY_COLUMNS])
+        for user_id, ids in sorted(by_user.items()):
+            counted = await conn.execute(
+                sql.SQL("SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s)").format(
+                    sql.SQL(terms.ROW_TERMS)
+                ),
+                (user_id, ids),
+            )
+            changes = terms.from_rows(await counted.fetchall())
+            async with conn.pipeline():
+                await outbox.owe_new(conn, user_id, ids)
+                await terms.apply(conn, user_id, changes)
 
 
 async def insert_relations(conn: AsyncConnection, rows: Sequence[RestoredRelation]) -> None:

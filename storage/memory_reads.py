@@ -42,16 +42,17 @@ async def get_memories_for_update(
     if not memory_ids:
         return {}
     cur = conn.cursor(row_factory=class_row(MemoryRow))
-    async with conn.pipeline():
-        await terms.lock_counts(conn, [user_id])
-        await cur.execute(
-            sql.SQL(
-                "SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE"
-            ).format(_COLUMNS),
-            (user_id, list(memory_ids)),
-        )
-        rows = await cur.fetchall()
-    return {row.id: row for row in rows}
+    async with terms.transaction(conn):
+        async with conn.pipeline():
+            await terms.lock_counts(conn, [user_id])
+            await cur.execute(
+                sql.SQL(
+                    "SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE"
+                ).format(_COLUMNS),
+                (user_id, list(memory_ids)),
+            )
+            rows = await cur.fetchall()
+        return {row.id: row for row in rows}
 
 
 def _filter_clause(f: MemoryFilter) -> tuple[sql.Composable, dict[str, Any]]:

@@ -222,15 +222,16 @@ async def insert_memories(
         sql.SQL(", ").join([_NEW_ROW] * len(items)),
         sql.SQL(terms.ROW_TERMS),
     )
-    async with conn.pipeline():  # the lock and the insert: one round trip
-        await terms.lock_counts(conn, [user_id])
-        cur = await conn.execute(query, params)
-        rows = await cur.fetchall()
-    ids = [int(r[0]) for r in rows]
-    async with conn.pipeline():  # what it owes: one more
-        await outbox.owe_new(conn, user_id, ids)
-        await terms.apply(conn, user_id, terms.from_rows(rows))
-    return [(i, r[1]) for i, r in zip(ids, rows, strict=True)]
+    async with terms.transaction(conn):
+        async with conn.pipeline():  # the lock and the insert: one round trip
+            await terms.lock_counts(conn, [user_id])
+            cur = await conn.execute(query, params)
+            rows = await cur.fetchall()
+        ids = [int(r[0]) for r in rows]
+        async with conn.pipeline():  # what it owes: one more
+            await outbox.owe_new(conn, user_id, ids)
+            await terms.apply(conn, user_id, terms.from_rows(rows))
+        return [(i, r[1]) for i, r in zip(ids, rows, strict=True)]
 
 
 async def soft_delete(
@@ -262,41 +263,43 @@ async def soft_delete(
             " replaced_by_id = %s, updated_at = now() WHERE user_id = %s AND id = ANY(%s)"
             " RETURNING {}"
         )
-    async with conn.pipeline():
-        await terms.lock_counts(conn, [user_id])
-        cur = await conn.execute(
-            query.format(sql.SQL(terms.CHANGED_TERMS)),
-            (reason, replaced_by_id, user_id, sorted(memory_ids)),
-        )
-        changes = _changes(await cur.fetchall())
-    if changes:  # else nothing to send (a tombstone's metadata rewritten)
+    async with terms.transaction(conn):
         async with conn.pipeline():
-            await terms.apply(conn, user_id, changes)
+            await terms.lock_counts(conn, [user_id])
+            cur = await conn.execute(
+                query.format(sql.SQL(terms.CHANGED_TERMS)),
+                (reason, replaced_by_id, user_id, sorted(memory_ids)),
+            )
+            changes = _changes(await cur.fetchall())
+        if changes:  # else nothing to send (a tombstone's metadata rewritten)
+            async with conn.pipeline():
+                await terms.apply(conn, user_id, changes)
 
 
 async def hard_delete(conn: AsyncConnection, user_id: int, memory_id: int) -> bool:
     """Remove the row and what derives from it (relations cascade; receipts naming it)."""
-    async with conn.pipeline():
-        await terms.lock_counts(conn, [user_id])
-        cur = await conn.execute(
-            sql.SQL("DELETE FROM memories WHERE user_id = %s AND id = %s RETURNING {}").format(
-                sql.SQL(terms.ROW_TERMS)
-            ),
-            (user_id, memory_id),
-        )
-        gone = await cur.fetchall()
-    changes = terms.TermChanges()
-    for row in gone:
-        changes.lose(row[0])
-    async with conn.pipeline():
-        await terms.apply(conn, user_id, changes)
-        await conn.execute(
-            "DELETE FROM write_receipts WHERE user_id = %s"
-            " AND jsonb_path_exists(result, '$.** ? (@.id == $m || @.memory_id == $m)',"
-            " jsonb_build_object('m', %s::bigint))",
-            (user_id, memory_id),
-        )
-    return bool(gone)
+    async with terms.transaction(conn):
+        async with conn.pipeline():
+            await terms.lock_counts(conn, [user_id])
+            cur = await conn.execute(
+                sql.SQL("DELETE FROM memories WHERE user_id = %s AND id = %s RETURNING {}").format(
+                    sql.SQL(terms.ROW_TERMS)
+                ),
+                (user_id, memory_id),
+            )
+            gone = await cur.fetchall()
+        changes = terms.TermChanges()
+        for row in gone:
+            changes.lose(row[0])
+        async with conn.pipeline():
+            await terms.apply(conn, user_id, changes)
+            await conn.execute(
+                "DELETE FROM write_receipts WHERE user_id = %s"
+                " AND jsonb_path_exists(result, '$.** ? (@.id == $m || @.memory_id == $m)',"
+                " jsonb_build_object('m', %s::bigint))",
+                (user_id, memory_id),
+            )
+        return bool(gone)
 
 
 def _changes(rows: Sequence[tuple[Any, ...]]) -> terms.TermChanges:
@@ -380,14 +383,15 @@ async def update_fields(
         "UPDATE memories SET {} WHERE user_id = %(user_id)s AND id = %(id)s"
         " RETURNING old.text IS DISTINCT FROM new.text AND new.deleted_at IS NULL, {}"
     ).format(sql.SQL(", ").join(assignments), sql.SQL(terms.CHANGED_TERMS))
-    async with conn.pipeline():
-        await terms.lock_counts(conn, [user_id])
-        cur = await conn.execute(query, {**changes, "user_id": user_id, "id": memory_id})
-        rows = await cur.fetchall()
-    counted, text_changed = _changes(rows), any(row[0] for row in rows)
-    if counted or text_changed:  # else nothing to send (tags, dates ...)
+    async with terms.transaction(conn):
         async with conn.pipeline():
-            await terms.apply(conn, user_id, counted)
-            if text_changed:
-                # New words: the extraction starts over (0005's text trigger).
-                await outbox.owe_again(conn, user_id, memory_id)
+            await terms.lock_counts(conn, [user_id])
+            cur = await conn.execute(query, {**changes, "user_id": user_id, "id": memory_id})
+            rows = await cur.fetchall()
+        counted, text_changed = _changes(rows), any(row[0] for row in rows)
+        if counted or text_changed:  # else nothing to send (tags, dates ...)
+            async with conn.pipeline():
+                await terms.apply(conn, user_id, counted)
+                if text_changed:
+                    # New words: the extraction starts over (0005's text trigger).
+                    await outbox.owe_again(conn, user_id, memory_id)

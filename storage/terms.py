@@ -43,7 +43,8 @@ porting") says when they go.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from psycopg import AsyncConnection, pq, sql
@@ -120,6 +121,20 @@ class TermChanges:
         self.gain(gained)
 
 
+@asynccontextmanager
+async def transaction(conn: AsyncConnection) -> AsyncIterator[None]:
+    """The caller's transaction; one of its own for a write called alone in autocommit.
+
+    The lock and the counts must share the write's transaction (a lone write
+    between two autocommitted statements would count in one and write in another).
+    """
+    if conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        async with conn.transaction():
+            yield
+    else:
+        yield
+
+
 async def lock_counts(conn: AsyncConnection, user_ids: Iterable[int]) -> None:
     """Lock the users' totals rows to the end of the transaction (first, see the module).
 
@@ -185,13 +200,13 @@ async def apply(conn: AsyncConnection, user_id: int, changes: TermChanges) -> No
 
 
 async def recount(conn: AsyncConnection, user_id: int) -> None:
-    """Count the user's statistics again from the rows (inside a transaction).
+    """Count the user's statistics again from the rows.
 
     For rows written around the statements here: a store seeded by ``COPY``
     (the benchmarks) once the triggers are gone, or a repair. One user at a
     time, under the user's lock; each statement stays on the user's shard.
     """
-    async with conn.pipeline():
+    async with transaction(conn), conn.pipeline():
         await lock_counts(conn, [user_id])
         await conn.execute("DELETE FROM memory_terms WHERE user_id = %s", (user_id,))
         await conn.execute(
