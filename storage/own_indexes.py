@@ -122,7 +122,7 @@ async def own_index_plan(
 ) -> OwnIndexPlan:
     """Which users qualify and have no valid index yet, which indexes are no longer needed.
 
-    Row counts come from ``memory_term_totals`` (kept by the write triggers),
+    Row counts come from ``memory_term_totals`` (kept by the writes, ``storage.terms``),
     the table's size from ``reltuples`` (-1 before the first ANALYZE: nobody
     qualifies until the table has been analysed once).
     """
