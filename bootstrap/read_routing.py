@@ -16,10 +16,8 @@
   is, and leaves the replica serving (issue 33, finding 7). What a read writes
   (the audit record, a token's "last used") goes through the collaborators
   built on the primary pool (``AuditLog``, ``KeyStore``), as before.
-- :class:`RecordingWriteQueue`: after each write the queue acknowledges, the
-  primary's WAL position is recorded for the user, before the answer leaves.
-  When it cannot be read, the user is pinned to the primary for
-  ``position_ttl_s`` (a pin is not renewed by later writes: finding 6).
+- The writes' side, recording each acknowledged write's WAL position, is
+  :class:`bootstrap.recording_queue.RecordingWriteQueue`.
 - Positions live in Redis with a deadline per call and a circuit breaker
   (:mod:`bootstrap.write_positions`); without Redis, in the one web process.
 """
@@ -49,16 +47,14 @@ from tasks.redis_clients import RedisTarget, async_client, no_retry
 from .write_positions import (
     POSITIONS_TIMEOUT_S,
     GuardedPositions,
-    PositionsSkipped,
     RedisPositions,
 )
 
 if TYPE_CHECKING:
-    from api.runtime import CommandRunner, WriteQueue
+    from api.runtime import CommandRunner
 
 __all__ = [
     "PRIMARY_ONLY",
-    "RecordingWriteQueue",
     "RedisPositions",
     "build_replicas",
     "routed_runner",
@@ -216,43 +212,6 @@ def replica_failure(ex: MemoryServiceError) -> str | None:
     if isinstance(cause, psycopg.Error) and cause.sqlstate == RECOVERY_CONFLICT:
         return "recovery conflict"
     return None
-
-
-class RecordingWriteQueue:
-    """A write queue that records each acknowledged write's WAL position for its user."""
-
-    def __init__(self, queue: WriteQueue, replicas: ReplicaSet) -> None:
-        self._queue = queue
-        self._replicas = replicas
-
-    async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]:
-        payload = await self._queue.submit(meta, command)
-        user_id = meta.user_id
-        try:
-            await self._replicas.wrote(user_id)
-        except PositionsSkipped:
-            # Redis failed a moment ago: the position waits in this process (its reads
-            # go to the primary meanwhile) and reaches Redis when it answers again.
-            pass
-        except Exception as ex:
-            # The write has committed; without its position the user reads from the
-            # primary, for position_ttl_s (by then any replica serving reads has it).
-            _log.warning("could not record a write's WAL position (%s)", type(ex).__name__)
-            try:
-                await self._replicas.positions.pin(user_id, self._replicas.position_ttl_s)
-            except PositionsSkipped:
-                pass
-            except Exception as again:
-                _log.error(
-                    "could not route the user's reads to the primary either (%s): they may "
-                    "miss this write on a replica until it replays it",
-                    type(again).__name__,
-                )
-        return payload
-
-    def __getattr__(self, name: str) -> Any:
-        # Everything else (queue_depths for /metrics, aclose) is the wrapped queue's.
-        return getattr(self._queue, name)
 
 
 def _web_processes() -> int:

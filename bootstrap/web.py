@@ -44,7 +44,8 @@ from tasks.results import results_waiter
 
 from .database import DatabaseAddress, open_pool, process_pool
 from .providers import embedding_client, make_embedder, make_fact_extractor, make_rerank_stage
-from .read_routing import RecordingWriteQueue, build_replicas, routed_runner
+from .read_routing import build_replicas, routed_runner
+from .recording_queue import RecordingWriteQueue
 from .tracing import start_tracing
 from .worker import ActorDeps, build_broker, require_broker
 

@@ -24,7 +24,8 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from bootstrap.read_routing import RecordingWriteQueue, build_replicas, routed_runner
+from bootstrap.read_routing import build_replicas, routed_runner
+from bootstrap.recording_queue import RecordingWriteQueue
 from memory.calls import CallMeta
 from memory.deps import Deps
 from memory.errors import DATABASE_ERROR, MemoryServiceError

@@ -19,7 +19,8 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from api.health import replica_states
-from bootstrap.read_routing import RecordingWriteQueue, routed_runner
+from bootstrap.read_routing import routed_runner
+from bootstrap.recording_queue import RecordingWriteQueue
 from memory.calls import CallMeta
 from memory.deps import Deps
 from memory.handlers import dispatch
