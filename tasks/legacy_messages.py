@@ -3,9 +3,10 @@
 Those releases sent a tool write to the ``run_use_case`` actor with the
 arguments ``(tool, user_id, command, idempotency_key)``:
 
-- ``tool`` the tool's name (``"remember"``);
+- ``tool`` the tool's name, which for every tool those releases queued is its
+  command's type name in snake case (remember_batch for ``RememberBatch``);
 - ``command`` the parsed command's JSON, tagged by that same tool name rather
-  than by the command's type name (``{"command": "remember", "item": ...}``);
+  than by the command's type name;
   the shapes of the fields are those of today's commands. An even older web
   process sent the tool's raw arguments instead: they are parsed here as the
   dispatcher would;
@@ -21,6 +22,7 @@ as it is).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,18 +49,24 @@ from memory.writes import WINDOW_PREFIX, IdempotencyKey
 
 #: The actor format-0 messages name.
 LEGACY_WRITE_ACTOR = "run_use_case"
-#: Every tool c098406 queued, by the tool name its messages carry.
-LEGACY_TOOLS: dict[str, type[Command]] = {
-    "remember": Remember,
-    "remember_batch": RememberBatch,
-    "update_memory": UpdateMemory,
-    "update_memory_batch": UpdateMemoryBatch,
-    "confirm": Confirm,
-    "forget": Forget,
-    "forget_batch": ForgetBatch,
-    "reinforce": Reinforce,
-    "find_near_duplicates": FindNearDuplicates,
-    "find_conflicts": FindConflicts,
+#: Every command c098406 queued. Its messages name each by its tool's name, the command's
+#: type name in snake case; the wire names themselves belong to the API's registry.
+LEGACY_COMMANDS: frozenset[type[Command]] = frozenset(
+    {
+        Remember,
+        RememberBatch,
+        UpdateMemory,
+        UpdateMemoryBatch,
+        Confirm,
+        Forget,
+        ForgetBatch,
+        Reinforce,
+        FindNearDuplicates,
+        FindConflicts,
+    }
+)
+_BY_FORMAT0_NAME: dict[str, type[Command]] = {
+    re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower(): cls for cls in LEGACY_COMMANDS
 }
 #: What separated a window key from its submission in a format-0 key.
 _SUBMISSION_SEPARATOR = "#"
@@ -77,7 +85,7 @@ def legacy_call(
     Raises ValueError/KeyError/TypeError for a message that is not one, and
     MemoryServiceError for raw arguments the tool refuses (its documented error).
     """
-    cls = LEGACY_TOOLS.get(tool)
+    cls = _BY_FORMAT0_NAME.get(tool)
     if cls is None:
         raise ValueError(f"not a queued tool of format 0: {tool!r}")
     if not isinstance(user_id, int) or isinstance(user_id, bool):
