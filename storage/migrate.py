@@ -11,6 +11,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import AsyncConnection
 
+from .citus_layout import apply_citus_layout
 from .errors import StorageError
 from .own_indexes import OWN_INDEX_LOCK
 from .schema import applied_versions, available_migrations, current_version, stored_dimensions
@@ -68,6 +69,7 @@ async def migrate(dsn: str, *, dimensions: int) -> list[int]:
                 except psycopg.Error as ex:
                     raise StorageError(f"migration {migration.name} failed: {ex}") from ex
                 applied.append(migration.version)
+            await apply_citus_layout(conn)  # a no-op unless the database is a Citus coordinator
         finally:
             await conn.execute("SELECT pg_advisory_unlock_all()")
     return applied
