@@ -178,13 +178,26 @@ class CitusCluster:
         for node in self.nodes:
             node.initdb()
             node.start()
-            node.sql(f"CREATE DATABASE {DATABASE}", database="postgres")
-            node.sql("CREATE EXTENSION citus; CREATE EXTENSION vector")
+        self.create_database(DATABASE)
+
+    def create_database(self, name: str) -> str:
+        """A database on every node with Citus and pgvector, its workers added; its URL.
+
+        Citus keeps its node list per database: each one a coordinator serves is set
+        up like this (what the Citus images do for ``POSTGRES_DB``).
+        """
+        for node in self.nodes:
+            node.sql(f"CREATE DATABASE {name}", database="postgres")
+            node.sql("CREATE EXTENSION citus; CREATE EXTENSION vector", database=name)
         self.coordinator.sql(
-            f"SELECT citus_set_coordinator_host('127.0.0.1', {self.coordinator.port})"
+            f"SELECT citus_set_coordinator_host('127.0.0.1', {self.coordinator.port})",
+            database=name,
         )
         for worker in self.workers:
-            self.coordinator.sql(f"SELECT citus_add_node('127.0.0.1', {worker.port})")
+            self.coordinator.sql(
+                f"SELECT citus_add_node('127.0.0.1', {worker.port})", database=name
+            )
+        return self.coordinator.dsn(name)
 
     def worker_of(self, user_id: int) -> CitusNode:
         """The worker holding ``user_id``'s shard of ``memories`` (and of every colocated table)."""
