@@ -126,6 +126,9 @@ class CitusNode:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name}: processes outlived SIGKILL")
             time.sleep(0.05)
+        # A killed postmaster nobody reaps stays a zombie, which a restart would take for
+        # a server still running on the directory: the lock file goes with the process.
+        (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
 
     def stop(self) -> None:
         if self.postmaster() is None:
