@@ -13,14 +13,16 @@ import asyncio
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from scripts.cluster.citus_build import CitusUnavailable, ensure_built
 from scripts.cluster.citus_nodes import CitusCluster
 from storage.migrate import migrate
+from storage.pool import make_pool
 from tests.api.conftest import (  # noqa: F401 (the API fixtures, for the imported tests)
     api_settings,
     keystore,
@@ -62,6 +64,17 @@ def dsn(citus: CitusCluster) -> str:
     url = citus.dsn()
     asyncio.run(migrate(url, dimensions=TEST_DIMENSIONS))
     return url
+
+
+@pytest.fixture(scope="session")
+async def pool(dsn: str) -> AsyncIterator[Any]:
+    """The session pool, on the coordinator. Overridden here, not inherited: the root
+    ``pool`` is cached for the whole session, and in a run of the whole suite it would
+    already be open on the plain database when these tests ask for it."""
+    p = make_pool(dsn, min_size=1, max_size=8, name="tests-citus")
+    await p.open(wait=True)
+    yield p
+    await p.close()
 
 
 @pytest.fixture
