@@ -121,10 +121,14 @@ async def user_counts(conn: AsyncConnection, username: str | None) -> list[UserC
         conn,
         UserCount,
         """
-        SELECT u.username,
-               (SELECT count(*) FROM memories m WHERE m.user_id = u.id)::int AS memories,
-               (SELECT count(*) FROM memory_relations r WHERE r.user_id = u.id)::int AS relations
+        SELECT u.username, coalesce(m.n, 0)::int AS memories, coalesce(r.n, 0)::int AS relations
         FROM users u
+        -- Counted per user, then joined (not a count per account row): the form Citus
+        -- runs on every node at once.
+        LEFT JOIN (SELECT user_id, count(*) AS n FROM memories GROUP BY user_id) m
+            ON m.user_id = u.id
+        LEFT JOIN (SELECT user_id, count(*) AS n FROM memory_relations GROUP BY user_id) r
+            ON r.user_id = u.id
         WHERE %(username)s::text IS NULL OR u.username = %(username)s
         ORDER BY u.username
         """,
@@ -286,8 +290,8 @@ async def _present_rows(
         CROSS JOIN LATERAL (
             SELECT id, user_id, created_at FROM memories
             WHERE user_id = k.user_id AND {condition} AND md5(normalized_text) = k.text_md5
-            LIMIT 1) AS m
-        """
+            ) AS m
+        """  # no LIMIT 1 (Citus refuses it here): a second match is as good as the first
         ).format(arrays=arrays, names=names, condition=condition),
         [list(column) for column in zip(*keys, strict=True)],
     )

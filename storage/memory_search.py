@@ -61,7 +61,7 @@ async def search_by_vector(
                1 - (m.embedding <=> %(q)b) AS cosine,
                CASE WHEN m.context_centroid IS NULL THEN 0
                     ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match
-        FROM picked JOIN memories m ON m.id = picked.id
+        FROM picked JOIN memories m ON m.id = picked.id AND m.user_id = %(user_id)s
         ORDER BY m.embedding <=> %(q)b
         """).format(
             nearest=nearest_ids(distance_to=_Q, filters=_filters(tags)), columns=_M_COLUMNS
@@ -238,8 +238,14 @@ async def search_hybrid(
                    CASE WHEN m.context_centroid IS NULL THEN 0
                         ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
                    {score} AS matched
-            FROM picked JOIN memories m ON m.id = picked.id
-            """).format(nearest=nearest, lexical_side=lexical_side, columns=_M_COLUMNS, score=score)
+            FROM picked JOIN memories m ON m.id = picked.id AND m.user_id = {user_id}
+            """).format(
+        nearest=nearest,
+        lexical_side=lexical_side,
+        columns=_M_COLUMNS,
+        score=score,
+        user_id=values["user_id"],
+    )
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         query,

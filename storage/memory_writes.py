@@ -250,16 +250,18 @@ async def soft_delete(
     """
     if not memory_ids:
         return
+    # least(), not coalesce(): the same time (least ignores a NULL), and Citus refuses a
+    # function inside COALESCE or CASE in an UPDATE.
     if keep_existing_metadata:
         query = sql.SQL(
-            "UPDATE memories SET deleted_at = coalesce(deleted_at, now()),"
+            "UPDATE memories SET deleted_at = least(deleted_at, now()),"
             " forget_reason = coalesce(%s, forget_reason),"
             " replaced_by_id = coalesce(%s, replaced_by_id), updated_at = now()"
             " WHERE user_id = %s AND id = ANY(%s) RETURNING {}"
         )
     else:
         query = sql.SQL(
-            "UPDATE memories SET deleted_at = coalesce(deleted_at, now()), forget_reason = %s,"
+            "UPDATE memories SET deleted_at = least(deleted_at, now()), forget_reason = %s,"
             " replaced_by_id = %s, updated_at = now() WHERE user_id = %s AND id = ANY(%s)"
             " RETURNING {}"
         )

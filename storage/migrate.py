@@ -36,6 +36,7 @@ import time
 import psycopg
 from psycopg import AsyncConnection, sql
 
+from .citus_layout import apply_citus_layout
 from .errors import StorageError
 from .own_indexes import OWN_INDEX_LOCK
 from .schema import (
@@ -109,6 +110,7 @@ async def migrate(dsn: str, *, dimensions: int, up_to: int | None = None) -> lis
             for migration in pending:
                 await _apply(conn, migration, dimensions, wait_ms)
                 applied.append(migration.version)
+            await apply_citus_layout(conn)  # a no-op unless the database is a Citus coordinator
         finally:
             await conn.execute("SELECT pg_advisory_unlock_all()")
     return applied

@@ -167,11 +167,13 @@ async def claim_code(conn: AsyncConnection, code_hash: str) -> CodeRow | None:
     The row lock makes two concurrent redemptions see each other: exactly
     one of them gets ``used_at`` None.
     """
+    # least(), not coalesce(): the first use's time either way (least ignores a NULL),
+    # and Citus refuses a function inside COALESCE in an UPDATE.
     async with conn.cursor(row_factory=class_row(CodeRow)) as cur:
         await cur.execute(
             """
             WITH old AS (SELECT * FROM oauth_codes WHERE code_hash = %s FOR UPDATE)
-            UPDATE oauth_codes c SET used_at = coalesce(c.used_at, now())
+            UPDATE oauth_codes c SET used_at = least(c.used_at, now())
             FROM old WHERE c.code_hash = old.code_hash
             RETURNING old.code_hash, old.client_id, old.user_id, old.redirect_uri,
                 old.code_challenge, old.scope, old.resource, old.expires_at, old.used_at,
@@ -282,11 +284,16 @@ async def lock_refresh_token(conn: AsyncConnection, token_hash: str) -> RefreshT
 async def mark_rotated(
     conn: AsyncConnection, token_hash: str, *, successor_hash: str, successor_sealed: bytes
 ) -> None:
-    """Record that the token was exchanged for its successor (kept sealed for the grace window)."""
+    """Record that the token was exchanged for its successor (kept sealed for the grace window).
+
+    ``statement_timestamp()``: this statement's own time, not the transaction's start
+    (which may have waited on the row lock); stable, where ``clock_timestamp()`` is
+    volatile, which Citus refuses in an UPDATE of a distributed or reference table.
+    """
     await conn.execute(
         """
         UPDATE oauth_refresh_tokens
-        SET rotated_at = clock_timestamp(), successor_hash = %s, successor_sealed = %s
+        SET rotated_at = statement_timestamp(), successor_hash = %s, successor_sealed = %s
         WHERE token_hash = %s
         """,
         (successor_hash, successor_sealed, token_hash),
@@ -371,8 +378,9 @@ async def upsert_consent(conn: AsyncConnection, user_id: int, client_id: str, sc
     await conn.execute(
         """
         INSERT INTO oauth_consents (user_id, client_id, scope) VALUES (%s, %s, %s)
-        ON CONFLICT (user_id, client_id) DO UPDATE SET scope = excluded.scope, updated_at = now()
-        """,
+        ON CONFLICT (user_id, client_id)
+        DO UPDATE SET scope = excluded.scope, updated_at = excluded.updated_at
+        """,  # excluded.updated_at: now(), the column's default (Citus refuses a function here)
         (user_id, client_id, scope),
     )
 

@@ -65,16 +65,16 @@ async def session_neighbours(
         FROM memories s
         CROSS JOIN LATERAL (
             (SELECT n.id, s.id AS seed FROM memories n
-             WHERE n.user_id = s.user_id AND n.session_id = s.session_id AND n.id < s.id
+             WHERE n.user_id = %(user_id)s AND n.session_id = s.session_id AND n.id < s.id
                AND {active_n} {tag_filter}
              ORDER BY n.id DESC LIMIT %(window)s)
             UNION ALL
             (SELECT n.id, s.id AS seed FROM memories n
-             WHERE n.user_id = s.user_id AND n.session_id = s.session_id AND n.id > s.id
+             WHERE n.user_id = %(user_id)s AND n.session_id = s.session_id AND n.id > s.id
                AND {active_n} {tag_filter}
              ORDER BY n.id LIMIT %(window)s)
         ) near
-        JOIN memories m ON m.id = near.id
+        JOIN memories m ON m.id = near.id AND m.user_id = %(user_id)s
         WHERE s.id = ANY(%(seeds)s) AND s.user_id = %(user_id)s AND s.session_id IS NOT NULL
         ORDER BY m.id, array_position(%(seeds)s, near.seed)
         """).format(columns=_M_COLUMNS, active_n=_ACTIVE_N, tag_filter=tag_filter),
@@ -147,8 +147,11 @@ async def graph_linked(
             SELECT DISTINCT ON (x.entity) x.entity, e.memory_id AS seed,
                    array_position(%(seeds)s, e.memory_id) AS place
             -- The seeds' edges by memory_relations_memory (OFFSET 0: the user_id
-            -- test otherwise drew in an index over all the user's edges).
-            FROM (SELECT * FROM memory_relations WHERE memory_id = ANY(%(seeds)s) OFFSET 0) e
+            -- test otherwise drew in an index over all the user's edges). The user is
+            -- named inside too: Citus routes a statement to one node only when every
+            -- distributed table in it names the user itself.
+            FROM (SELECT * FROM memory_relations
+                  WHERE memory_id = ANY(%(seeds)s) AND user_id = %(user_id)s OFFSET 0) e
             CROSS JOIN LATERAL (VALUES (lower(e.subject)), (lower(e.object))) AS x(entity)
             WHERE e.user_id = %(user_id)s AND x.entity <> %(skip)s
             ORDER BY x.entity, place
@@ -187,7 +190,8 @@ async def graph_linked(
                     WHERE m.text_search @@ t.query) AS matched,
                    length(m.text) AS length
             FROM linked CROSS JOIN LATERAL (
-                SELECT * FROM memories m WHERE m.id = linked.id OFFSET 0
+                SELECT * FROM memories m
+                WHERE m.id = linked.id AND m.user_id = %(user_id)s OFFSET 0
             ) m
             WHERE m.user_id = %(user_id)s AND {active} {tag_filter}
         )
@@ -244,7 +248,7 @@ async def graph_rows(
         -- A primary-key lookup per picked id, filtered after it (OFFSET 0), as in
         -- graph_linked: a fresh store's statistics otherwise drew in the user's rows.
         FROM unnest(%(ids)s::int8[]) AS p(id) CROSS JOIN LATERAL (
-            SELECT * FROM memories m WHERE m.id = p.id OFFSET 0
+            SELECT * FROM memories m WHERE m.id = p.id AND m.user_id = %(user_id)s OFFSET 0
         ) m
         WHERE m.user_id = %(user_id)s AND {active}
         """).format(columns=_M_COLUMNS, active=_M_ACTIVE),

@@ -37,10 +37,12 @@ async def get_receipt(
             "SELECT r.result FROM write_receipts r"
             " WHERE r.user_id = %s AND r.idempotency_key = %s"
             " AND (r.submission = %s OR (r.created_at > now() - make_interval(secs => %s)"
+            # The later receipt names the user itself (not through r): Citus routes a
+            # statement to one node only when every table in it does.
             " AND NOT EXISTS (SELECT 1 FROM write_receipts later"
-            "  WHERE later.user_id = r.user_id AND later.seq > r.seq"
+            "  WHERE later.user_id = %s AND later.seq > r.seq"
             "  AND later.memory_ids && r.memory_ids)))",
-            (user_id, key, submission, window_s),
+            (user_id, key, submission, window_s, user_id),
         )
     row = await cur.fetchone()
     return row[0] if row else None
@@ -67,7 +69,10 @@ async def put_receipt(
         " VALUES (%s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (user_id, idempotency_key) DO UPDATE SET tool = EXCLUDED.tool,"
         " result = EXCLUDED.result, memory_ids = EXCLUDED.memory_ids,"
-        " submission = EXCLUDED.submission, created_at = now(), seq = DEFAULT",
+        # The replacement's time and sequence number are the defaults the proposed row
+        # drew (now() and a fresh seq): Citus refuses a function in DO UPDATE SET.
+        " submission = EXCLUDED.submission, created_at = EXCLUDED.created_at,"
+        " seq = EXCLUDED.seq",
         (user_id, key, tool, Jsonb(result), list(memory_ids), submission),
     )
 

@@ -223,7 +223,8 @@ async def functional_edges(
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
         WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {} {}
           AND lower(r.predicate) LIKE ANY(%(patterns)s)
-          AND NOT EXISTS (SELECT 1 FROM relation_outbox o WHERE o.memory_id = m.id)
+          AND NOT EXISTS (SELECT 1 FROM relation_outbox o
+                          WHERE o.user_id = %(user_id)s AND o.memory_id = m.id)
         ORDER BY r.memory_id, r.id
         """
         ).format(_M_ACTIVE, _m_tagged(tagged_only)),

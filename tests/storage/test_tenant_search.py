@@ -182,4 +182,10 @@ async def test_a_large_users_prepared_search_keeps_the_users_plan(clean_db, pool
     (custom, with_values), (generic, without) = _plan_nodes(searches[0]), _plan_nodes(searches[-1])
     parameter = re.compile(r"<=> \$\d")
     assert parameter.search(without) and not parameter.search(with_values)
-    assert generic == custom
+    # Fetching each picked row by its id names the user too (Citus routes by it): a
+    # lookup of one row through either unique key, (id) or (user_id, id), is the same
+    # plan; which one PostgreSQL takes follows a cost tie, not the user's size.
+    same_lookup = re.compile(r"memories_user_id_id_key\b")
+    assert [same_lookup.sub("memories_pkey", n) for n in generic] == [
+        same_lookup.sub("memories_pkey", n) for n in custom
+    ]
