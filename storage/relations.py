@@ -75,16 +75,14 @@ async def insert_edges(
 ) -> None:
     if not edges:
         return
+    # A VALUES list, not INSERT ... SELECT FROM unnest(...): Citus routes the former to the
+    # user's shard and pulls the latter through the coordinator (tests/citus/test_routing.py).
     await conn.execute(
-        "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
-        " SELECT %s, %s, s, p, o FROM unnest(%s::text[], %s::text[], %s::text[]) AS e(s, p, o)",
-        (
-            user_id,
-            memory_id,
-            [e.subject for e in edges],
-            [e.predicate for e in edges],
-            [e.object for e in edges],
-        ),
+        sql.SQL(
+            "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
+            " VALUES {}"
+        ).format(sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s)")] * len(edges))),
+        [v for e in edges for v in (user_id, memory_id, e.subject, e.predicate, e.object)],
     )
 
 
