@@ -23,6 +23,7 @@ from psycopg.abc import Params
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
+from . import outbox, terms
 from .rows import MemoryRow, copy_columns, memory_row, select_list
 
 #: ``pg_advisory_xact_lock(class, object)`` key serialising concurrent imports
@@ -301,9 +302,19 @@ def _copy_value(row: RestoredMemory, name: str, sql_type: str) -> Any:
 
 
 async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -> None:
-    """Write the rows with their own ids (binary COPY: one round trip per batch)."""
+    """Write the rows with their own ids (binary COPY: one round trip per batch).
+
+    Each user's term counts are locked before the COPY and then updated, and an
+    extraction is owed for every row that is not forgotten (``storage.terms``,
+    ``storage.outbox``): per user, so each statement stays on that user's shard.
+    """
     if not rows:
         return
+    by_user: dict[int, list[int]] = {}
+    for row in rows:
+        by_user.setdefault(row.row.user_id, []).append(row.row.id)
+    async with conn.pipeline():
+        await terms.lock_counts(conn, by_user)
     names = sql.SQL(", ").join(sql.Identifier(name) for name, _ in _COPY_COLUMNS)
     cur = conn.cursor()
     statement = sql.SQL("COPY memories ({}) FROM STDIN WITH (FORMAT BINARY)").format(names)
@@ -311,11 +322,31 @@ async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -
         copy.set_types([kind for _, kind in _COPY_COLUMNS])
         for row in rows:
             await copy.write_row([_copy_value(row, name, kind) for name, kind in _COPY_COLUMNS])
+    for user_id, ids in sorted(by_user.items()):
+        counted = await conn.execute(
+            sql.SQL("SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s)").format(
+                sql.SQL(terms.ROW_TERMS)
+            ),
+            (user_id, ids),
+        )
+        changes = terms.from_rows(await counted.fetchall())
+        async with conn.pipeline():
+            await outbox.owe_new(conn, user_id, ids)
+            await terms.apply(conn, user_id, changes)
 
 
 async def insert_relations(conn: AsyncConnection, rows: Sequence[RestoredRelation]) -> None:
+    """Write restored edges of memories :func:`copy_memories` wrote in this transaction.
+
+    Their memories then owe no extraction: these are their text's edges.
+    """
     if not rows:
         return
+    by_user: dict[int, list[int]] = {}
+    for r in rows:
+        by_user.setdefault(r.user_id, []).append(r.memory_id)
+    for user_id, memory_ids in sorted(by_user.items()):
+        await outbox.settle_restored(conn, user_id, memory_ids)
     await conn.execute(
         "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object, created_at)"
         " SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[],"

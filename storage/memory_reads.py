@@ -12,6 +12,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
+from . import terms
 from .memory_sql import ACTIVE, COLUMNS
 from .rows import MemoryFilter, MemoryRow, ProviderCount, StoreStats, TagCount
 
@@ -32,17 +33,25 @@ async def get_memory(conn: AsyncConnection, user_id: int, memory_id: int) -> Mem
 async def get_memories_for_update(
     conn: AsyncConnection, user_id: int, memory_ids: Sequence[int]
 ) -> dict[int, MemoryRow]:
-    """The user's rows among ``memory_ids``, locked for this transaction."""
+    """The user's rows among ``memory_ids``, locked for this transaction.
+
+    The user's term counts are locked first (``storage.terms``: what a write of
+    these rows may change, and the order that keeps two writers of one user
+    from deadlocking); sent in the same round trip.
+    """
     if not memory_ids:
         return {}
     cur = conn.cursor(row_factory=class_row(MemoryRow))
-    await cur.execute(
-        sql.SQL(
-            "SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE"
-        ).format(_COLUMNS),
-        (user_id, list(memory_ids)),
-    )
-    return {row.id: row for row in await cur.fetchall()}
+    async with conn.pipeline():
+        await terms.lock_counts(conn, [user_id])
+        await cur.execute(
+            sql.SQL(
+                "SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE"
+            ).format(_COLUMNS),
+            (user_id, list(memory_ids)),
+        )
+        rows = await cur.fetchall()
+    return {row.id: row for row in rows}
 
 
 def _filter_clause(f: MemoryFilter) -> tuple[sql.Composable, dict[str, Any]]:

@@ -16,6 +16,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.adapt import PyFormat
 from psycopg.rows import class_row, dict_row
 
+from . import outbox, terms
 from .memory_sql import LARGE_USER, M_ACTIVE, M_COLUMNS, SMALL_USER
 from .rows import MemoryRow, Neighbour, NewMemory, memory_row
 
@@ -216,12 +217,20 @@ async def insert_memories(
         params.append(user_id)
         params.extend(getattr(item, n) for n in _NEW_FIELDS)
         params.extend((written_by_client, written_by_token))
-    query = sql.SQL("INSERT INTO memories ({}) VALUES {} RETURNING id, created_at").format(
+    query = sql.SQL("INSERT INTO memories ({}) VALUES {} RETURNING id, created_at, {}").format(
         sql.SQL(", ").join(sql.Identifier(n) for n in (*_INSERTED, *_WRITER_FIELDS)),
         sql.SQL(", ").join([_NEW_ROW] * len(items)),
+        sql.SQL(terms.ROW_TERMS),
     )
-    cur = await conn.execute(query, params)
-    return [(int(r[0]), r[1]) for r in await cur.fetchall()]
+    async with conn.pipeline():  # the lock and the insert: one round trip
+        await terms.lock_counts(conn, [user_id])
+        cur = await conn.execute(query, params)
+        rows = await cur.fetchall()
+    ids = [int(r[0]) for r in rows]
+    async with conn.pipeline():  # what it owes: one more
+        await outbox.owe_new(conn, user_id, ids)
+        await terms.apply(conn, user_id, terms.from_rows(rows))
+    return [(i, r[1]) for i, r in zip(ids, rows, strict=True)]
 
 
 async def soft_delete(
@@ -241,33 +250,61 @@ async def soft_delete(
     if not memory_ids:
         return
     if keep_existing_metadata:
-        await conn.execute(
+        query = sql.SQL(
             "UPDATE memories SET deleted_at = coalesce(deleted_at, now()),"
             " forget_reason = coalesce(%s, forget_reason),"
             " replaced_by_id = coalesce(%s, replaced_by_id), updated_at = now()"
-            " WHERE user_id = %s AND id = ANY(%s)",
-            (reason, replaced_by_id, user_id, list(memory_ids)),
+            " WHERE user_id = %s AND id = ANY(%s) RETURNING {}"
         )
     else:
-        await conn.execute(
+        query = sql.SQL(
             "UPDATE memories SET deleted_at = coalesce(deleted_at, now()), forget_reason = %s,"
-            " replaced_by_id = %s, updated_at = now() WHERE user_id = %s AND id = ANY(%s)",
-            (reason, replaced_by_id, user_id, list(memory_ids)),
+            " replaced_by_id = %s, updated_at = now() WHERE user_id = %s AND id = ANY(%s)"
+            " RETURNING {}"
         )
+    async with conn.pipeline():
+        await terms.lock_counts(conn, [user_id])
+        cur = await conn.execute(
+            query.format(sql.SQL(terms.CHANGED_TERMS)),
+            (reason, replaced_by_id, user_id, sorted(memory_ids)),
+        )
+        changes = _changes(await cur.fetchall())
+    if changes:  # else nothing to send (a tombstone's metadata rewritten)
+        async with conn.pipeline():
+            await terms.apply(conn, user_id, changes)
 
 
 async def hard_delete(conn: AsyncConnection, user_id: int, memory_id: int) -> bool:
     """Remove the row and what derives from it (relations cascade; receipts naming it)."""
-    cur = await conn.execute(
-        "DELETE FROM memories WHERE user_id = %s AND id = %s", (user_id, memory_id)
-    )
-    await conn.execute(
-        "DELETE FROM write_receipts WHERE user_id = %s"
-        " AND jsonb_path_exists(result, '$.** ? (@.id == $m || @.memory_id == $m)',"
-        " jsonb_build_object('m', %s::bigint))",
-        (user_id, memory_id),
-    )
-    return cur.rowcount > 0
+    async with conn.pipeline():
+        await terms.lock_counts(conn, [user_id])
+        cur = await conn.execute(
+            sql.SQL("DELETE FROM memories WHERE user_id = %s AND id = %s RETURNING {}").format(
+                sql.SQL(terms.ROW_TERMS)
+            ),
+            (user_id, memory_id),
+        )
+        gone = await cur.fetchall()
+    changes = terms.TermChanges()
+    for row in gone:
+        changes.lose(row[0])
+    async with conn.pipeline():
+        await terms.apply(conn, user_id, changes)
+        await conn.execute(
+            "DELETE FROM write_receipts WHERE user_id = %s"
+            " AND jsonb_path_exists(result, '$.** ? (@.id == $m || @.memory_id == $m)',"
+            " jsonb_build_object('m', %s::bigint))",
+            (user_id, memory_id),
+        )
+    return bool(gone)
+
+
+def _changes(rows: Sequence[tuple[Any, ...]]) -> terms.TermChanges:
+    """The statistics' changes of an update returning :data:`terms.CHANGED_TERMS` last."""
+    changes = terms.TermChanges()
+    for row in rows:
+        changes.add_update(row[-2], row[-1])
+    return changes
 
 
 async def set_salience(
@@ -339,7 +376,18 @@ async def update_fields(
         for name in changes
     ]
     assignments.append(sql.SQL("updated_at = now()"))
-    query = sql.SQL("UPDATE memories SET {} WHERE user_id = %(user_id)s AND id = %(id)s").format(
-        sql.SQL(", ").join(assignments)
-    )
-    await conn.execute(query, {**changes, "user_id": user_id, "id": memory_id})
+    query = sql.SQL(
+        "UPDATE memories SET {} WHERE user_id = %(user_id)s AND id = %(id)s"
+        " RETURNING old.text IS DISTINCT FROM new.text AND new.deleted_at IS NULL, {}"
+    ).format(sql.SQL(", ").join(assignments), sql.SQL(terms.CHANGED_TERMS))
+    async with conn.pipeline():
+        await terms.lock_counts(conn, [user_id])
+        cur = await conn.execute(query, {**changes, "user_id": user_id, "id": memory_id})
+        rows = await cur.fetchall()
+    counted, text_changed = _changes(rows), any(row[0] for row in rows)
+    if counted or text_changed:  # else nothing to send (tags, dates ...)
+        async with conn.pipeline():
+            await terms.apply(conn, user_id, counted)
+            if text_changed:
+                # New words: the extraction starts over (0005's text trigger).
+                await outbox.owe_again(conn, user_id, memory_id)

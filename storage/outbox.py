@@ -1,8 +1,11 @@
 """SQL of the relation-extraction outbox (``relation_outbox``, migration 0005).
 
-Rows are written by triggers on ``memories`` in the write's own transaction;
-these functions relay them: claim the ones due for sending, note a relay that
-could not reach the broker, and delete a row once its extraction is stored.
+Rows are written in the write's own transaction, by the statements that store a
+memory's text (:func:`owe_new`, :func:`owe_again`, :func:`settle_restored`; until
+migration 0021 triggers on ``memories`` did it, and still do for the release
+before it, see ``storage.terms``); the rest relay them: claim the ones due for
+sending, note a relay that could not reach the broker, and delete a row once its
+extraction is stored.
 """
 
 from __future__ import annotations
@@ -20,6 +23,47 @@ class Owed:
 
     memory_id: int
     user_id: int
+
+
+async def owe_new(conn: AsyncConnection, user_id: int, memory_ids: Sequence[int]) -> None:
+    """Owe an extraction for each of these just-inserted memories that is not forgotten.
+
+    What the insert trigger of 0005 did: an entry already there is left alone.
+    Read from ``memories`` (the same user's shard on Citus, where an INSERT ...
+    SELECT between colocated tables stays on one node).
+    """
+    if memory_ids:
+        await conn.execute(
+            "INSERT INTO relation_outbox (memory_id, user_id)"
+            " SELECT id, user_id FROM memories"
+            " WHERE user_id = %s AND id = ANY(%s) AND deleted_at IS NULL"
+            " ON CONFLICT DO NOTHING",
+            (user_id, list(memory_ids)),
+        )
+
+
+async def owe_again(conn: AsyncConnection, user_id: int, memory_id: int) -> None:
+    """The memory's text changed (and it is not forgotten): its extraction starts over."""
+    await conn.execute(
+        "INSERT INTO relation_outbox (memory_id, user_id) VALUES (%s, %s)"
+        " ON CONFLICT (memory_id) DO UPDATE SET queued_at = now(),"
+        " queued_xact = pg_current_xact_id(), due_at = NULL, attempts = 0",
+        (memory_id, user_id),
+    )
+
+
+async def settle_restored(conn: AsyncConnection, user_id: int, memory_ids: Sequence[int]) -> None:
+    """These memories were stored in this transaction together with their edges: nothing is owed.
+
+    An import restores a memory and its edges in one transaction; those edges are
+    that text's edges. Only for memories this transaction inserted: the
+    extraction job's own edges go through :func:`finish`.
+    """
+    if memory_ids:
+        await conn.execute(
+            "DELETE FROM relation_outbox WHERE user_id = %s AND memory_id = ANY(%s)",
+            (user_id, sorted(set(memory_ids))),
+        )
 
 
 async def claim_due(

@@ -13,6 +13,7 @@ from datetime import datetime
 from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
+from . import terms
 from .rows import select_list
 
 #: ``pg_advisory_xact_lock(class, object)`` key that serialises creating the
@@ -149,8 +150,11 @@ async def delete_account(conn: AsyncConnection, user_id: int) -> DeletedRows | N
     """Delete the account and, by its foreign keys' cascades, everything it owns.
 
     The counts are taken first in the same transaction; None when there is no
-    such user. Call inside a transaction.
+    such user. Call inside a transaction. The user's term counts are locked
+    before the account, as every write of the user's memories does
+    (``storage.terms``): a write under way finishes first instead of deadlocking.
     """
+    await terms.lock_existing_counts(conn, user_id)
     cur = await conn.execute(
         """
         SELECT (SELECT count(*) FROM memories WHERE user_id = %(id)s),
