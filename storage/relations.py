@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
+from . import sealed_rows
 from .memory_sql import M_ACTIVE
 
 
@@ -53,13 +54,16 @@ async def source_text(
     The lock keeps the text from changing between the check and the write of
     its edges; it does not block readers.
     """
-    cur = conn.cursor(row_factory=class_row(SourceText))
-    await cur.execute(
-        "SELECT id, text, deleted_at IS NOT NULL AS deleted FROM memories"
+    cur = await conn.execute(
+        "SELECT id, text, deleted_at IS NOT NULL AS deleted, text_sealed FROM memories"
         " WHERE id = %s AND user_id = %s" + (" FOR SHARE" if lock else ""),
         (memory_id, user_id),
     )
-    return await cur.fetchone()
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    row_id, text, deleted, sealed = row
+    return SourceText(row_id, sealed_rows.open_text(user_id, row_id, text, sealed), deleted)
 
 
 async def delete_edges(conn: AsyncConnection, user_id: int, memory_id: int) -> int:
