@@ -168,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         " (the old key in OWNSONA_MASTER_KEY_PREVIOUS)",
     )
     sealing_commands.add_key_parsers(keys_sub)  # new
+    sealing_commands.add_seal_parser(sub)  # seal
     reembed = sub.add_parser(
         "reembed", help="re-embed every memory with the configured embedding model"
     )
@@ -244,6 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scripts import account_commands
 
             return account_commands.run_token(settings, args)
+        elif args.command == "seal":
+            from scripts import sealing_commands
+
+            return sealing_commands.seal(settings, args)
         elif args.command == "keys" and (args.keys_command == "new" or args.master):
             from scripts import sealing_commands
 

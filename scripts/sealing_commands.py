@@ -1,4 +1,4 @@
-"""``ownsona keys new`` and ``ownsona keys rotate --master``: the master key of sealing at rest.
+"""``ownsona seal``, ``ownsona keys new`` and ``keys rotate --master``: sealing at rest.
 
 ``keys rotate`` alone still rotates the OAuth signing keys, as it always did;
 ``--master`` re-wraps every user's data key under OWNSONA_MASTER_KEY, the old key
@@ -16,6 +16,41 @@ from config.settings import Settings
 
 def add_key_parsers(keys_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     keys_sub.add_parser("new", help="print a new random master key (for OWNSONA_MASTER_KEY)")
+
+
+def add_seal_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    seal = sub.add_parser(
+        "seal", help="move every plain memory to sealed storage (resumable, while serving)"
+    )
+    seal.add_argument("--batch", type=int, default=200, help="rows per transaction")
+
+
+async def _seal(settings: Settings, batch: int) -> int:
+    from tqdm import tqdm
+
+    from bootstrap.admin import admin_pool
+    from bootstrap.sealing import UNSEALED_NOTICE, admin_keyring
+    from memory.sealing_move import plain_rows, seal_store
+    from sealing.errors import MasterKeyError
+
+    if not settings.seal_memories:
+        print(
+            "ownsona seal: OWNSONA_SEAL_MEMORIES is off: the server keeps writing plain rows,"
+            " which a later run will seal",
+            file=sys.stderr,
+        )
+    async with admin_pool(settings) as pool:
+        dsn = pool.conninfo
+        assert isinstance(dsn, str)
+        async with admin_keyring(settings, dsn) as keyring:
+            if keyring is None:
+                raise MasterKeyError(UNSEALED_NOTICE)
+            with tqdm(total=await plain_rows(pool), unit="memory", file=sys.stderr) as bar:
+
+                def advance(sealed: int) -> None:
+                    bar.update(sealed)
+
+                return await seal_store(pool, keyring, batch=batch, progress=advance)
 
 
 def print_new_key() -> int:
@@ -51,6 +86,12 @@ async def _rewrap(settings: Settings) -> int:
             done = await keyring.rotate(progress=progress)
             print(file=sys.stderr)
             return done
+
+
+def seal(settings: Settings, args: argparse.Namespace) -> int:
+    done = asyncio.run(_seal(settings, args.batch))
+    print(f"sealed {done} memories")
+    return 0
 
 
 def rotate_master(settings: Settings) -> int:

@@ -77,11 +77,13 @@ def tag_filter(user_id: int, tags: Sequence[str]) -> list[str]:
 
 
 def normalized_keys(user_id: int, normalized: Sequence[str]) -> dict[str, str]:
-    """``{stored normalized_text: normalized text}``: keyed hashes for a sealing call."""
+    """``{stored normalized_text: normalized text}``: for a sealing call, the keyed hashes
+    and the texts themselves (a plain row not yet moved by ``ownsona seal``)."""
+    plain = {t: t for t in normalized}
     keys = sealing_writes(user_id)
     if keys is None:
-        return {t: t for t in normalized}
-    return {keys.keyed(TEXT, t): t for t in normalized}
+        return plain
+    return {**plain, **{keys.keyed(TEXT, t): t for t in normalized}}
 
 
 def query_terms(user_id: int, terms: Iterable[str]) -> dict[str, str]:

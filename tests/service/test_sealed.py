@@ -120,3 +120,73 @@ async def test_a_ciphertext_moved_to_another_row_or_user_does_not_open(
             pytest.raises(SealedValueError, match="not user"),
         ):
             await memory_reads.get_memory(conn, bob, bob_ids[1])
+
+
+async def _term_counts(dsn: str, user: int) -> tuple[object, ...]:
+    with psycopg.connect(dsn) as conn:
+        terms = conn.execute(
+            "SELECT term, docs FROM memory_terms WHERE user_id = %s ORDER BY term", (user,)
+        ).fetchall()
+        total = conn.execute(
+            "SELECT docs FROM memory_term_totals WHERE user_id = %s", (user,)
+        ).fetchone()
+    return tuple(terms), total
+
+
+async def test_ownsona_seal_moves_plain_rows_over_while_writes_continue(
+    deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
+) -> None:
+    import asyncio
+
+    from memory.sealing_move import seal_store
+    from storage import terms
+
+    meanwhile = [f"Meanwhile fact number {i} about kites." for i in range(4)]
+    for user in (alice, bob):  # written plain, before the deployment sealed
+        ids = await _store(deps, user)
+        await call(deps, user, "forget", id=ids[5])  # a tombstone holds text too
+    for text in meanwhile:  # alice: the plain control of bob's final store
+        await call(deps, alice, "remember", text=text)
+    keyring = sealed_deps.keyring
+    assert keyring is not None
+    moved: list[int] = []
+
+    async def writes() -> None:
+        for text in meanwhile:
+            await call(sealed_deps, bob, "remember", text=text)
+            await asyncio.sleep(0)
+
+    async def seal_bob() -> int:
+        # Alice stays plain: she is the control (seal_store would take every user).
+        from storage import sealing_move
+
+        done = 0
+        keys = await keyring.user_keys(bob)
+        while True:
+            async with sealed_deps.pool.connection() as conn, conn.transaction():
+                sealed = await sealing_move.seal_batch(conn, keys, limit=1)
+            if not sealed:
+                return done
+            done += sealed
+            moved.append(sealed)
+            await asyncio.sleep(0)
+
+    sealed, _ = await asyncio.gather(seal_bob(), writes())
+    assert sealed == 6 and len(moved) == 6
+    with psycopg.connect(clean_db) as conn:
+        plain = conn.execute(
+            "SELECT count(*) FROM memories WHERE user_id = %s AND text_sealed IS NULL", (bob,)
+        ).fetchone()
+        rows = conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (bob,)).fetchone()
+    assert plain == (0,) and rows == (10,)
+    for query in QUERIES:
+        plain_ranked = _ranked(await call(deps, alice, "recall", query=query, limit=6))
+        assert _ranked(await call(sealed_deps, bob, "recall", query=query, limit=6)) == (
+            plain_ranked
+        ), query
+    counted = await _term_counts(clean_db, bob)
+    async with sealed_deps.pool.connection() as conn, conn.transaction():
+        await terms.recount(conn, bob)
+    assert await _term_counts(clean_db, bob) == counted  # the statistics moved exactly
+    assert await seal_store(sealed_deps.pool, keyring) == 10  # alice's rows: per user
+    assert await seal_store(sealed_deps.pool, keyring) == 0
