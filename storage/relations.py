@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from psycopg import AsyncConnection, sql
-from psycopg.rows import class_row
+from psycopg.rows import dict_row
 
 from . import sealed_rows
 from .memory_sql import M_ACTIVE
@@ -129,11 +129,12 @@ async def _live_edges(
     if predicates is not None:
         only_predicates = sql.SQL("AND r.predicate = ANY(%(predicates)s)")
         params["predicates"] = list(predicates)
-    cur = conn.cursor(row_factory=class_row(EdgeRow))
+    cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         sql.SQL(
             """
-        SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text
+        SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text,
+               m.text_sealed
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
         WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {source_active}
           {only_predicates}
@@ -144,4 +145,9 @@ async def _live_edges(
         ).format(source_active=sql.SQL(M_ACTIVE), only_predicates=only_predicates),
         params,
     )
-    return await cur.fetchall()
+    edges = []
+    for d in await cur.fetchall():
+        sealed = d.pop("text_sealed")
+        d["source_text"] = sealed_rows.open_text(user_id, d["memory_id"], d["source_text"], sealed)
+        edges.append(EdgeRow(**d))
+    return edges

@@ -144,13 +144,19 @@ async def sealed_deps(clean_db, pool, embedder, settings, test_keyring):
 
 
 @pytest.fixture
-def deps(request, clean_db, pool, embedder, settings):
+def plain_deps(clean_db, pool, embedder, settings):
+    """Deps that write plain rows, whatever OWNSONA_TEST_SEALED says (a sealing test's control)."""
     from bootstrap.providers import make_extractor
     from memory.deps import Deps
 
+    return Deps(settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings))
+
+
+@pytest.fixture
+def deps(request, plain_deps):
     if SEALED_RUN:
         return request.getfixturevalue("sealed_deps")
-    return Deps(settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings))
+    return plain_deps
 
 
 @pytest.fixture

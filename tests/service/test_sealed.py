@@ -38,9 +38,9 @@ def _ranked(payload: dict[str, Any]) -> list[tuple[str, float]]:
 
 
 async def test_sealed_rows_hold_no_text_and_answer_as_plain_rows(
-    deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
 ) -> None:
-    await _store(deps, alice)  # plain
+    await _store(plain_deps, alice)  # plain
     await _store(sealed_deps, bob)  # sealed
     with psycopg.connect(clean_db) as conn:
         rows = conn.execute(
@@ -56,18 +56,18 @@ async def test_sealed_rows_hold_no_text_and_answer_as_plain_rows(
     assert MARKER.lower() not in stored.lower() and "blood" not in stored
     assert all(r[0] == "" and r[3] is not None for r in rows)
     for query in QUERIES:
-        plain = await call(deps, alice, "recall", query=query, limit=6)
+        plain = await call(plain_deps, alice, "recall", query=query, limit=6)
         sealed = await call(sealed_deps, bob, "recall", query=query, limit=6)
         assert _ranked(sealed) == _ranked(plain), query
     for args in ({"tags": ["health"]}, {"limit": 3}):
-        plain_list = await call(deps, alice, "list_memories", **args)
+        plain_list = await call(plain_deps, alice, "list_memories", **args)
         sealed_list = await call(sealed_deps, bob, "list_memories", **args)
         assert [m["text"] for m in sealed_list["memories"]] == [
             m["text"] for m in plain_list["memories"]
         ]
-    plain_tags = await call(deps, alice, "list_tags")
+    plain_tags = await call(plain_deps, alice, "list_tags")
     assert await call(sealed_deps, bob, "list_tags") == plain_tags
-    plain_found = await call(deps, alice, "text_search", text="elm STREET")
+    plain_found = await call(plain_deps, alice, "text_search", text="elm STREET")
     found = await call(sealed_deps, bob, "text_search", text="elm STREET")
     assert [m["text"] for m in found["memories"]] == [m["text"] for m in plain_found["memories"]]
     assert [m["text"] for m in found["memories"]] == [FACTS[1]]
@@ -134,7 +134,7 @@ async def _term_counts(dsn: str, user: int) -> tuple[object, ...]:
 
 
 async def test_ownsona_seal_moves_plain_rows_over_while_writes_continue(
-    deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
 ) -> None:
     import asyncio
 
@@ -143,10 +143,10 @@ async def test_ownsona_seal_moves_plain_rows_over_while_writes_continue(
 
     meanwhile = [f"Meanwhile fact number {i} about kites." for i in range(4)]
     for user in (alice, bob):  # written plain, before the deployment sealed
-        ids = await _store(deps, user)
-        await call(deps, user, "forget", id=ids[5])  # a tombstone holds text too
+        ids = await _store(plain_deps, user)
+        await call(plain_deps, user, "forget", id=ids[5])  # a tombstone holds text too
     for text in meanwhile:  # alice: the plain control of bob's final store
-        await call(deps, alice, "remember", text=text)
+        await call(plain_deps, alice, "remember", text=text)
     keyring = sealed_deps.keyring
     assert keyring is not None
     moved: list[int] = []
@@ -180,7 +180,7 @@ async def test_ownsona_seal_moves_plain_rows_over_while_writes_continue(
         rows = conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (bob,)).fetchone()
     assert plain == (0,) and rows == (10,)
     for query in QUERIES:
-        plain_ranked = _ranked(await call(deps, alice, "recall", query=query, limit=6))
+        plain_ranked = _ranked(await call(plain_deps, alice, "recall", query=query, limit=6))
         assert _ranked(await call(sealed_deps, bob, "recall", query=query, limit=6)) == (
             plain_ranked
         ), query

@@ -59,11 +59,11 @@ async def _remember_markers(deps: Deps, user: int, marker: str) -> None:
 
 
 async def test_markers_are_in_the_dump_and_wal_when_plain_and_nowhere_when_sealed(
-    deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
 ) -> None:
     plain_marker = "Plainmarker" + secrets.token_hex(4)
     sealed_marker = "Sealedmarker" + secrets.token_hex(4)
-    await _remember_markers(deps, alice, plain_marker)
+    await _remember_markers(plain_deps, alice, plain_marker)
     await _remember_markers(sealed_deps, bob, sealed_marker)
     dump, wal = _dump(clean_db), _wal(clean_db)
     for where in (dump, wal):
