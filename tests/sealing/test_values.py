@@ -105,3 +105,14 @@ def test_a_generated_key_file_is_private_and_written_once(tmp_path: Path) -> Non
     assert not create_key_file(path)
     assert read_key_file(path, source="test").id == first
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_no_repr_shows_a_key() -> None:
+    from config.settings import Settings
+
+    text, previous = new_key_text(), new_key_text()
+    settings = Settings(master_key=text, master_key_previous=previous)
+    keys = UserKeys(3, envelope.new_data_key())
+    shown = repr(settings) + repr(parse_master_key(text, source="x")) + repr(keys)
+    assert text not in shown and previous not in shown
+    assert "UserKeys(user_id=3)" in shown
