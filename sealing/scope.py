@@ -9,10 +9,10 @@ scope for one user never open another user's row (:func:`keys_for` refuses).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import SealedValueError
 from .user_keys import UserKeys
@@ -20,10 +20,15 @@ from .user_keys import UserKeys
 
 @dataclass(frozen=True)
 class Scope:
-    """A call's keys, and whether its writes seal (else they stay plain, as before)."""
+    """A call's keys, and whether its writes seal (else they stay plain, as before).
 
-    keys: UserKeys
+    ``readable``: more users' keys, for an operator's read across users (``ownsona
+    export``); a tool call never has any.
+    """
+
+    keys: UserKeys | None
     seal_writes: bool
+    readable: Mapping[int, UserKeys] = field(default_factory=dict)
 
 
 _current: ContextVar[Scope | None] = ContextVar("ownsona_sealing_scope", default=None)
@@ -43,16 +48,17 @@ def keys_for(user_id: int) -> UserKeys | None:
     scope = _current.get()
     if scope is None:
         return None
-    if scope.keys.user_id != user_id:
-        raise SealedValueError(
-            f"the keys of this call are user {scope.keys.user_id}'s, not user {user_id}'s"
-        )
-    return scope.keys
+    if scope.keys is not None and scope.keys.user_id == user_id:
+        return scope.keys
+    if user_id in scope.readable:
+        return scope.readable[user_id]
+    owner = scope.keys.user_id if scope.keys is not None else "no one"
+    raise SealedValueError(f"the keys of this call are user {owner}'s, not user {user_id}'s")
 
 
 def sealing_writes(user_id: int) -> UserKeys | None:
     """The keys to seal ``user_id``'s writes with; None: write plain."""
     scope = _current.get()
-    if scope is None or not scope.seal_writes:
+    if scope is None or not scope.seal_writes or scope.keys is None:
         return None
     return keys_for(user_id)

@@ -75,3 +75,13 @@ async def seal_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> in
     async with conn.pipeline():
         await terms.apply(conn, user_id, changes)
     return len(rows)
+
+
+async def sealed_users(conn: AsyncConnection, username: str | None) -> list[int]:
+    """Users (every one, or the one named) with sealed memory rows."""
+    cur = await conn.execute(
+        "SELECT DISTINCT m.user_id FROM memories m JOIN users u ON u.id = m.user_id"
+        " WHERE m.text_sealed IS NOT NULL AND (%(u)s::text IS NULL OR u.username = %(u)s)",
+        {"u": username},
+    )
+    return sorted(int(r[0]) for r in await cur.fetchall())

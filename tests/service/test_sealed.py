@@ -190,3 +190,20 @@ async def test_ownsona_seal_moves_plain_rows_over_while_writes_continue(
     assert await _term_counts(clean_db, bob) == counted  # the statistics moved exactly
     assert await seal_store(sealed_deps.pool, keyring) == 10  # alice's rows: per user
     assert await seal_store(sealed_deps.pool, keyring) == 0
+
+
+async def test_ownsona_export_opens_every_users_sealed_rows_with_their_keys(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int
+) -> None:
+    from memory.backup import export_store
+    from sealing.errors import SealingError
+
+    await _store(plain_deps, alice)
+    await _store(sealed_deps, bob)
+    lines: list[str] = []
+    summary = await export_store(sealed_deps.pool, lines.append, keyring=sealed_deps.keyring)
+    assert summary.memories == 12
+    exported = "".join(lines)
+    assert all(exported.count(fact) == 2 for fact in FACTS)
+    with pytest.raises(SealingError):  # without the keys: refused, never exported as ''
+        await export_store(sealed_deps.pool, lines.append)
