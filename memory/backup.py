@@ -126,11 +126,12 @@ async def export_store(
     Sealed rows (docs/at-rest.md) are opened with their users' keys from ``keyring``:
     the export is the users' own plain JSON; without the keys they are refused.
     """
+    if keyring is None:  # a sealed row is then refused, naming the missing keys
+        return await _export(pool, write, username, page_size, progress)
     readable = {}
-    if keyring is not None:
-        async with pool.connection() as conn:
-            for user_id in await sealing_move.sealed_users(conn, username):
-                readable[user_id] = await keyring.user_keys(user_id, create=False)
+    async with pool.connection() as conn:
+        for user_id in await sealing_move.sealed_users(conn, username):
+            readable[user_id] = await keyring.user_keys(user_id, create=False)
     with sealing_as(Scope(None, seal_writes=False, readable=readable)):
         return await _export(pool, write, username, page_size, progress)
 
