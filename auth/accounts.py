@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -170,10 +170,23 @@ async def set_disabled(pool: AsyncConnectionPool, username: str, disabled: bool)
     return row.id
 
 
-async def delete_account(pool: AsyncConnectionPool, username: str) -> users.DeletedRows:
-    """Delete an account with its memories, relations, grants, sessions and tokens."""
+async def delete_account(
+    pool: AsyncConnectionPool,
+    username: str,
+    *,
+    destroy_key: Callable[[int], Awaitable[object]] | None = None,
+) -> users.DeletedRows:
+    """Delete an account with its memories, relations, grants, sessions and tokens.
+
+    ``destroy_key``: destroys the user's data key (sealing at rest, crypto-shredding),
+    called before the rows go, inside the deletion's transaction: if it fails nothing
+    is deleted; if the deletion then fails, the rows stay but no longer open
+    (docs/at-rest.md, "Deleting a user").
+    """
     async with pool.connection() as conn, conn.transaction():
         row = await find_account(conn, username)
+        if destroy_key is not None:
+            await destroy_key(row.id)
         deleted = await users.delete_account(conn, row.id)
     if deleted is None:  # deleted by someone else between the two statements
         raise AccountError("unknown_user", f"There is no account {row.username!r}.")

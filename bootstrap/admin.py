@@ -106,10 +106,20 @@ async def extraction_deps(settings: Settings, pool: AsyncConnectionPool) -> Asyn
     Extraction never embeds, but Deps holds a real embedder (built from the
     settings like a server's, closed on exit) rather than a stand-in.
     """
+    from .sealing import admin_keyring
+
     embedder = await asyncio.to_thread(make_embedder, settings)
+    dsn = pool.conninfo
+    assert isinstance(dsn, str)
     try:
-        yield Deps(
-            settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
-        )
+        # Sealed rows are opened with their users' keys (docs/at-rest.md).
+        async with admin_keyring(settings, dsn) as keyring:
+            yield Deps(
+                settings=settings,
+                pool=pool,
+                embedder=embedder,
+                extractor=make_extractor(settings),
+                keyring=keyring,
+            )
     finally:
         await embedder.aclose()

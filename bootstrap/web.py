@@ -46,6 +46,7 @@ from .database import DatabaseAddress, open_pool, process_pool
 from .providers import embedding_client, make_embedder, make_fact_extractor, make_rerank_stage
 from .read_routing import build_replicas, routed_runner
 from .recording_queue import RecordingWriteQueue
+from .sealing import build_keyring, open_keyring
 from .tracing import start_tracing
 from .worker import ActorDeps, build_broker, require_broker
 
@@ -79,6 +80,8 @@ class WebProcess:
         # First, so the SQL of every pool built below is traced (when OTLP is configured).
         self._tracing = start_tracing(settings, kind)
         self._address = DatabaseAddress(settings)
+        # A malformed master key fails here, with the other settings' errors.
+        self.sealing = build_keyring(settings, self._address)
         # The embedding provider's client (unused by the local model); closed after the embedder.
         self._http = embedding_client(settings)
         self._embedder = make_embedder(settings, client=self._http)
@@ -108,6 +111,7 @@ class WebProcess:
             on_text_stored=extraction_hook(self._broker.actors),
             fact_extractor=make_fact_extractor(settings),
             reranker=self._rerank,
+            keyring=self.sealing.keyring,
         )
         # DATABASE_REPLICA_URLS: reads on replicas, each write's WAL position recorded.
         self.replicas = build_replicas(settings, pool)
@@ -147,6 +151,11 @@ class WebProcess:
             dsn = await self._address()
             dimensions = await self._embedder.ensure_ready()
             await migrate(dsn, dimensions=dimensions)
+            # A wrong master key is refused here, before anything is served.
+            await open_keyring(self.sealing, dsn)
+            if self.sealing.keyring is not None:
+                hooks.append(self.sealing.keyring.close)
+            self.notices.extend(self.sealing.notices)
             await open_pool(deps.pool)
             hooks.append(deps.pool.close)
             if self.replicas is not None:

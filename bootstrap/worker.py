@@ -33,6 +33,7 @@ from tasks.tracing import TraceMiddleware
 
 from .database import DatabaseAddress, open_deps
 from .providers import embedding_client, extraction_client, make_embedder, make_extractor
+from .sealing import build_keyring, open_keyring
 from .tracing import start_tracing
 
 #: A Redis worker's longest idle wait for a message, in milliseconds (Dramatiq's worker_timeout).
@@ -86,6 +87,11 @@ class ActorDeps:
             if self._check_schema:
                 async with pool.connection() as conn:
                     await check_schema(conn)
+            # The worker's own keyring, on its event loop; a wrong master key stops it here.
+            dsn = self._conninfo if isinstance(self._conninfo, str) else await self._conninfo()
+            sealing = build_keyring(self._settings, dsn)
+            await open_keyring(sealing, dsn)
+            plain = dataclasses.replace(plain, keyring=sealing.keyring)
         except BaseException:
             await pool.close()
             raise
@@ -102,6 +108,8 @@ class ActorDeps:
 
     async def close(self, deps: Deps) -> None:
         await deps.pool.close()
+        if deps.keyring is not None:
+            await deps.keyring.close()
         if self._extractor_http is not None:
             await self._extractor_http.aclose()
             self._extractor_http = None

@@ -165,6 +165,20 @@ class Settings:
     #: REDIS_SENTINELS + REDIS_SENTINEL_MASTER (+ REDIS_SENTINEL_PASSWORD); None: REDIS_URL alone.
     redis_sentinel: RedisSentinel | None = None
 
+    # -- sealing at rest (docs/at-rest.md); keys never appear in a repr or a log --
+    #: The master key, base64 of 32 bytes (OWNSONA_MASTER_KEY).
+    master_key: str | None = field(default=None, repr=False)
+    #: A file holding the master key (OWNSONA_MASTER_KEY_FILE).
+    master_key_file: Path | None = None
+    #: The master key before a rotation, while ``ownsona keys rotate`` runs
+    #: (OWNSONA_MASTER_KEY_PREVIOUS).
+    master_key_previous: str | None = field(default=None, repr=False)
+    #: The key store's database (OWNSONA_KEYSTORE_URL); None: ``<name>_keys`` beside the data.
+    keystore_url: str | None = field(default=None, repr=False)
+    #: Writes seal memory text, tags and terms (OWNSONA_SEAL_MEMORIES), given a master key.
+    #: Off until every reader opens sealed rows (docs/at-rest.md, "Status").
+    seal_memories: bool = False
+
     @property
     def redis_configured(self) -> bool:
         """True when writes go through Redis (REDIS_URL or REDIS_SENTINELS), not in-process."""
@@ -260,6 +274,11 @@ class Settings:
             db_pool_min=env.integer("DB_POOL_MIN", 1, minimum=0, maximum=1000),
             db_pool_max=env.integer("DB_POOL_MAX", 10, minimum=1, maximum=1000),
             database_replica_urls=_replica_urls(env.text("DATABASE_REPLICA_URLS")),
+            master_key=env.text("OWNSONA_MASTER_KEY"),
+            master_key_file=_optional_path(env.text("OWNSONA_MASTER_KEY_FILE")),
+            master_key_previous=env.text("OWNSONA_MASTER_KEY_PREVIOUS"),
+            keystore_url=env.text("OWNSONA_KEYSTORE_URL"),
+            seal_memories=env.boolean("OWNSONA_SEAL_MEMORIES", False),
             replica_max_lag_s=env.number("REPLICA_MAX_LAG_S", 5.0, minimum=0.1, maximum=86_400),
             db_connect_timeout_s=env.integer("DB_CONNECT_TIMEOUT", 5, minimum=2, maximum=300),
             db_statement_timeout_s=env.integer(

@@ -45,7 +45,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from memory.rules.text import normalize_text
+from sealing.scope import Scope, sealing_as
 from storage import backup as store
+from storage import sealing_move
 from storage import users as user_store
 
 from .backup_format import (
@@ -60,6 +62,7 @@ from .backup_format import (
     record_line,
 )
 from .errors import invalid
+from .keyring import Keyring
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -116,8 +119,30 @@ async def export_store(
     username: str | None = None,
     page_size: int = EXPORT_PAGE_SIZE,
     progress: Progress | None = None,
+    keyring: Keyring | None = None,
 ) -> ExportSummary:
-    """Write the header and every memory of ``username`` (None: every account) as lines."""
+    """Write the header and every memory of ``username`` (None: every account) as lines.
+
+    Sealed rows (docs/at-rest.md) are opened with their users' keys from ``keyring``:
+    the export is the users' own plain JSON; without the keys they are refused.
+    """
+    if keyring is None:  # a sealed row is then refused, naming the missing keys
+        return await _export(pool, write, username, page_size, progress)
+    readable = {}
+    async with pool.connection() as conn:
+        for user_id in await sealing_move.sealed_users(conn, username):
+            readable[user_id] = await keyring.user_keys(user_id, create=False)
+    with sealing_as(Scope(None, seal_writes=False, readable=readable)):
+        return await _export(pool, write, username, page_size, progress)
+
+
+async def _export(
+    pool: AsyncConnectionPool,
+    write: Callable[[str], Any],
+    username: str | None,
+    page_size: int,
+    progress: Progress | None,
+) -> ExportSummary:
     async with pool.connection() as conn, conn.transaction():
         await store.begin_snapshot(conn)
         counts = await store.user_counts(conn, username)

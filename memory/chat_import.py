@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from memory.rules.chat_exports import CHATGPT, CLAUDE, ChatExport, Conversation, is_trivial
 from memory.rules.text import normalize_text
 from memory.rules.timestamps import format_timestamp
+from sealing.user_keys import TEXT, UserKeys
 from storage import chat_import as store
 
 from .providers.facts import Fact, FactExtractionError, FactExtractor
@@ -126,8 +127,14 @@ async def import_chats(
     max_text_chars: int = 16_000,
     max_batch: int = 200,
     progress: Progress | None = None,
+    keys: UserKeys | None = None,
 ) -> ImportReport:
-    """Store ``export``'s conversations for ``user_id``; the counts of what happened."""
+    """Store ``export``'s conversations for ``user_id``; the counts of what happened.
+
+    ``keys``: the user's keys when the deployment seals (docs/at-rest.md): a sealed
+    row's normalized text is stored as its keyed hash, which "already imported" then
+    compares.
+    """
     require_mode(mode, extractor)
     provider = PROVIDERS[export.format]
     report = ImportReport()
@@ -144,7 +151,9 @@ async def import_chats(
             )
         finished = False
         if mode == MESSAGES:
-            items = _message_items(conversation, provider, existing, max_text_chars, report)
+            items = _message_items(
+                conversation, provider, _Known(existing, keys), max_text_chars, report
+            )
         elif extracted:
             report.skipped += len(existing)  # extracted before: not sent to the LLM again
             items = []
@@ -152,7 +161,7 @@ async def import_chats(
             assert extractor is not None
             found = await _fact_items(conversation, provider, extractor, max_text_chars, report)
             finished = found is not None
-            items = _unstored(found or [], existing, report)
+            items = _unstored(found or [], _Known(existing, keys), report)
         for start in range(0, len(items), max_batch):
             chunk = items[start : start + max_batch]
             key = _key(user_id, export.format, conversation.id, [i.pop("_id") for i in chunk])
@@ -166,10 +175,23 @@ async def import_chats(
     return report
 
 
+class _Known:
+    """The normalized texts stored with a conversation's provenance: plain, or keyed."""
+
+    def __init__(self, stored: set[str], keys: UserKeys | None) -> None:
+        self._stored, self._keys = stored, keys
+
+    def __contains__(self, normalized: object) -> bool:
+        assert isinstance(normalized, str)
+        if normalized in self._stored:
+            return True
+        return self._keys is not None and self._keys.keyed(TEXT, normalized) in self._stored
+
+
 def _message_items(
     conversation: Conversation,
     provider: str,
-    existing: set[str],
+    existing: _Known,
     max_chars: int,
     report: ImportReport,
 ) -> list[dict[str, Any]]:
@@ -195,7 +217,7 @@ def _message_items(
 
 
 def _unstored(
-    items: list[dict[str, Any]], existing: set[str], report: ImportReport
+    items: list[dict[str, Any]], existing: _Known, report: ImportReport
 ) -> list[dict[str, Any]]:
     """The facts an earlier, unfinished import of the conversation did not store."""
     kept = [i for i in items if normalize_text(i["text"]) not in existing]

@@ -11,6 +11,7 @@ from config.settings import Settings
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
+    from memory.keyring import Keyring
     from memory.providers.embedders import Embedder
     from memory.providers.extractors import Extractor
     from memory.providers.facts import FactExtractor
@@ -41,3 +42,5 @@ class Deps:
     fact_extractor: FactExtractor | None = None
     #: Recall's second stage (RERANK_PROVIDER); None: recall returns its first ranking.
     reranker: RerankStage | None = None
+    #: Per-user keys for sealing at rest (docs/at-rest.md); None: the deployment is unsealed.
+    keyring: Keyring | None = None

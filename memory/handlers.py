@@ -23,6 +23,8 @@ from typing import Any
 
 import psycopg
 
+from sealing.scope import sealing_as
+
 # The use-case modules: loading them declares their handlers (@handles). A new module
 # of handlers is added here; the tool registry's startup check names a command left out.
 from . import editing, learning, reading, relations, remembering, scans  # noqa: F401
@@ -31,6 +33,7 @@ from .commands import Command
 from .commands.handling import HANDLING, Handler, Payload
 from .deps import Deps
 from .errors import DATABASE_ERROR, MemoryServiceError
+from .keyring import call_scope
 
 __all__ = [
     "HANDLERS",
@@ -61,7 +64,9 @@ async def dispatch(deps: Deps, meta: CallMeta, command: Command) -> Payload:
     """
     handler = HANDLING.of(type(command)).handler
     try:
-        return await handler(deps, meta, command)
+        # Sealed at rest: the caller's keys for every statement of the call.
+        with sealing_as(await call_scope(deps, meta.user_id)):
+            return await handler(deps, meta, command)
     except MemoryServiceError:
         raise
     except psycopg.Error as ex:

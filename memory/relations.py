@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sealing.scope import sealing_as
 from storage import outbox
 from storage import relations as store
 
@@ -36,6 +37,7 @@ from .calls import CallMeta
 from .commands.handling import handles
 from .commands.relations import QueryRelations
 from .deps import Deps
+from .keyring import call_scope
 
 if TYPE_CHECKING:
     # The protocol only: the extractor itself comes in Deps (built by bootstrap).
@@ -101,6 +103,14 @@ async def query_relations(deps: Deps, meta: CallMeta, command: QueryRelations) -
 
 
 async def extract_relations(
+    deps: Deps, user_id: int, memory_id: int, *, extractor: Extractor | None = None
+) -> int | None:
+    """:func:`extract_in_scope` with the user's keys (a background job: no tool call's scope)."""
+    with sealing_as(await call_scope(deps, user_id)):
+        return await extract_in_scope(deps, user_id, memory_id, extractor=extractor)
+
+
+async def extract_in_scope(
     deps: Deps, user_id: int, memory_id: int, *, extractor: Extractor | None = None
 ) -> int | None:
     """Replace the memory's edges with those extracted from its current text.

@@ -187,7 +187,18 @@ def _delete_user(settings: Settings, name: str, yes: bool) -> int:
         if answer.strip().lower() != username:
             print("nothing deleted", file=sys.stderr)
             return 1
-    removed = asyncio.run(_with_pool(settings, lambda pool: delete_account(pool, username)))
+
+    async def delete(pool: AsyncConnectionPool) -> Any:
+        from bootstrap.sealing import admin_keyring
+
+        dsn = pool.conninfo
+        assert isinstance(dsn, str)
+        async with admin_keyring(settings, dsn) as keyring:
+            # Sealed: the user's data key goes first, so no copy of their rows opens again.
+            destroy = keyring.destroy if keyring is not None else None
+            return await delete_account(pool, username, destroy_key=destroy)
+
+    removed = asyncio.run(_with_pool(settings, delete))
     print(
         f"deleted account {username!r}: {removed.memories} memories, {removed.relations} "
         f"relations, {removed.grants} OAuth grants, {removed.tokens} CLI tokens"

@@ -71,12 +71,18 @@ def add_parsers(sub: Any) -> None:
 
 async def _export(settings: Settings, username: str | None, out: TextIO, bar: _Bar) -> Any:
     from bootstrap.admin import admin_pool
+    from bootstrap.sealing import admin_keyring
     from memory.audit import record_command
     from memory.backup import export_store
 
     async with admin_pool(settings, name="cli-backup", max_size=3) as pool:
+        dsn = pool.conninfo
+        assert isinstance(dsn, str)
         started = time.monotonic()
-        summary = await export_store(pool, out.write, username=username, progress=bar)
+        async with admin_keyring(settings, dsn) as keyring:  # sealed rows: opened
+            summary = await export_store(
+                pool, out.write, username=username, progress=bar, keyring=keyring
+            )
         await record_command(
             pool,
             settings,

@@ -92,9 +92,11 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
     from auth.errors import AccountError
     from bootstrap.admin import admin_pool, check_schema
     from bootstrap.providers import make_embedder
+    from bootstrap.sealing import admin_keyring
     from memory.audit import COMMAND_CLIENT_ID, AuditLog
     from memory.chat_import import import_chats
     from memory.deps import Deps
+    from memory.keyring import call_scope
 
     async with admin_pool(settings, name="cli-chat-import", max_size=3) as pool:
         async with pool.connection() as conn:
@@ -108,18 +110,29 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
         embedder = await asyncio.to_thread(make_embedder, settings)
         audit = AuditLog(pool, settings)
         try:
-            deps = Deps(settings=settings, pool=pool, embedder=embedder, fact_extractor=extractor)
-            return await import_chats(
-                pool,
-                user_id,
-                export,
-                mode=mode,
-                store_batch=direct_store(deps, user_id, audit, client_id=COMMAND_CLIENT_ID),
-                extractor=extractor,
-                max_text_chars=settings.max_text_chars,
-                max_batch=settings.max_batch_size,
-                progress=_progress,
-            )
+            dsn = pool.conninfo
+            assert isinstance(dsn, str)
+            async with admin_keyring(settings, dsn) as keyring:  # sealed: its writes seal
+                deps = Deps(
+                    settings=settings,
+                    pool=pool,
+                    embedder=embedder,
+                    fact_extractor=extractor,
+                    keyring=keyring,
+                )
+                scope = await call_scope(deps, user_id)
+                return await import_chats(
+                    pool,
+                    user_id,
+                    export,
+                    mode=mode,
+                    keys=scope.keys if scope is not None else None,
+                    store_batch=direct_store(deps, user_id, audit, client_id=COMMAND_CLIENT_ID),
+                    extractor=extractor,
+                    max_text_chars=settings.max_text_chars,
+                    max_batch=settings.max_batch_size,
+                    progress=_progress,
+                )
         finally:
             await audit.close()
             await embedder.aclose()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 from auth.errors import AccountError
 from bootstrap.admin import DatabaseNotSetUp
 from config.settings import Settings, SettingsError, check_listen_host, public_listen_problem
+from sealing.errors import SealingError
 from storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -151,15 +152,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a new password (prompt or stdin); ends the account's sign-ins and tokens",
     )
     passwd.add_argument("name")
-    from scripts import account_commands
+    from scripts import account_commands, sealing_commands
 
     account_commands.add_user_parsers(user_sub)  # list, disable, enable, delete
     account_commands.add_token_parser(sub)  # token [list | revoke]
-    keys = sub.add_parser("keys", help="signing keys")
+    keys = sub.add_parser("keys", help="signing keys; the master key of sealing at rest")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    keys_sub.add_parser(
+    rotate = keys_sub.add_parser(
         "rotate", help="add a new signing key; old tokens stay valid until they expire"
     )
+    rotate.add_argument(
+        "--master",
+        action="store_true",
+        help="instead: re-wrap every data key under OWNSONA_MASTER_KEY"
+        " (the old key in OWNSONA_MASTER_KEY_PREVIOUS)",
+    )
+    sealing_commands.add_key_parsers(keys_sub)  # new
+    sealing_commands.add_seal_parser(sub)  # seal
     reembed = sub.add_parser(
         "reembed", help="re-embed every memory with the configured embedding model"
     )
@@ -236,6 +245,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scripts import account_commands
 
             return account_commands.run_token(settings, args)
+        elif args.command == "seal":
+            from scripts import sealing_commands
+
+            return sealing_commands.seal(settings, args)
+        elif args.command == "keys" and (args.keys_command == "new" or args.master):
+            from scripts import sealing_commands
+
+            if args.keys_command == "new":
+                return sealing_commands.print_new_key()
+            return sealing_commands.rotate_master(settings)
         elif args.command == "keys":
             print(f"new signing key: {asyncio.run(_rotate_keys(settings))}")
         elif args.command == "reembed":
@@ -278,6 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StorageError as ex:
         print(f"start-up failed: {ex}", file=sys.stderr)
         return 1
+    except SealingError as ex:
+        # A wrong or missing master key: refused, never served as empty results.
+        print(f"ownsona {args.command}: sealing at rest: {ex}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     return 0

@@ -24,7 +24,8 @@ from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
 from . import outbox, terms
-from .rows import MemoryRow, copy_columns, memory_row, select_list
+from .memory_sql import M_COLUMNS
+from .rows import MemoryRow, copy_columns, memory_row
 
 #: ``pg_advisory_xact_lock(class, object)`` key serialising concurrent imports
 #: batch by batch, so two runs of one file never both insert the same row.
@@ -162,7 +163,8 @@ async def memory_page(
         ORDER BY m.id
         LIMIT %(limit)s
         """
-        ).format(sql.SQL(select_list(prefix="m."))),
+            # With the sealed columns: a sealed row is opened, or refused, never exported as ''.
+        ).format(sql.SQL(M_COLUMNS)),
         {"after": after_id, "limit": limit, "username": username},
     )
     return [

@@ -12,9 +12,11 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
-from . import terms
+from sealing.scope import keys_for
+
+from . import sealed_rows, terms
 from .memory_sql import ACTIVE, COLUMNS
-from .rows import MemoryFilter, MemoryRow, ProviderCount, StoreStats, TagCount
+from .rows import MemoryFilter, MemoryRow, ProviderCount, StoreStats, TagCount, memory_rows
 
 _COLUMNS = sql.SQL(COLUMNS)
 _ACTIVE = sql.SQL(ACTIVE)
@@ -22,7 +24,7 @@ _ACTIVE = sql.SQL(ACTIVE)
 
 async def get_memory(conn: AsyncConnection, user_id: int, memory_id: int) -> MemoryRow | None:
     """One row of the user's, soft-deleted or not."""
-    cur = conn.cursor(row_factory=class_row(MemoryRow))
+    cur = conn.cursor(row_factory=memory_rows)
     await cur.execute(
         sql.SQL("SELECT {} FROM memories WHERE id = %s AND user_id = %s").format(_COLUMNS),
         (memory_id, user_id),
@@ -41,7 +43,7 @@ async def get_memories_for_update(
     """
     if not memory_ids:
         return {}
-    cur = conn.cursor(row_factory=class_row(MemoryRow))
+    cur = conn.cursor(row_factory=memory_rows)
     async with terms.transaction(conn):
         async with conn.pipeline():
             await terms.lock_counts(conn, [user_id])
@@ -55,23 +57,23 @@ async def get_memories_for_update(
         return {row.id: row for row in rows}
 
 
-def _filter_clause(f: MemoryFilter) -> tuple[sql.Composable, dict[str, Any]]:
+def _filter_clause(user_id: int, f: MemoryFilter) -> tuple[sql.Composable, dict[str, Any]]:
     clauses: list[sql.Composable] = [] if f.include_deleted else [_ACTIVE]
     params: dict[str, Any] = {}
     if f.untagged_only:
         clauses.append(sql.SQL("cardinality(tags) = 0"))
     if f.min_chars is not None:
-        clauses.append(sql.SQL("char_length(text) >= %(min_chars)s"))
+        clauses.append(sql.SQL("coalesce(text_chars, char_length(text)) >= %(min_chars)s"))
         params["min_chars"] = f.min_chars
     if f.max_chars is not None:
-        clauses.append(sql.SQL("char_length(text) <= %(max_chars)s"))
+        clauses.append(sql.SQL("coalesce(text_chars, char_length(text)) <= %(max_chars)s"))
         params["max_chars"] = f.max_chars
     if f.not_confirmed_since is not None:
         clauses.append(sql.SQL("(last_confirmed_at IS NULL OR last_confirmed_at < %(ncs)s)"))
         params["ncs"] = f.not_confirmed_since
     if f.tags:
         clauses.append(sql.SQL("tags && %(tags)s"))
-        params["tags"] = list(f.tags)
+        params["tags"] = sealed_rows.tag_filter(user_id, f.tags)
     if f.source_provider is not None:
         clauses.append(sql.SQL("source_provider = %(source_provider)s"))
         params["source_provider"] = f.source_provider
@@ -83,8 +85,8 @@ def _filter_clause(f: MemoryFilter) -> tuple[sql.Composable, dict[str, Any]]:
 async def list_memories(
     conn: AsyncConnection, user_id: int, f: MemoryFilter, *, limit: int, offset: int
 ) -> list[MemoryRow]:
-    where, params = _filter_clause(f)
-    cur = conn.cursor(row_factory=class_row(MemoryRow))
+    where, params = _filter_clause(user_id, f)
+    cur = conn.cursor(row_factory=memory_rows)
     await cur.execute(
         sql.SQL(
             "SELECT {} FROM memories WHERE user_id = %(user_id)s {}"
@@ -96,7 +98,7 @@ async def list_memories(
 
 
 async def count_memories(conn: AsyncConnection, user_id: int, f: MemoryFilter) -> int:
-    where, params = _filter_clause(f)
+    where, params = _filter_clause(user_id, f)
     cur = await conn.execute(
         sql.SQL("SELECT count(*) FROM memories WHERE user_id = %(user_id)s {}").format(where),
         {**params, "user_id": user_id},
@@ -113,16 +115,29 @@ def _like_pattern(fragment: str) -> str:
 async def text_search(
     conn: AsyncConnection, user_id: int, fragment: str, *, limit: int
 ) -> list[MemoryRow]:
-    """Active rows containing ``fragment``, case-insensitively (trigram-indexed)."""
-    cur = conn.cursor(row_factory=class_row(MemoryRow))
+    """Active rows containing ``fragment``, case-insensitively (trigram-indexed).
+
+    Sealed rows cannot be matched in SQL: they are read newest first, opened and
+    matched here (``str.casefold``, as close to ILIKE as Python has), until
+    ``limit`` rows match, among the plain rows ILIKE finds.
+    """
+    cur = conn.cursor(row_factory=memory_rows)
     await cur.execute(
         sql.SQL(
             "SELECT {} FROM memories WHERE user_id = %s AND {}"
-            " AND text ILIKE %s ORDER BY created_at DESC, id DESC LIMIT %s"
+            " AND (text ILIKE %s OR text_sealed IS NOT NULL)"
+            " ORDER BY created_at DESC, id DESC"
         ).format(_COLUMNS, _ACTIVE),
-        (user_id, _like_pattern(fragment), limit),
+        (user_id, _like_pattern(fragment)),
     )
-    return await cur.fetchall()
+    wanted = fragment.casefold()
+    found: list[MemoryRow] = []
+    async for row in cur:
+        if wanted in row.text.casefold():
+            found.append(row)
+            if len(found) >= limit:
+                break
+    return found
 
 
 def _unless_included(include_deleted: bool) -> sql.Composable:
@@ -134,7 +149,7 @@ async def export_rows(
     conn: AsyncConnection, user_id: int, *, include_deleted: bool, limit: int
 ) -> list[MemoryRow]:
     where = _unless_included(include_deleted)
-    cur = conn.cursor(row_factory=class_row(MemoryRow))
+    cur = conn.cursor(row_factory=memory_rows)
     await cur.execute(
         sql.SQL(
             "SELECT {} FROM memories WHERE user_id = %s {} ORDER BY created_at, id LIMIT %s"
@@ -192,6 +207,7 @@ async def store_stats(conn: AsyncConnection, user_id: int, *, top_tags: int) -> 
     assert row is not None
     total, active, soft_deleted, expired, avg_importance, oldest, newest = row[:7]
     tag_names, tag_counts, providers, provider_counts = row[7:]
+    tag_names = await _tag_names(conn, user_id, tag_names)
     return StoreStats(
         total=total,
         active=active,
@@ -220,4 +236,27 @@ async def tag_counts(
         ).format(where),
         (user_id, limit),
     )
-    return await cur.fetchall()
+    counted = await cur.fetchall()
+    names = await _tag_names(conn, user_id, [t.tag for t in counted])
+    # Sealed ties were ordered by hash: ordered again by name, as for plain tags.
+    named = [TagCount(n, t.count) for n, t in zip(names, counted, strict=True)]
+    return sorted(named, key=lambda t: (-t.count, t.tag))
+
+
+async def _tag_names(conn: AsyncConnection, user_id: int, tags: list[str]) -> list[str]:
+    """The tags as the user wrote them: a sealed row's tags are keyed hashes, named by
+    opening one row that carries each (its ``tags_sealed`` in the order of ``tags``)."""
+    if not tags or keys_for(user_id) is None:
+        return tags  # no keys in scope: no sealed row can be named
+    cur = await conn.execute(
+        "SELECT DISTINCT ON (t.tag) t.tag, m.id, m.tags, m.tags_sealed"
+        " FROM unnest(%s::text[]) AS t(tag)"
+        " CROSS JOIN LATERAL (SELECT id, tags, tags_sealed FROM memories"
+        " WHERE user_id = %s AND tags_sealed IS NOT NULL AND tags @> ARRAY[t.tag] LIMIT 1) AS m",
+        (tags, user_id),
+    )
+    names: dict[str, str] = {}
+    for tag, row_id, hashed, sealed in await cur.fetchall():
+        opened_tags = sealed_rows.open_tags(user_id, row_id, hashed, sealed)
+        names[tag] = opened_tags[list(hashed).index(tag)]
+    return [names.get(t, t) for t in tags]

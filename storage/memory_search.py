@@ -14,6 +14,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
+from . import sealed_rows
 from .memory_sql import (
     M_ACTIVE,
     M_COLUMNS,
@@ -27,6 +28,9 @@ from .rows import ScoredMemoryRow, scored_row
 
 _M_ACTIVE = sql.SQL(M_ACTIVE)
 _M_COLUMNS = sql.SQL(M_COLUMNS)
+#: A row's lexical terms: keyed hashes for a sealed row (migration 0023), else its lexemes.
+SEARCHED = sql.SQL("coalesce(m.sealed_search, m.text_search)")
+
 #: The query vector, as every distance here reads it.
 _Q = sql.SQL("%(q)b")
 
@@ -66,7 +70,12 @@ async def search_by_vector(
         """).format(
             nearest=nearest_ids(distance_to=_Q, filters=_filters(tags)), columns=_M_COLUMNS
         ),
-        {"q": query_embedding, "user_id": user_id, "tags": list(tags), "k": candidates},
+        {
+            "q": query_embedding,
+            "user_id": user_id,
+            "tags": sealed_rows.tag_filter(user_id, tags),
+            "k": candidates,
+        },
         prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
     return [scored_row(d) for d in await cur.fetchall()]
@@ -92,7 +101,14 @@ class QueryTermStats:
 
 async def query_term_stats(conn: AsyncConnection, user_id: int, query: str) -> QueryTermStats:
     """The query's search terms and their row counts in the user's store (migration 0002),
-    and how the user's rows are searched."""
+    and how the user's rows are searched.
+
+    Sealed (docs/at-rest.md): the terms are the keyed hashes of the lexemes, in the
+    lexemes' order, so that what follows weighs and probes them exactly as it would
+    the lexemes; the query text goes to PostgreSQL for ``to_tsvector`` only.
+    """
+    if sealed_rows.searches_sealed(user_id):
+        return await _sealed_query_term_stats(conn, user_id, query)
     cur = await conn.execute(
         sql.SQL("""
         SELECT {user_rows}, {table_rows},
@@ -109,6 +125,35 @@ async def query_term_stats(conn: AsyncConnection, user_id: int, query: str) -> Q
     return QueryTermStats(
         int(total),
         tuple(zip(terms, (int(d) for d in docs), strict=True)),
+        searched_exactly(int(total), float(table_rows)),
+    )
+
+
+async def _sealed_query_term_stats(
+    conn: AsyncConnection, user_id: int, query: str
+) -> QueryTermStats:
+    cur = await conn.execute(
+        "SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", (TEXT_SEARCH_CONFIG, query)
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    keyed = sealed_rows.query_terms(user_id, row[0])
+    by_lexeme = sorted(keyed, key=lambda k: keyed[k])
+    cur = await conn.execute(
+        sql.SQL("""
+        SELECT {user_rows}, {table_rows},
+               coalesce(array_agg(coalesce(s.docs, 0) ORDER BY q.i), '{{}}')
+        FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
+        LEFT JOIN memory_terms s ON s.user_id = %(user_id)s AND s.term = q.term
+        """).format(user_rows=sql.SQL(USER_ROWS), table_rows=sql.SQL(TABLE_ROWS)),
+        {"user_id": user_id, "terms": by_lexeme},
+    )
+    counted = await cur.fetchone()
+    assert counted is not None
+    total, table_rows, docs = counted
+    return QueryTermStats(
+        int(total),
+        tuple(zip(by_lexeme, (int(d) for d in docs), strict=True)),
         searched_exactly(int(total), float(table_rows)),
     )
 
@@ -131,8 +176,8 @@ def _lexical_score(terms: Sequence[tuple[str, float]]) -> tuple[sql.Composable, 
     params: dict[str, Any] = {}
     for i, (term, weight) in enumerate(terms):
         parts.append(
-            sql.SQL("CASE WHEN m.text_search @@ {}::tsquery THEN {}::float8 ELSE 0 END").format(
-                sql.Placeholder(f"tq{i}"), sql.Placeholder(f"tw{i}")
+            sql.SQL("CASE WHEN {} @@ {}::tsquery THEN {}::float8 ELSE 0 END").format(
+                SEARCHED, sql.Placeholder(f"tq{i}"), sql.Placeholder(f"tw{i}")
             )
         )
         params[f"tq{i}"] = tsquery_term(term)
@@ -167,18 +212,27 @@ async def lexical_candidates(
     values = for_user(user_id=user_id, k=candidates, exact=exact)
     matching = (
         sql.SQL("""
-        (SELECT m.id, m.text_search FROM memories m
+        (SELECT m.id, m.text_search, m.sealed_search FROM memories m
          WHERE m.user_id = {user_id} AND {active} {tag_filter}
          OFFSET 0) m
-        WHERE m.text_search @@ %(probe)s::tsquery
+        WHERE {searched} @@ %(probe)s::tsquery
         """)
         if exact
         else sql.SQL("""
         memories m
         WHERE m.user_id = {user_id} AND {active} {tag_filter}
-          AND m.text_search @@ %(probe)s::tsquery
+          AND {indexed} @@ %(probe)s::tsquery
         """)
-    ).format(active=_M_ACTIVE, tag_filter=_tag_filter(tags), user_id=values["user_id"])
+    ).format(
+        active=_M_ACTIVE,
+        tag_filter=_tag_filter(tags),
+        user_id=values["user_id"],
+        searched=SEARCHED,
+        # The GIN index of the column the user's terms are in (a sealed call's: keyed).
+        indexed=sql.SQL(
+            "m.sealed_search" if sealed_rows.searches_sealed(user_id) else "m.text_search"
+        ),
+    )
     query = sql.SQL(
         "SELECT m.id FROM {matching} ORDER BY {score} DESC, m.id DESC LIMIT {k}"
     ).format(matching=matching, score=score, k=values["k"])
@@ -187,7 +241,7 @@ async def lexical_candidates(
         {
             **params,
             "user_id": user_id,
-            "tags": list(tags),
+            "tags": sealed_rows.tag_filter(user_id, tags),
             "probe": " | ".join(tsquery_term(t) for t in probe),
             "k": candidates,
         },
@@ -253,7 +307,7 @@ async def search_hybrid(
             **params,
             "q": query_embedding,
             "user_id": user_id,
-            "tags": list(tags),
+            "tags": sealed_rows.tag_filter(user_id, tags),
             "k": candidates,
             "lexical_ids": list(lexical_ids),
         },
@@ -311,7 +365,7 @@ async def window_candidates(
         query,
         {
             "user_id": user_id,
-            "tags": list(tags),
+            "tags": sealed_rows.tag_filter(user_id, tags),
             "start": start if start is not None else "-infinity",
             "end": end if end is not None else "infinity",
             "scan": WINDOW_SCAN_ROWS,

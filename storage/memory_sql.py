@@ -9,8 +9,9 @@ from psycopg import sql
 from .rows import select_list
 
 #: The columns of a :class:`~storage.rows.MemoryRow`, bare and under the alias ``m``.
-COLUMNS = select_list()
-M_COLUMNS = select_list(prefix="m.")
+#: With the sealed columns a sealed row is opened from (storage.sealed_rows, migration 0023).
+COLUMNS = select_list() + ", text_sealed, tags_sealed"
+M_COLUMNS = select_list(prefix="m.") + ", m.text_sealed, m.tags_sealed"
 
 #: A row recall, listing and counting may show: not forgotten, not expired.
 ACTIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now())"

@@ -14,9 +14,11 @@ from typing import Any
 
 from psycopg import AsyncConnection, sql
 from psycopg.adapt import PyFormat
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import dict_row
 
-from . import outbox, terms
+from sealing.scope import sealing_writes
+
+from . import outbox, sealed_rows, terms
 from .memory_sql import LARGE_USER, M_ACTIVE, M_COLUMNS, SMALL_USER
 from .rows import MemoryRow, Neighbour, NewMemory, memory_row
 
@@ -36,7 +38,9 @@ async def find_exact(
     # One unique-index probe per digest. The planner has no statistics for the
     # md5 expression of a partial index and chose a full scan for "= ANY"
     # (0.14 s for 200 texts against 100k rows); LATERAL ... LIMIT 1 is 2 ms.
-    digests = [hashlib.md5(t.encode("utf-8")).hexdigest() for t in normalized_texts]
+    # Sealed: the stored normalized_text is its keyed hash (storage.sealed_rows).
+    stored = sealed_rows.normalized_keys(user_id, normalized_texts)
+    digests = [hashlib.md5(t.encode("utf-8")).hexdigest() for t in stored]
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         sql.SQL(
@@ -47,11 +51,10 @@ async def find_exact(
         ).format(sql.SQL(M_COLUMNS)),
         (digests, user_id),
     )
-    wanted = set(normalized_texts)
     return {
-        d["normalized_text"]: memory_row(d)
+        stored[d["normalized_text"]]: memory_row(d)
         for d in await cur.fetchall()
-        if d["normalized_text"] in wanted  # an md5 collision is not a duplicate
+        if d["normalized_text"] in stored  # an md5 collision is not a duplicate
     }
 
 
@@ -66,7 +69,7 @@ def _per_probe(candidates: sql.Composable, *, gathered: sql.Composable) -> sql.C
         """
         {gathered}
         SELECT (q.i - 1)::int AS probe, n.id, n.text, n.tags, n.score,
-               n.forget_reason, n.replaced_by_id, n.deleted_at
+               n.forget_reason, n.replaced_by_id, n.deleted_at, n.text_sealed, n.tags_sealed
         FROM unnest(%(vs)b::vector[]) WITH ORDINALITY AS q(v, i)
         CROSS JOIN LATERAL ({candidates}) n
         WHERE n.score >= %(min)s
@@ -83,7 +86,7 @@ async def _neighbours(
     k: int,
     min_score: float,
 ) -> list[Neighbour]:
-    cur = conn.cursor(row_factory=class_row(Neighbour))
+    cur = conn.cursor(row_factory=dict_row)
     # %(vs)b: the probe vectors go in binary; as text, 200 of them cost ~80 ms to
     # format and parse (measured), binary ~1 ms.
     await cur.execute(
@@ -91,7 +94,13 @@ async def _neighbours(
         {"vs": list(embeddings), "user_id": user_id, "k": k, "min": min_score},
         prepare=False,  # a plan for this user's size (memory_sql.USER_ROWS)
     )
-    return await cur.fetchall()
+    out = []
+    for d in await cur.fetchall():
+        sealed_text, sealed_tags = d.pop("text_sealed"), d.pop("tags_sealed")
+        d["text"] = sealed_rows.open_text(user_id, d["id"], d["text"], sealed_text)
+        d["tags"] = sealed_rows.open_tags(user_id, d["id"], d["tags"], sealed_tags)
+        out.append(Neighbour(**d))
+    return out
 
 
 #: A large user's probes each walk the HNSW index; a small user's rows are
@@ -103,14 +112,14 @@ _NEAREST_ACTIVE = _per_probe(
         """
     (SELECT m.id, m.text, m.tags, 1 - (m.embedding <=> q.v) AS score,
             NULL::text AS forget_reason, NULL::bigint AS replaced_by_id,
-            NULL::timestamptz AS deleted_at
+            NULL::timestamptz AS deleted_at, m.text_sealed, m.tags_sealed
      FROM memories m
      WHERE m.user_id = %(user_id)s AND {active} AND {large_user}
      ORDER BY m.embedding <=> q.v
      LIMIT %(k)s)
     UNION ALL
     (SELECT mine.id, mine.text, mine.tags, 1 - (mine.embedding <=> q.v) AS score,
-            NULL::text, NULL::bigint, NULL::timestamptz
+            NULL::text, NULL::bigint, NULL::timestamptz, mine.text_sealed, mine.tags_sealed
      FROM mine
      ORDER BY mine.embedding <=> q.v
      LIMIT %(k)s)
@@ -119,7 +128,7 @@ _NEAREST_ACTIVE = _per_probe(
     gathered=sql.SQL(
         """
     WITH mine AS MATERIALIZED (
-        SELECT m.id, m.text, m.tags, m.embedding FROM memories m
+        SELECT m.id, m.text, m.tags, m.embedding, m.text_sealed, m.tags_sealed FROM memories m
         WHERE m.user_id = %(user_id)s AND {active} AND {small_user}
     )
     """
@@ -149,7 +158,7 @@ _NEAREST_TOMBSTONES = _per_probe(
     sql.SQL(
         """
     SELECT d.id, d.text, d.tags, 1 - (d.embedding <=> q.v) AS score,
-           d.forget_reason, d.replaced_by_id, d.deleted_at
+           d.forget_reason, d.replaced_by_id, d.deleted_at, d.text_sealed, d.tags_sealed
     FROM dead d
     ORDER BY d.embedding <=> q.v
     LIMIT %(k)s
@@ -158,7 +167,8 @@ _NEAREST_TOMBSTONES = _per_probe(
     gathered=sql.SQL(
         """
     WITH dead AS MATERIALIZED (
-        SELECT id, text, tags, embedding, forget_reason, replaced_by_id, deleted_at
+        SELECT id, text, tags, embedding, forget_reason, replaced_by_id, deleted_at,
+               text_sealed, tags_sealed
         FROM memories WHERE user_id = %(user_id)s AND deleted_at IS NOT NULL
     )
     """
@@ -197,6 +207,23 @@ _NEW_ROW = sql.SQL("({})").format(
 )
 
 
+#: NewMemory fields a sealed row stores differently (storage.sealed_rows.SealedColumns).
+_SEALED_FIELDS = frozenset({"text", "normalized_text", "tags"})
+#: What a sealed row adds: its id (drawn first), sealed values, keyed terms, length.
+_SEALED_EXTRA = ("id", "text_sealed", "tags_sealed", "sealed_terms", "text_chars")
+_SEALED_EXTRA_COLUMNS = ("id", "text_sealed", "tags_sealed", "sealed_search", "text_chars")
+_SEALED_ROW = sql.SQL("({})").format(
+    sql.SQL(", ").join(
+        [
+            *(sql.SQL(_PLACEHOLDER.get(n, "%s")) for n in (*_INSERTED, *_WRITER_FIELDS)),
+            *(sql.SQL("%s"),) * 3,
+            sql.SQL("array_to_tsvector(%s::text[])"),
+            sql.SQL("%s"),
+        ]
+    )
+)
+
+
 async def insert_memories(
     conn: AsyncConnection,
     user_id: int,
@@ -212,16 +239,42 @@ async def insert_memories(
     """
     if not items:
         return []
+    keys = sealing_writes(user_id)
     params: list[Any] = []
-    for item in items:
-        params.append(user_id)
-        params.extend(getattr(item, n) for n in _NEW_FIELDS)
-        params.extend((written_by_client, written_by_token))
-    query = sql.SQL("INSERT INTO memories ({}) VALUES {} RETURNING id, created_at, {}").format(
-        sql.SQL(", ").join(sql.Identifier(n) for n in (*_INSERTED, *_WRITER_FIELDS)),
-        sql.SQL(", ").join([_NEW_ROW] * len(items)),
-        sql.SQL(terms.ROW_TERMS),
-    )
+    if keys is None:
+        for item in items:
+            params.append(user_id)
+            params.extend(getattr(item, n) for n in _NEW_FIELDS)
+            params.extend((written_by_client, written_by_token))
+        query = sql.SQL("INSERT INTO memories ({}) VALUES {} RETURNING id, created_at, {}").format(
+            sql.SQL(", ").join(sql.Identifier(n) for n in (*_INSERTED, *_WRITER_FIELDS)),
+            sql.SQL(", ").join([_NEW_ROW] * len(items)),
+            sql.SQL(terms.ROW_TERMS),
+        )
+    else:
+        # Sealed (docs/at-rest.md): ids drawn first, each value bound to its row.
+        sealed = await sealed_rows.seal_new(
+            conn,
+            keys,
+            [i.text for i in items],
+            [i.normalized_text for i in items],
+            [i.tags for i in items],
+        )
+        for item, columns in zip(items, sealed, strict=True):
+            params.append(user_id)
+            params.extend(
+                getattr(columns, n) if n in _SEALED_FIELDS else getattr(item, n)
+                for n in _NEW_FIELDS
+            )
+            params.extend((written_by_client, written_by_token))
+            params.extend(getattr(columns, n) for n in _SEALED_EXTRA)
+        query = sql.SQL("INSERT INTO memories ({}) VALUES {} RETURNING id, created_at, {}").format(
+            sql.SQL(", ").join(
+                sql.Identifier(n) for n in (*_INSERTED, *_WRITER_FIELDS, *_SEALED_EXTRA_COLUMNS)
+            ),
+            sql.SQL(", ").join([_SEALED_ROW] * len(items)),
+            sql.SQL(terms.ROW_TERMS),
+        )
     async with terms.transaction(conn):
         async with conn.pipeline():  # the lock and the insert: one round trip
             await terms.lock_counts(conn, [user_id])
@@ -372,18 +425,24 @@ async def update_fields(
     unknown = set(changes) - _UPDATABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")
+    keys = sealing_writes(user_id)
+    if keys is not None and _SEALED_FIELDS & set(changes):
+        changes = await sealed_rows.seal_changes(conn, keys, memory_id, changes)
     assignments: list[sql.Composable] = [
         sql.SQL("{} = {}").format(
             sql.Identifier(name),
+            sql.SQL("array_to_tsvector({}::text[])").format(sql.Placeholder(name))
+            if name == "sealed_search"
             # Vectors travel in binary (see insert_memories).
-            sql.Placeholder(name, PyFormat.BINARY if name == "embedding" else PyFormat.AUTO),
+            else sql.Placeholder(name, PyFormat.BINARY if name == "embedding" else PyFormat.AUTO),
         )
         for name in changes
     ]
     assignments.append(sql.SQL("updated_at = now()"))
     query = sql.SQL(
         "UPDATE memories SET {} WHERE user_id = %(user_id)s AND id = %(id)s"
-        " RETURNING old.text IS DISTINCT FROM new.text AND new.deleted_at IS NULL, {}"
+        " RETURNING (old.text IS DISTINCT FROM new.text"
+        " OR old.text_sealed IS DISTINCT FROM new.text_sealed) AND new.deleted_at IS NULL, {}"
     ).format(sql.SQL(", ").join(assignments), sql.SQL(terms.CHANGED_TERMS))
     async with terms.transaction(conn):
         async with conn.pipeline():

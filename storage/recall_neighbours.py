@@ -20,6 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
+from . import sealed_rows
 from .memory_search import tsquery_term
 from .memory_sql import M_ACTIVE, M_COLUMNS
 from .rows import ScoredMemoryRow, memory_row, scored_row
@@ -83,7 +84,7 @@ async def session_neighbours(
             "user_id": user_id,
             "seeds": list(seeds),
             "window": window,
-            "tags": list(tags),
+            "tags": sealed_rows.tag_filter(user_id, tags),
         },
     )
     return [
@@ -187,8 +188,8 @@ async def graph_linked(
                    -- the arrays over inline CASEs does not show).
                    (SELECT coalesce(sum(t.weight), 0) FROM unnest(%(tq)s::tsquery[],
                            %(tw)s::float8[]) AS t(query, weight)
-                    WHERE m.text_search @@ t.query) AS matched,
-                   length(m.text) AS length
+                    WHERE coalesce(m.sealed_search, m.text_search) @@ t.query) AS matched,
+                   coalesce(m.text_chars, length(m.text)) AS length
             FROM linked CROSS JOIN LATERAL (
                 SELECT * FROM memories m
                 WHERE m.id = linked.id AND m.user_id = %(user_id)s OFFSET 0
@@ -212,7 +213,7 @@ async def graph_linked(
             "entities": max_entities,
             "per_entity": per_entity,
             "floor": min_cosine,
-            "tags": list(tags),
+            "tags": sealed_rows.tag_filter(user_id, tags),
         },
     )
     return [

@@ -29,6 +29,7 @@ from typing import Any
 
 from psycopg import AsyncConnection, sql
 
+from . import sealed_rows
 from .errors import StorageError
 
 #: The staging columns and objects of a dimension switch.
@@ -219,10 +220,16 @@ async def stale_rows(
 ) -> list[StaleRow]:
     """Those of ``ids`` that are still stale, with the text to embed."""
     query = sql.SQL(
-        "SELECT m.id, m.text FROM memories m WHERE m.id = ANY(%(ids)s) AND {} ORDER BY m.id"
+        "SELECT m.id, m.text, m.user_id, m.text_sealed FROM memories m"
+        " WHERE m.id = ANY(%(ids)s) AND {} ORDER BY m.id"
     ).format(_stale_condition(staged))
     cur = await conn.execute(query, {"ids": list(ids), "provider": provider, "model": model})
-    return [StaleRow(int(r[0]), r[1]) for r in await cur.fetchall()]
+    # A sealed row is opened with its user's keys, or refused (SealingError): never
+    # embedded as its stored '' (re-embedding sealed rows: docs/at-rest.md, "Status").
+    return [
+        StaleRow(int(r[0]), sealed_rows.open_text(int(r[2]), int(r[0]), r[1], r[3]))
+        for r in await cur.fetchall()
+    ]
 
 
 def _vector_params(

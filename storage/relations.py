@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from psycopg import AsyncConnection, sql
-from psycopg.rows import class_row
+from psycopg.rows import dict_row
 
+from . import sealed_rows
 from .memory_sql import M_ACTIVE
 
 
@@ -53,13 +54,16 @@ async def source_text(
     The lock keeps the text from changing between the check and the write of
     its edges; it does not block readers.
     """
-    cur = conn.cursor(row_factory=class_row(SourceText))
-    await cur.execute(
-        "SELECT id, text, deleted_at IS NOT NULL AS deleted FROM memories"
+    cur = await conn.execute(
+        "SELECT id, text, deleted_at IS NOT NULL AS deleted, text_sealed FROM memories"
         " WHERE id = %s AND user_id = %s" + (" FOR SHARE" if lock else ""),
         (memory_id, user_id),
     )
-    return await cur.fetchone()
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    row_id, text, deleted, sealed = row
+    return SourceText(row_id, sealed_rows.open_text(user_id, row_id, text, sealed), deleted)
 
 
 async def delete_edges(conn: AsyncConnection, user_id: int, memory_id: int) -> int:
@@ -123,11 +127,12 @@ async def _live_edges(
     if predicates is not None:
         only_predicates = sql.SQL("AND r.predicate = ANY(%(predicates)s)")
         params["predicates"] = list(predicates)
-    cur = conn.cursor(row_factory=class_row(EdgeRow))
+    cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         sql.SQL(
             """
-        SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text
+        SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text,
+               m.text_sealed
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
         WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {source_active}
           {only_predicates}
@@ -138,4 +143,9 @@ async def _live_edges(
         ).format(source_active=sql.SQL(M_ACTIVE), only_predicates=only_predicates),
         params,
     )
-    return await cur.fetchall()
+    edges = []
+    for d in await cur.fetchall():
+        sealed = d.pop("text_sealed")
+        d["source_text"] = sealed_rows.open_text(user_id, d["memory_id"], d["source_text"], sealed)
+        edges.append(EdgeRow(**d))
+    return edges

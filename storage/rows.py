@@ -12,10 +12,12 @@ command item extends it), which :class:`NewMemory` extends with the vector.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
+
+from .sealed_rows import opened
 
 #: Place in the full tool shape of a field that names none: after the ranked ones.
 SHAPE_END = 1000
@@ -102,8 +104,20 @@ def select_list(row_type: type[Any] = MemoryRow, *, prefix: str = "") -> str:
 
 
 def memory_row(values: Mapping[str, Any], row_type: type[MemoryRow] = MemoryRow) -> MemoryRow:
-    """The row among ``values`` (a ``dict_row`` that may hold more columns)."""
+    """The row among ``values`` (a ``dict_row`` that may hold more columns), opened if sealed."""
+    values = opened(values)
     return row_type(**{name: values[name] for name, _ in _columns(row_type)})
+
+
+def memory_rows(cursor: Any) -> Any:
+    """A psycopg row factory of :class:`MemoryRow` (opened if sealed), for a SELECT of
+    ``memory_sql.COLUMNS``."""
+    names = [c.name for c in cursor.description or ()]
+
+    def make(values: Sequence[Any]) -> MemoryRow:
+        return memory_row(dict(zip(names, values, strict=True)))
+
+    return make
 
 
 def scored_row(values: Mapping[str, Any]) -> ScoredMemoryRow:

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 from psycopg import AsyncConnection, sql
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 
+from . import sealed_rows
 from .memory_sql import ACTIVE, COLUMNS, M_ACTIVE
-from .rows import MemoryRow
+from .rows import MemoryRow, memory_rows
 
 _ACTIVE = sql.SQL(ACTIVE)
 _M_ACTIVE = sql.SQL(M_ACTIVE)
@@ -166,7 +167,7 @@ async def rows_by_ids(
     """The user's active rows among ``ids``."""
     if not ids:
         return {}
-    cur = conn.cursor(row_factory=class_row(MemoryRow))
+    cur = conn.cursor(row_factory=memory_rows)
     await cur.execute(
         sql.SQL("SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s) AND {}").format(
             sql.SQL(COLUMNS), _ACTIVE
@@ -237,11 +238,11 @@ async def owed_texts(
     conn: AsyncConnection, user_id: int, *, tagged_only: bool, limit: int
 ) -> list[OwedText]:
     """Active memories still owed a relation extraction, newest first, at most ``limit``."""
-    cur = conn.cursor(row_factory=class_row(OwedText))
+    cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         sql.SQL(
             """
-        SELECT m.id AS memory_id, m.tags, m.text
+        SELECT m.id AS memory_id, m.tags, m.text, m.text_sealed, m.tags_sealed
         FROM relation_outbox o JOIN memories m ON m.id = o.memory_id
         WHERE o.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {} {}
         ORDER BY m.id DESC
@@ -250,7 +251,14 @@ async def owed_texts(
         ).format(_M_ACTIVE, _m_tagged(tagged_only)),
         {"user_id": user_id, "limit": limit},
     )
-    return await cur.fetchall()
+    return [
+        OwedText(
+            memory_id=d["memory_id"],
+            tags=sealed_rows.open_tags(user_id, d["memory_id"], d["tags"], d["tags_sealed"]),
+            text=sealed_rows.open_text(user_id, d["memory_id"], d["text"], d["text_sealed"]),
+        )
+        for d in await cur.fetchall()
+    ]
 
 
 async def pair_similarities(

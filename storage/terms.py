@@ -14,9 +14,10 @@ two functions here:
   (each write statement returns the terms of the rows it made count or stop
   counting: :data:`CHANGED_TERMS` for an update, the row's own terms otherwise).
 
-The terms come from the stored ``text_search`` today. Whatever computes them
-later (at-rest sealing: keyed hashes computed by the application, issue 34) feeds
-the same :class:`TermChanges`; nothing else in the statistics changes.
+The terms come from the stored ``text_search``, or for a sealed row (issue 34,
+migration 0023) from ``sealed_search``: the keyed hashes of the same lexemes,
+computed by the application (``storage.sealed_rows``). Both feed the same
+:class:`TermChanges`; nothing else in the statistics changes.
 
 **No deadlock.** :func:`lock_counts` locks the user's ``memory_term_totals`` row
 (creating it if need be) and every transaction that writes or locks a user's
@@ -59,15 +60,22 @@ BY_STATEMENT = "ownsona.terms_by_statement"
 #: (salience, confirmations, vectors ...). Fold them with :meth:`TermChanges.add_update`.
 CHANGED_TERMS = """
     CASE WHEN old.deleted_at IS NULL
-          AND (new.deleted_at IS NOT NULL OR old.text_search IS DISTINCT FROM new.text_search)
-         THEN tsvector_to_array(old.text_search) END AS lost_terms,
+          AND (new.deleted_at IS NOT NULL
+               OR coalesce(old.sealed_search, old.text_search)
+                  IS DISTINCT FROM coalesce(new.sealed_search, new.text_search))
+         THEN tsvector_to_array(coalesce(old.sealed_search, old.text_search)) END AS lost_terms,
     CASE WHEN new.deleted_at IS NULL
-          AND (old.deleted_at IS NOT NULL OR old.text_search IS DISTINCT FROM new.text_search)
-         THEN tsvector_to_array(new.text_search) END AS gained_terms
+          AND (old.deleted_at IS NOT NULL
+               OR coalesce(old.sealed_search, old.text_search)
+                  IS DISTINCT FROM coalesce(new.sealed_search, new.text_search))
+         THEN tsvector_to_array(coalesce(new.sealed_search, new.text_search)) END AS gained_terms
 """
 
 #: The RETURNING column of an INSERT or DELETE of ``memories``: the row's terms if it counts.
-ROW_TERMS = "CASE WHEN deleted_at IS NULL THEN tsvector_to_array(text_search) END AS row_terms"
+ROW_TERMS = (
+    "CASE WHEN deleted_at IS NULL"
+    " THEN tsvector_to_array(coalesce(sealed_search, text_search)) END AS row_terms"
+)
 
 #: The contract step of 0021: the triggers of 0002 and 0005, their functions and
 #: work tables, dropped once no process of the release before 0021 can write. The
@@ -212,7 +220,8 @@ async def recount(conn: AsyncConnection, user_id: int) -> None:
         await conn.execute(
             "INSERT INTO memory_terms (user_id, term, docs)"
             " SELECT m.user_id, x.term, count(*)"
-            " FROM memories m, unnest(tsvector_to_array(m.text_search)) AS x(term)"
+            " FROM memories m,"
+            " unnest(tsvector_to_array(coalesce(m.sealed_search, m.text_search))) AS x(term)"
             " WHERE m.user_id = %s AND m.deleted_at IS NULL GROUP BY m.user_id, x.term",
             (user_id,),
         )

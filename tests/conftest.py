@@ -102,12 +102,61 @@ def make_user(dsn: str, username: str) -> int:
     return int(row[0])
 
 
+#: Run the suites with memories sealed at rest (docs/at-rest.md): OWNSONA_TEST_SEALED=1.
+SEALED_RUN = os.environ.get("OWNSONA_TEST_SEALED") == "1"
+
+
+@pytest.fixture(scope="session")
+async def test_keyring(dsn: str) -> AsyncIterator:
+    """A keyring on a fresh key store beside the test database, under a new master key."""
+    from memory.keyring import Keyring
+    from sealing.master_key import new_key_text, parse_master_key
+    from storage import key_store
+
+    url = key_store.beside(dsn)
+    await key_store.ensure_key_store(url, create_from=dsn)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE master_keys, data_keys")
+    keys_pool = key_store.make_key_store_pool(url)
+    await keys_pool.open()
+    ring = Keyring(parse_master_key(new_key_text(), source="tests"), keys_pool)
+    await ring.check()
+    yield ring
+    await keys_pool.close()
+
+
 @pytest.fixture
-def deps(clean_db, pool, embedder, settings):
+async def sealed_deps(clean_db, pool, embedder, settings, test_keyring):
+    """Deps whose writes seal (OWNSONA_SEAL_MEMORIES with a master key)."""
+    import dataclasses
+
+    from bootstrap.providers import make_extractor
+    from memory.deps import Deps
+
+    sealing = dataclasses.replace(settings, seal_memories=True)
+    return Deps(
+        settings=sealing,
+        pool=pool,
+        embedder=embedder,
+        extractor=make_extractor(sealing),
+        keyring=test_keyring,
+    )
+
+
+@pytest.fixture
+def plain_deps(clean_db, pool, embedder, settings):
+    """Deps that write plain rows, whatever OWNSONA_TEST_SEALED says (a sealing test's control)."""
     from bootstrap.providers import make_extractor
     from memory.deps import Deps
 
     return Deps(settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings))
+
+
+@pytest.fixture
+def deps(request, plain_deps):
+    if SEALED_RUN:
+        return request.getfixturevalue("sealed_deps")
+    return plain_deps
 
 
 @pytest.fixture

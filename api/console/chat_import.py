@@ -39,6 +39,7 @@ from memory.chat_import import (
     import_chats,
     require_mode,
 )
+from memory.keyring import call_scope
 from memory.rules.chat_exports import FORMAT_NAMES, ChatExport, ChatExportError, parse_export
 
 PATH = "/console/account/import-chat"
@@ -168,12 +169,14 @@ class ImportChat:
             def progress(done: int, total: int, report: ImportReport) -> None:
                 job.progress(done, total, report.describe())
 
+            scope = await call_scope(services.runtime.deps, user_id)  # sealed: its keys
             report = await import_chats(
                 services.pool,
                 user_id,
                 export,
                 mode=mode,
                 store_batch=store_batch,
+                keys=scope.keys if scope is not None else None,
                 extractor=services.runtime.deps.fact_extractor if mode == EXTRACT else None,
                 max_text_chars=services.settings.max_text_chars,
                 max_batch=services.settings.max_batch_size,

@@ -427,3 +427,26 @@ async def test_a_day_the_extractor_gives_a_fact_is_its_occurred_at(
         "The user sings in a choir.": (None, False),
         "The user's daughter Mia is seven years old.": (None, False),
     }
+
+
+async def test_a_sealed_import_again_skips_what_it_stored_forgotten_included(
+    sealed_deps: Deps, alice: int, clean_db: str
+) -> None:
+    """Sealed (docs/at-rest.md): "already imported" compares the keyed normalized texts."""
+    from memory.keyring import call_scope
+    from tests.service.helpers import call
+
+    scope = await call_scope(sealed_deps, alice)
+    assert scope is not None
+    store = direct_store(sealed_deps, alice, None)
+    first = await import_chats(
+        sealed_deps.pool, alice, CLAUDE, mode="messages", store_batch=store, keys=scope.keys
+    )
+    assert first.stored == 2
+    assert all(r[0] == "" for r in stored(clean_db, alice))  # sealed
+    listed = await call(sealed_deps, alice, "list_memories")
+    await call(sealed_deps, alice, "forget", id=listed["memories"][0]["id"])
+    again = await import_chats(
+        sealed_deps.pool, alice, CLAUDE, mode="messages", store_batch=store, keys=scope.keys
+    )
+    assert (again.stored, again.skipped) == (0, 2)  # the forgotten one does not come back

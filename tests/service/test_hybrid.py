@@ -245,7 +245,7 @@ async def _recount(deps, user: int) -> tuple[int, dict[str, int]]:
     )
     terms = await sql(
         deps,
-        "SELECT t, count(*) FROM memories, unnest(tsvector_to_array(text_search)) AS t"
+        "SELECT t, count(*) FROM memories, unnest(tsvector_to_array(coalesce(sealed_search, text_search))) AS t"
         " WHERE user_id = %s AND deleted_at IS NULL GROUP BY t",
         (user,),
     )

@@ -58,7 +58,7 @@ async def _recount(deps: Any, user: int) -> tuple[int, dict[str, int]]:
     )
     rows = await sql(
         deps,
-        "SELECT t, count(*) FROM memories, unnest(tsvector_to_array(text_search)) AS t"
+        "SELECT t, count(*) FROM memories, unnest(tsvector_to_array(coalesce(sealed_search, text_search))) AS t"
         " WHERE user_id = %s AND deleted_at IS NULL GROUP BY t",
         (user,),
     )

@@ -1,0 +1,89 @@
+"""The keyring every process seals with: master key from the settings, key store beside the data.
+
+:func:`build_keyring` reads the master key (``memory.keyring.load_master_keys``;
+the embedded default generates one on first start) and builds a closed pool on
+the key store; nothing connects. :func:`open_keyring` creates the key store if it
+is the default one beside the data database, opens the pool and refuses a master
+key the store was not sealed with (:class:`sealing.errors.MasterKeyError`).
+A deployment on DATABASE_URL without a master key gets no keyring: it keeps
+working unsealed, and :data:`UNSEALED_NOTICE` says how to seal it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from config.settings import Settings
+from memory.keyring import Keyring, generated_key_notice, load_master_keys
+from storage import key_store
+
+UNSEALED_NOTICE = (
+    "memories are NOT sealed at rest: no master key is set. Set OWNSONA_MASTER_KEY (or"
+    " OWNSONA_MASTER_KEY_FILE; make one with `ownsona keys new`), restart, then run"
+    " `ownsona seal` (docs/at-rest.md)."
+)
+
+
+@dataclass
+class Sealing:
+    """A process's keyring (None: unsealed) and what to tell the operator about it."""
+
+    keyring: Keyring | None
+    #: The embedded default's key file, when this start generated it.
+    generated: Path | None = None
+    #: Whether the key store is the default one beside the data database (created if missing).
+    beside_data: bool = True
+
+    @property
+    def notices(self) -> list[str]:
+        if self.keyring is None:
+            return [UNSEALED_NOTICE]
+        if self.generated is not None:
+            return [generated_key_notice(self.generated)]
+        return []
+
+
+def build_keyring(settings: Settings, data_dsn: Callable[[], Awaitable[str]] | str) -> Sealing:
+    """The process's keyring on a closed key store pool (connects to nothing)."""
+    keys = load_master_keys(settings)
+    if keys.current is None:
+        return Sealing(None)
+
+    async def keystore_dsn() -> str:
+        if settings.keystore_url:
+            return settings.keystore_url
+        return key_store.beside(data_dsn if isinstance(data_dsn, str) else await data_dsn())
+
+    pool = key_store.make_key_store_pool(keystore_dsn)
+    keyring = Keyring(keys.current, pool, previous=keys.previous)
+    return Sealing(keyring, keys.generated, beside_data=not settings.keystore_url)
+
+
+async def open_keyring(sealing: Sealing, data_dsn: str) -> None:
+    """Create the key store if need be, open its pool, and check the master key."""
+    keyring = sealing.keyring
+    if keyring is None:
+        return
+    dsn = await keyring.pool_dsn()
+    await key_store.ensure_key_store(dsn, create_from=data_dsn if sealing.beside_data else None)
+    await keyring.open()
+    try:
+        await keyring.check()
+    except BaseException:
+        await keyring.close()
+        raise
+
+
+@contextlib.asynccontextmanager
+async def admin_keyring(settings: Settings, data_dsn: str) -> AsyncIterator[Keyring | None]:
+    """An opened keyring for a command (None: the deployment is not sealed)."""
+    sealing = build_keyring(settings, data_dsn)
+    await open_keyring(sealing, data_dsn)
+    try:
+        yield sealing.keyring
+    finally:
+        if sealing.keyring is not None:
+            await sealing.keyring.close()

@@ -1,0 +1,47 @@
+"""``ownsona seal``: every user's plain memories moved to sealed storage (docs/at-rest.md).
+
+One user at a time, in batches (``storage.sealing_move``); resumable, and safe
+while the server serves: run it once every process writes sealed
+(``OWNSONA_SEAL_MEMORIES`` and a master key), so that no new plain row appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from psycopg_pool import AsyncConnectionPool
+
+from memory.keyring import Keyring
+from storage import sealing_move
+
+#: Rows per transaction: short enough that a writer of the user waits little.
+DEFAULT_BATCH = 200
+
+
+async def plain_rows(pool: AsyncConnectionPool) -> int:
+    async with pool.connection() as conn:
+        return sum((await sealing_move.plain_rows_per_user(conn)).values())
+
+
+async def seal_store(
+    pool: AsyncConnectionPool,
+    keyring: Keyring,
+    *,
+    batch: int = DEFAULT_BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Seal every plain memory row; return how many were sealed. ``progress(n)`` after each batch."""
+    done = 0
+    async with pool.connection() as conn:
+        users = await sealing_move.plain_rows_per_user(conn)
+    for user_id in users:
+        keys = await keyring.user_keys(user_id)
+        while True:
+            async with pool.connection() as conn, conn.transaction():
+                sealed = await sealing_move.seal_batch(conn, keys, limit=batch)
+            if not sealed:
+                break
+            done += sealed
+            if progress is not None:
+                progress(sealed)
+    return done

@@ -1,0 +1,91 @@
+"""One user's opened data key: seal and open values, keyed hashes for terms, tags and dedupe.
+
+**Sealed values.** ``version (1 byte) || nonce (12, random) || AES-GCM ciphertext + tag``.
+The associated data is ``(user id, row id, column)``: a value copied onto another
+user's row, another row or another column fails with :class:`SealedValueError` and
+returns nothing of its text.
+
+**Keyed hashes.** HMAC-SHA256 under keys derived from the data key with HKDF, one
+per purpose (terms, tags, normalized text), so a tag's hash never equals a word's.
+Deterministic within a user (equality, counts, unique indexes work), unrelated across
+users, and gone with the user's data key.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import struct
+from collections.abc import Iterable
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from .errors import SealedValueError
+
+VERSION = 1
+_NONCE_BYTES = 12
+#: Bytes of HMAC kept per keyed hash: 128 bits, no collision among one user's words.
+_HASH_BYTES = 16
+
+TERMS = b"terms"
+TAGS = b"tags"
+TEXT = b"normalized text"
+
+
+def _derive(data_key: bytes, purpose: bytes) -> bytes:
+    return HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=b"ownsona keyed hash v1 " + purpose
+    ).derive(data_key)
+
+
+def associated_data(user_id: int, row_id: int, column: str) -> bytes:
+    return b"ownsona v1" + struct.pack(">qq", user_id, row_id) + column.encode("ascii")
+
+
+class UserKeys:
+    """The opened keys of one user. Its repr never shows them."""
+
+    __slots__ = ("_aead", "_hash_keys", "user_id")
+
+    def __init__(self, user_id: int, data_key: bytes) -> None:
+        self.user_id = user_id
+        self._aead = AESGCM(data_key)
+        self._hash_keys = {p: _derive(data_key, p) for p in (TERMS, TAGS, TEXT)}
+
+    def __repr__(self) -> str:
+        return f"UserKeys(user_id={self.user_id})"
+
+    def seal(self, value: str, row_id: int, column: str) -> bytes:
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        ad = associated_data(self.user_id, row_id, column)
+        return bytes([VERSION]) + nonce + self._aead.encrypt(nonce, value.encode("utf-8"), ad)
+
+    def open(self, sealed: bytes, row_id: int, column: str) -> str:
+        """The text sealed for this user, row and column; else :class:`SealedValueError`."""
+        if len(sealed) < 1 + _NONCE_BYTES + 16 or sealed[0] != VERSION:
+            raise SealedValueError(f"{column} of memory {row_id}: not a sealed value")
+        nonce, body = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
+        try:
+            plain = self._aead.decrypt(nonce, body, associated_data(self.user_id, row_id, column))
+        except InvalidTag as ex:
+            raise SealedValueError(
+                f"{column} of row {row_id} does not open for user {self.user_id}"
+                " (sealed for another row, column or user, or altered)"
+            ) from ex
+        return plain.decode("utf-8")
+
+    def keyed(self, purpose: bytes, value: str) -> str:
+        """The keyed hash of ``value`` for ``purpose`` (:data:`TERMS`, :data:`TAGS`, :data:`TEXT`)."""
+        digest = hmac.new(self._hash_keys[purpose], value.encode("utf-8"), hashlib.sha256)
+        return base64.urlsafe_b64encode(digest.digest()[:_HASH_BYTES]).decode("ascii").rstrip("=")
+
+    def keyed_terms(self, terms: Iterable[str]) -> list[str]:
+        return [self.keyed(TERMS, t) for t in terms]
+
+    def keyed_tags(self, tags: Iterable[str]) -> list[str]:
+        return [self.keyed(TAGS, t) for t in tags]

@@ -1,0 +1,171 @@
+"""Sealed memory rows (migration 0023, docs/at-rest.md): sealing what is written, opening what is read.
+
+The keys come from the call's scope (``sealing.scope``): a row is sealed when
+``text_sealed`` is not NULL, and opened with the keys of its user, which the
+scope must hold; a plain row reads as before. What a sealed row stores:
+
+- ``text`` '' and ``text_sealed`` the text (associated data: user, row, ``text``);
+- ``tags`` the tags' keyed hashes (filters, counts, the GIN index) and
+  ``tags_sealed`` the list itself, as JSON (``tags``);
+- ``normalized_text`` the keyed hash of the normalized text (the unique index);
+- ``sealed_search`` the keyed hashes of the lexemes ``to_tsvector`` gives the text
+  (the lexical side and the term statistics); ``text_chars`` the text's length.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from sealing.errors import SealingError
+from sealing.scope import keys_for, sealing_writes
+from sealing.user_keys import TEXT, UserKeys
+
+#: The columns a memory row's SELECT adds to the row's own (opened, not shown).
+SEALED_COLUMNS = ("text_sealed", "tags_sealed")
+#: Text search configuration of the lexemes (as ``memories.text_search``, migration 0002).
+TEXT_SEARCH_CONFIG = "english"
+
+
+def _keys(user_id: int) -> UserKeys:
+    keys = keys_for(user_id)
+    if keys is None:
+        raise SealingError(
+            f"a sealed memory of user {user_id} was read without the user's keys"
+            " (no master key configured in this process?)"
+        )
+    return keys
+
+
+def opened(values: Mapping[str, Any], user_id: int | None = None) -> Mapping[str, Any]:
+    """``values`` with ``text`` and ``tags`` opened if the row is sealed (else as they are)."""
+    text_sealed = values.get("text_sealed")
+    if text_sealed is None:
+        return values
+    owner = int(values["user_id"] if user_id is None else user_id)
+    keys, row_id = _keys(owner), int(values["id"])
+    out = dict(values)
+    out["text"] = keys.open(bytes(text_sealed), row_id, "text")
+    out["tags"] = json.loads(keys.open(bytes(values["tags_sealed"]), row_id, "tags"))
+    return out
+
+
+def open_text(user_id: int, row_id: int, text: str, text_sealed: bytes | None) -> str:
+    if text_sealed is None:
+        return text
+    return _keys(user_id).open(bytes(text_sealed), row_id, "text")
+
+
+def open_tags(user_id: int, row_id: int, tags: list[str], tags_sealed: bytes | None) -> list[str]:
+    if tags_sealed is None:
+        return tags
+    opened_tags: list[str] = json.loads(_keys(user_id).open(bytes(tags_sealed), row_id, "tags"))
+    return opened_tags
+
+
+def tag_filter(user_id: int, tags: Sequence[str]) -> list[str]:
+    """What a filter on ``tags`` compares with the ``tags`` column (``&&``): the tags
+    themselves for plain rows and, with the user's keys in scope, their keyed hashes."""
+    keys = keys_for(user_id) if tags else None
+    if keys is None:
+        return list(tags)
+    return [*tags, *keys.keyed_tags(tags)]
+
+
+def normalized_keys(user_id: int, normalized: Sequence[str]) -> dict[str, str]:
+    """``{stored normalized_text: normalized text}``: for a sealing call, the keyed hashes
+    and the texts themselves (a plain row not yet moved by ``ownsona seal``)."""
+    plain = {t: t for t in normalized}
+    keys = sealing_writes(user_id)
+    if keys is None:
+        return plain
+    return {**plain, **{keys.keyed(TEXT, t): t for t in normalized}}
+
+
+def query_terms(user_id: int, terms: Iterable[str]) -> dict[str, str]:
+    """``{stored term: lexeme}`` for a query's lexemes: keyed hashes when the call seals."""
+    keys = sealing_writes(user_id)
+    if keys is None:
+        return {t: t for t in terms}
+    return {keys.keyed(b"terms", t): t for t in terms}
+
+
+def searches_sealed(user_id: int) -> bool:
+    """Whether the lexical side reads ``sealed_search`` (the call seals) or ``text_search``."""
+    return sealing_writes(user_id) is not None
+
+
+@dataclass(frozen=True)
+class SealedColumns:
+    """One new row's sealed columns, and its keyed terms (for the statistics)."""
+
+    id: int
+    text: str
+    normalized_text: str
+    tags: list[str]
+    text_sealed: bytes
+    tags_sealed: bytes
+    sealed_terms: list[str]
+    text_chars: int
+
+
+async def seal_new(
+    conn: AsyncConnection,
+    keys: UserKeys,
+    texts: Sequence[str],
+    normalized: Sequence[str],
+    tags: Sequence[Sequence[str]],
+) -> list[SealedColumns]:
+    """Draw the rows' ids and their lexemes (one round trip; the texts are not stored),
+    and seal each row's columns bound to its id."""
+    cur = await conn.execute(
+        "SELECT ownsona_next_id('memories_id_seq'::regclass),"
+        " tsvector_to_array(to_tsvector(%s::regconfig, u.t))"
+        " FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i",
+        (TEXT_SEARCH_CONFIG, list(texts)),
+    )
+    drawn = await cur.fetchall()
+    out = []
+    for (row_id, lexemes), text, norm, row_tags in zip(drawn, texts, normalized, tags, strict=True):
+        row_id = int(row_id)
+        out.append(
+            SealedColumns(
+                id=row_id,
+                text="",
+                normalized_text=keys.keyed(TEXT, norm),
+                tags=keys.keyed_tags(row_tags),
+                text_sealed=keys.seal(text, row_id, "text"),
+                tags_sealed=keys.seal(json.dumps(list(row_tags)), row_id, "tags"),
+                sealed_terms=sorted(set(keys.keyed_terms(lexemes))),
+                text_chars=len(text),
+            )
+        )
+    return out
+
+
+async def seal_changes(
+    conn: AsyncConnection, keys: UserKeys, row_id: int, changes: dict[str, Any]
+) -> dict[str, Any]:
+    """An update's ``changes`` of ``text``, ``normalized_text`` or ``tags``, sealed for the row."""
+    out = dict(changes)
+    if "text" in changes:
+        text = changes["text"]
+        cur = await conn.execute(
+            "SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", (TEXT_SEARCH_CONFIG, text)
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        out["text"] = ""
+        out["text_sealed"] = keys.seal(text, row_id, "text")
+        out["sealed_search"] = sorted(set(keys.keyed_terms(row[0])))
+        out["text_chars"] = len(text)
+    if "normalized_text" in changes:
+        out["normalized_text"] = keys.keyed(TEXT, changes["normalized_text"])
+    if "tags" in changes:
+        out["tags"] = keys.keyed_tags(changes["tags"])
+        out["tags_sealed"] = keys.seal(json.dumps(list(changes["tags"])), row_id, "tags")
+    return out

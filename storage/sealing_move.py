@@ -1,0 +1,87 @@
+"""``ownsona seal``: a store's plain memory rows rewritten sealed, a batch at a time, beside writers.
+
+Each batch is one transaction of one user: the user's term lock first
+(``storage.terms.lock_counts``, as every writer takes it), then up to ``limit`` of
+the user's plain rows (``text_sealed IS NULL``, tombstones included: they hold
+text too) locked and rewritten sealed (``storage.sealed_rows``), their term
+statistics moved from the lexemes to the keyed terms in the same transaction.
+A write arriving meanwhile waits for the lock or goes first; a sealing process
+writes sealed rows itself, so the plain rows only ever decrease. Nothing is
+remembered between runs: a run stopped anywhere resumes by picking up the plain
+rows left.
+"""
+
+from __future__ import annotations
+
+import json
+
+from psycopg import AsyncConnection, sql
+
+from sealing.user_keys import TEXT, UserKeys
+
+from . import terms
+from .sealed_rows import TEXT_SEARCH_CONFIG
+
+
+async def plain_rows_per_user(conn: AsyncConnection) -> dict[int, int]:
+    """Users with plain memory rows, and how many each."""
+    cur = await conn.execute(
+        "SELECT user_id, count(*) FROM memories WHERE text_sealed IS NULL"
+        " GROUP BY user_id ORDER BY user_id"
+    )
+    return {int(r[0]): int(r[1]) for r in await cur.fetchall()}
+
+
+_SEAL_ROW = sql.SQL(
+    "UPDATE memories SET text = '', text_sealed = %(text_sealed)s, tags = %(tags)s,"
+    " tags_sealed = %(tags_sealed)s, normalized_text = %(normalized_text)s,"
+    " sealed_search = array_to_tsvector(%(sealed_search)s::text[]), text_chars = %(chars)s"
+    " WHERE user_id = %(user_id)s AND id = %(id)s AND text_sealed IS NULL RETURNING {}"
+).format(sql.SQL(terms.CHANGED_TERMS))
+
+
+async def seal_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> int:
+    """Seal up to ``limit`` of the user's plain rows (inside a transaction); how many."""
+    user_id = keys.user_id
+    async with conn.pipeline():
+        await terms.lock_counts(conn, [user_id])
+        cur = await conn.execute(
+            "SELECT id, text, normalized_text, tags,"
+            " tsvector_to_array(to_tsvector(%s::regconfig, text))"
+            " FROM memories WHERE user_id = %s AND text_sealed IS NULL"
+            " ORDER BY id LIMIT %s FOR UPDATE",
+            (TEXT_SEARCH_CONFIG, user_id, limit),
+        )
+        rows = await cur.fetchall()
+    if not rows:
+        return 0
+    changes = terms.TermChanges()
+    for row_id, text, normalized, tags, lexemes in rows:
+        cur = await conn.execute(
+            _SEAL_ROW,
+            {
+                "user_id": user_id,
+                "id": row_id,
+                "text_sealed": keys.seal(text, row_id, "text"),
+                "tags": keys.keyed_tags(tags),
+                "tags_sealed": keys.seal(json.dumps(list(tags)), row_id, "tags"),
+                "normalized_text": keys.keyed(TEXT, normalized),
+                "sealed_search": sorted(set(keys.keyed_terms(lexemes))),
+                "chars": len(text),
+            },
+        )
+        for lost, gained in await cur.fetchall():
+            changes.add_update(lost, gained)
+    async with conn.pipeline():
+        await terms.apply(conn, user_id, changes)
+    return len(rows)
+
+
+async def sealed_users(conn: AsyncConnection, username: str | None) -> list[int]:
+    """Users (every one, or the one named) with sealed memory rows."""
+    cur = await conn.execute(
+        "SELECT DISTINCT m.user_id FROM memories m JOIN users u ON u.id = m.user_id"
+        " WHERE m.text_sealed IS NOT NULL AND (%(u)s::text IS NULL OR u.username = %(u)s)",
+        {"u": username},
+    )
+    return sorted(int(r[0]) for r in await cur.fetchall())

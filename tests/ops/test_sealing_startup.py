@@ -1,0 +1,71 @@
+"""Start-up with sealing at rest: the key store beside the data, a wrong or malformed key refused."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from bootstrap.sealing import UNSEALED_NOTICE, build_keyring, open_keyring
+from config.settings import Settings
+from sealing.errors import MasterKeyError
+from sealing.master_key import new_key_text
+
+
+def _fresh_database(dsn: str) -> str:
+    """A new empty database on the test server (the data database of one deployment)."""
+    name = f"seal_{secrets.token_hex(4)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    params = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    return make_conninfo("", **{**params, "dbname": name})
+
+
+async def _start(settings: Settings, data: str) -> list[str]:
+    sealing = build_keyring(settings, data)
+    await open_keyring(sealing, data)
+    if sealing.keyring is not None:
+        await sealing.keyring.close()
+    return sealing.notices
+
+
+async def test_a_wrong_master_key_is_refused_naming_the_setting(dsn: str, tmp_path: Path) -> None:
+    data = _fresh_database(dsn)
+    key = new_key_text()
+    assert await _start(Settings(database_url=data, master_key=key), data) == []
+    with pytest.raises(MasterKeyError, match="OWNSONA_MASTER_KEY is not the master key"):
+        await _start(Settings(database_url=data, master_key=new_key_text()), data)
+    assert await _start(Settings(database_url=data, master_key=key), data) == []
+
+
+def test_a_malformed_master_key_is_refused_before_anything_connects(tmp_path: Path) -> None:
+    with pytest.raises(MasterKeyError, match="^OWNSONA_MASTER_KEY: must decode to 32 bytes"):
+        build_keyring(Settings(database_url="postgresql:///x", master_key="c2hvcnQ="), "x")
+    missing = tmp_path / "nope.key"
+    with pytest.raises(MasterKeyError, match="OWNSONA_MASTER_KEY_FILE: cannot read"):
+        build_keyring(Settings(database_url="postgresql:///x", master_key_file=missing), "x")
+
+
+async def test_a_database_url_without_a_key_runs_unsealed_and_says_how_to_seal() -> None:
+    sealing = build_keyring(Settings(database_url="postgresql:///x"), "x")
+    assert sealing.keyring is None
+    assert sealing.notices == [UNSEALED_NOTICE]
+    assert "OWNSONA_MASTER_KEY" in UNSEALED_NOTICE
+
+
+async def test_the_embedded_default_generates_its_key_once_and_says_so(
+    dsn: str, tmp_path: Path
+) -> None:
+    data = _fresh_database(dsn)
+    settings = Settings(data_dir=tmp_path / "data")
+    first = await _start(settings, data)
+    assert len(first) == 1 and "LOSING IT LOSES EVERY MEMORY" in first[0]
+    assert str(tmp_path / "data" / "master.key") in first[0]
+    assert await _start(settings, data) == []  # said once
+    (tmp_path / "data" / "master.key").write_text(new_key_text())
+    with pytest.raises(MasterKeyError):
+        await _start(settings, data)

@@ -1,0 +1,209 @@
+"""Memories sealed at rest (issue 34): nothing readable stored, the same answers as plain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from memory.deps import Deps
+from sealing.errors import SealedValueError
+from sealing.scope import Scope, sealing_as
+from storage import memory_reads
+
+from .helpers import call
+
+MARKER = "Zanzibarquux"
+FACTS = [
+    f"My blood type is AB negative and my doctor is Dr {MARKER}.",
+    "I live at 12 Elm Street in Lisbon with my two cats.",
+    "My sister Ana works as a nurse in Porto.",
+    "I am allergic to penicillin and to peanuts.",
+    "My favourite dish is bacalhau with chickpeas.",
+    "I run every Sunday morning along the river.",
+]
+TAGS = [["health", MARKER.lower()], ["home"], ["family"], ["health"], ["food"], ["sport"]]
+QUERIES = ["what is my blood type", "where do I live", "allergies", "family nurse", "running"]
+
+
+async def _store(deps: Deps, user: int) -> list[int]:
+    items = [{"text": t, "tags": g} for t, g in zip(FACTS, TAGS, strict=True)]
+    out = await call(deps, user, "remember_batch", items=items)
+    return [r["memory_id"] for r in out["results"]]
+
+
+def _ranked(payload: dict[str, Any]) -> list[tuple[str, float]]:
+    return [(m["text"], round(m["score"], 6)) for m in payload["matches"]]
+
+
+async def test_sealed_rows_hold_no_text_and_answer_as_plain_rows(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
+) -> None:
+    await _store(plain_deps, alice)  # plain
+    await _store(sealed_deps, bob)  # sealed
+    with psycopg.connect(clean_db) as conn:
+        rows = conn.execute(
+            "SELECT text, normalized_text, tags, text_sealed, text_search::text,"
+            " coalesce(sealed_search::text, '') FROM memories WHERE user_id = %s",
+            (bob,),
+        ).fetchall()
+        terms = conn.execute(
+            "SELECT string_agg(term, ' ') FROM memory_terms WHERE user_id = %s", (bob,)
+        ).fetchone()
+    assert rows and terms is not None
+    stored = repr(rows) + str(terms[0])
+    assert MARKER.lower() not in stored.lower() and "blood" not in stored
+    assert all(r[0] == "" and r[3] is not None for r in rows)
+    for query in QUERIES:
+        plain = await call(plain_deps, alice, "recall", query=query, limit=6)
+        sealed = await call(sealed_deps, bob, "recall", query=query, limit=6)
+        assert _ranked(sealed) == _ranked(plain), query
+    for args in ({"tags": ["health"]}, {"limit": 3}):
+        plain_list = await call(plain_deps, alice, "list_memories", **args)
+        sealed_list = await call(sealed_deps, bob, "list_memories", **args)
+        assert [m["text"] for m in sealed_list["memories"]] == [
+            m["text"] for m in plain_list["memories"]
+        ]
+    plain_tags = await call(plain_deps, alice, "list_tags")
+    assert await call(sealed_deps, bob, "list_tags") == plain_tags
+    plain_found = await call(plain_deps, alice, "text_search", text="elm STREET")
+    found = await call(sealed_deps, bob, "text_search", text="elm STREET")
+    assert [m["text"] for m in found["memories"]] == [m["text"] for m in plain_found["memories"]]
+    assert [m["text"] for m in found["memories"]] == [FACTS[1]]
+
+
+async def test_a_sealed_duplicate_is_found_and_an_edit_reseals(
+    sealed_deps: Deps, bob: int, clean_db: str
+) -> None:
+    ids = await _store(sealed_deps, bob)
+    again = await call(sealed_deps, bob, "remember", text=FACTS[2])
+    assert again["memory_id"] == ids[2] and again["message"] == "Already remembered"
+    await call(sealed_deps, bob, "update_memory", id=ids[3], text="I am allergic to shellfish.")
+    shown = (await call(sealed_deps, bob, "get_memory", id=ids[3]))["memory"]
+    assert shown["text"] == "I am allergic to shellfish."
+    hits = await call(sealed_deps, bob, "recall", query="shellfish allergy", limit=1)
+    assert hits["matches"][0]["id"] == ids[3]
+    with psycopg.connect(clean_db) as conn:
+        row = conn.execute("SELECT text, text_sealed FROM memories WHERE id = %s", (ids[3],))
+        text, sealed = row.fetchone() or ("?", b"")
+    assert text == "" and b"shellfish" not in bytes(sealed)
+
+
+async def test_a_ciphertext_moved_to_another_row_or_user_does_not_open(
+    sealed_deps: Deps, alice: int, bob: int, clean_db: str
+) -> None:
+    await _store(sealed_deps, alice)
+    bob_ids = await _store(sealed_deps, bob)
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        # Alice's first text copied over Bob's first row, then over Bob's second.
+        conn.execute(
+            "UPDATE memories SET text_sealed = (SELECT text_sealed FROM memories"
+            " WHERE user_id = %s ORDER BY id LIMIT 1) WHERE id = %s",
+            (alice, bob_ids[0]),
+        )
+        conn.execute(
+            "UPDATE memories SET text_sealed = (SELECT text_sealed FROM memories"
+            " WHERE id = %s) WHERE id = %s",
+            (bob_ids[1], bob_ids[2]),
+        )
+    keyring = sealed_deps.keyring
+    assert keyring is not None
+    scope = Scope(await keyring.user_keys(bob), seal_writes=True)
+    async with sealed_deps.pool.connection() as conn:
+        for memory_id in (bob_ids[0], bob_ids[2]):
+            with sealing_as(scope), pytest.raises(SealedValueError, match="does not open"):
+                await memory_reads.get_memory(conn, bob, memory_id)
+        # With Alice's keys in scope, Bob's rows are refused outright.
+        with (
+            sealing_as(Scope(await keyring.user_keys(alice), seal_writes=True)),
+            pytest.raises(SealedValueError, match="not user"),
+        ):
+            await memory_reads.get_memory(conn, bob, bob_ids[1])
+
+
+async def _term_counts(dsn: str, user: int) -> tuple[object, ...]:
+    with psycopg.connect(dsn) as conn:
+        terms = conn.execute(
+            "SELECT term, docs FROM memory_terms WHERE user_id = %s ORDER BY term", (user,)
+        ).fetchall()
+        total = conn.execute(
+            "SELECT docs FROM memory_term_totals WHERE user_id = %s", (user,)
+        ).fetchone()
+    return tuple(terms), total
+
+
+async def test_ownsona_seal_moves_plain_rows_over_while_writes_continue(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str
+) -> None:
+    import asyncio
+
+    from memory.sealing_move import seal_store
+    from storage import terms
+
+    meanwhile = [f"Meanwhile fact number {i} about kites." for i in range(4)]
+    for user in (alice, bob):  # written plain, before the deployment sealed
+        ids = await _store(plain_deps, user)
+        await call(plain_deps, user, "forget", id=ids[5])  # a tombstone holds text too
+    for text in meanwhile:  # alice: the plain control of bob's final store
+        await call(plain_deps, alice, "remember", text=text)
+    keyring = sealed_deps.keyring
+    assert keyring is not None
+    moved: list[int] = []
+
+    async def writes() -> None:
+        for text in meanwhile:
+            await call(sealed_deps, bob, "remember", text=text)
+            await asyncio.sleep(0)
+
+    async def seal_bob() -> int:
+        # Alice stays plain: she is the control (seal_store would take every user).
+        from storage import sealing_move
+
+        done = 0
+        keys = await keyring.user_keys(bob)
+        while True:
+            async with sealed_deps.pool.connection() as conn, conn.transaction():
+                sealed = await sealing_move.seal_batch(conn, keys, limit=1)
+            if not sealed:
+                return done
+            done += sealed
+            moved.append(sealed)
+            await asyncio.sleep(0)
+
+    sealed, _ = await asyncio.gather(seal_bob(), writes())
+    assert sealed == 6 and len(moved) == 6
+    with psycopg.connect(clean_db) as conn:
+        plain = conn.execute(
+            "SELECT count(*) FROM memories WHERE user_id = %s AND text_sealed IS NULL", (bob,)
+        ).fetchone()
+        rows = conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (bob,)).fetchone()
+    assert plain == (0,) and rows == (10,)
+    for query in QUERIES:
+        plain_ranked = _ranked(await call(plain_deps, alice, "recall", query=query, limit=6))
+        assert _ranked(await call(sealed_deps, bob, "recall", query=query, limit=6)) == (
+            plain_ranked
+        ), query
+    counted = await _term_counts(clean_db, bob)
+    async with sealed_deps.pool.connection() as conn, conn.transaction():
+        await terms.recount(conn, bob)
+    assert await _term_counts(clean_db, bob) == counted  # the statistics moved exactly
+    assert await seal_store(sealed_deps.pool, keyring) == 10  # alice's rows: per user
+    assert await seal_store(sealed_deps.pool, keyring) == 0
+
+
+async def test_ownsona_export_opens_every_users_sealed_rows_with_their_keys(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int
+) -> None:
+    from memory.backup import export_store
+    from sealing.errors import SealingError
+
+    await _store(plain_deps, alice)
+    await _store(sealed_deps, bob)
+    lines: list[str] = []
+    summary = await export_store(sealed_deps.pool, lines.append, keyring=sealed_deps.keyring)
+    assert summary.memories == 12
+    exported = "".join(lines)
+    assert all(exported.count(fact) == 2 for fact in FACTS)
+    with pytest.raises(SealingError):  # without the keys: refused, never exported as ''
+        await export_store(sealed_deps.pool, lines.append)
