@@ -13,12 +13,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from config.database_url import check_database_url
 from config.env import Env as _Env
 from config.env import SettingsError
 from config.redis_sentinel import RedisSentinel, read_redis_sentinel
+from config.redis_url import check_redis_url
 
 __all__ = ["Settings", "SettingsError"]
 
@@ -344,7 +344,7 @@ class Settings:
                 )
             env.url("RERANK_BASE_URL", "")
         if settings.redis_url:
-            _check_redis_url(settings.redis_url)
+            check_redis_url(settings.redis_url)
         # Redis Sentinel: its own block (config.redis_sentinel).
         sentinel = read_redis_sentinel(env, settings.redis_url)
         if sentinel is not None:
@@ -382,8 +382,6 @@ _HOST_NAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 )
-#: redis-py's ssl_cert_reqs values in a URL.
-_REDIS_CERT_REQS = ("none", "optional", "required")
 
 
 def check_listen_host(name: str, value: str) -> str:
@@ -441,13 +439,6 @@ def public_listen_problem(settings: Settings) -> str | None:
     )
 
 
-def _check_port(variable: str, parts: SplitResult) -> None:
-    try:
-        _ = parts.port  # urllib parses the port only when asked, and raises for a bad one
-    except ValueError:
-        raise SettingsError(variable, "has a port that is not a number") from None
-
-
 def _replica_urls(raw: str | None) -> tuple[str, ...]:
     """The comma-separated URLs; a comma inside one (libpq's host list) does not split it."""
     if raw is None:
@@ -467,31 +458,6 @@ def _check_replica_urls(settings: Settings) -> None:
         check_database_url("DATABASE_REPLICA_URLS", url, writable=False)
     if len(set(settings.database_replica_urls)) != len(settings.database_replica_urls):
         raise SettingsError("DATABASE_REPLICA_URLS", "names the same replica twice")
-
-
-def _check_redis_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("redis", "rediss", "unix"):
-        raise SettingsError("REDIS_URL", "must be a redis://, rediss:// or unix:// URL")
-    _check_port("REDIS_URL", parts)
-    database = parts.path.strip("/")
-    if parts.scheme != "unix" and database and not database.isdigit():
-        raise SettingsError("REDIS_URL", f"the path is a database number, got {parts.path!r}")
-    query = parse_qs(parts.query)
-    # redis-py hands ssl_* options to a plain connection too, which then fails on connect.
-    tls_options = sorted(key for key in query if key.startswith("ssl_"))
-    if tls_options and parts.scheme != "rediss":
-        raise SettingsError("REDIS_URL", f"{tls_options[0]} needs a rediss:// (TLS) URL")
-    for reqs in query.get("ssl_cert_reqs", []):
-        if reqs not in _REDIS_CERT_REQS:
-            raise SettingsError(
-                "REDIS_URL",
-                f"ssl_cert_reqs must be one of {', '.join(_REDIS_CERT_REQS)}, got {reqs!r}",
-            )
-    for option in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile"):
-        for path in query.get(option, []):
-            if not Path(path).is_file():
-                raise SettingsError("REDIS_URL", f"{option} names no readable file: {path!r}")
 
 
 def _check_writable_dir(name: str, path: Path) -> None:

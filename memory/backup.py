@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,15 +50,14 @@ from storage import backup as store
 from storage import sealing_move
 from storage import users as user_store
 
+from .backup_file import batches as _batches
+from .backup_file import check_file
 from .backup_format import (
     Header,
     MemoryRecord,
     RelationRecord,
     UserEntry,
     header_line,
-    invalid_line,
-    parse_header,
-    parse_record,
     record_line,
 )
 from .errors import invalid
@@ -187,67 +186,6 @@ def _record(m: store.ExportedMemory, edges: list[RelationRecord]) -> MemoryRecor
     return MemoryRecord(
         user=m.username, memory=m.row, context_centroid=centroid, relations=tuple(edges)
     )
-
-
-# --- import: reading and checking the file -------------------------------------
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of every line after the header; bytes decoded per line."""
-    with path.open("rb") as f:
-        f.readline()
-        for line_no, raw in enumerate(f, start=2):
-            try:
-                yield line_no, raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise invalid_line(line_no, "not valid UTF-8") from None
-
-
-def read_header(path: Path) -> Header:
-    with path.open("rb") as f:
-        first = f.readline()
-    if not first.strip():
-        raise invalid_line(1, "the file is empty; expected an OwnSona export header")
-    try:
-        return parse_header(first.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise invalid_line(1, "not valid UTF-8") from None
-
-
-def check_file(path: Path) -> Header:
-    """Read the whole file once and refuse it, naming the line, unless every line is sound."""
-    header = read_header(path)
-    known = {u.username for u in header.users}
-    seen: set[int] = set()
-    memories: Counter[str] = Counter()
-    relations: Counter[str] = Counter()
-    last_line = 1
-    for line_no, line in _lines(path):
-        last_line = line_no
-        if not line.strip():
-            raise invalid_line(line_no, "empty line")
-        record = parse_record(line_no, line, version=header.version)
-        if record.user not in known:
-            raise invalid_line(line_no, f"user {record.user!r} is not listed in the header")
-        if record.memory.id in seen:
-            raise invalid_line(line_no, f"memory id {record.memory.id} appears twice in the file")
-        if record.memory.id > header.max_memory_id:
-            raise invalid_line(
-                line_no, f"memory id {record.memory.id} is above the header's max_memory_id"
-            )
-        seen.add(record.memory.id)
-        memories[record.user] += 1
-        relations[record.user] += len(record.relations)
-    for user in header.users:
-        if memories[user.username] != user.memories or relations[user.username] != user.relations:
-            raise invalid(
-                f"The file holds {memories[user.username]} memories and "
-                f"{relations[user.username]} relations of {user.username!r} but its header "
-                f"says {user.memories} and {user.relations}: it is truncated or was edited "
-                f"(last line {last_line}). Nothing was imported.",
-                line=last_line,
-            )
-    return header
 
 
 def _target_names(
@@ -441,17 +379,6 @@ async def _write_batch(
         run.final_ids.append(new)
         if old != new:
             run.moved[old] = new
-
-
-def _batches(path: Path, size: int, version: int) -> Iterator[list[MemoryRecord]]:
-    batch: list[MemoryRecord] = []
-    for line_no, line in _lines(path):
-        batch.append(parse_record(line_no, line, version=version))
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 async def _ensure_users(run: _Run, names: dict[str, str]) -> None:

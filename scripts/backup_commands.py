@@ -100,7 +100,8 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
     from bootstrap.database import resolve_database
     from bootstrap.providers import make_embedder
     from memory.audit import record_command
-    from memory.backup import DEFAULT_IMPORT_BATCH, import_store, read_header
+    from memory.backup import DEFAULT_IMPORT_BATCH, import_store
+    from memory.backup_file import read_header
 
     dsn = await resolve_database(settings)
     embedder = await asyncio.to_thread(make_embedder, settings)

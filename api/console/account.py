@@ -43,7 +43,8 @@ from api.console.services import ConsoleServices
 from api.console.tools import CONSOLE_CLIENT_ID
 from auth.account_security import change_own_password, end_all_sessions
 from auth.accounts import normalize_username
-from memory.backup import ImportSummary, check_file, export_store, import_store
+from memory.backup import ImportSummary, export_store, import_store
+from memory.backup_file import check_file
 from memory.errors import MemoryServiceError
 from storage.errors import StorageError
 
