@@ -22,8 +22,8 @@ from storage import key_store
 
 UNSEALED_NOTICE = (
     "memories are NOT sealed at rest: no master key is set. Set OWNSONA_MASTER_KEY (or"
-    " OWNSONA_MASTER_KEY_FILE; make one with `ownsona keys new`), restart, then run"
-    " `ownsona seal` (docs/at-rest.md)."
+    " OWNSONA_MASTER_KEY_FILE; make one with `ownsona keys new`) and OWNSONA_SEAL_MEMORIES=1,"
+    " restart, then run `ownsona seal` (docs/at-rest.md)."
 )
 
 
@@ -36,13 +36,15 @@ class Sealing:
     generated: Path | None = None
     #: Whether the key store is the default one beside the data database (created if missing).
     beside_data: bool = True
+    #: OWNSONA_SEAL_MEMORIES: whether new writes are sealed (the key alone seals nothing).
+    sealing_on: bool = False
 
     @property
     def notices(self) -> list[str]:
         if self.keyring is None:
             return [UNSEALED_NOTICE]
         if self.generated is not None:
-            return [generated_key_notice(self.generated)]
+            return [generated_key_notice(self.generated, sealing_on=self.sealing_on)]
         return []
 
 
@@ -59,7 +61,12 @@ def build_keyring(settings: Settings, data_dsn: Callable[[], Awaitable[str]] | s
 
     pool = key_store.make_key_store_pool(keystore_dsn)
     keyring = Keyring(keys.current, pool, previous=keys.previous)
-    return Sealing(keyring, keys.generated, beside_data=not settings.keystore_url)
+    return Sealing(
+        keyring,
+        keys.generated,
+        beside_data=not settings.keystore_url,
+        sealing_on=settings.seal_memories,
+    )
 
 
 async def open_keyring(sealing: Sealing, data_dsn: str) -> None:

@@ -84,8 +84,15 @@ def load_master_keys(settings: Settings) -> MasterKeys:
     return MasterKeys(key, previous, path if created else None)
 
 
-def generated_key_notice(path: Path) -> str:
+def generated_key_notice(path: Path, *, sealing_on: bool = True) -> str:
     """What the embedded default says, once, when it generates the master key."""
+    if not sealing_on:
+        return (
+            f"OwnSona generated a master key for sealing memories at rest: {path}\n"
+            "  Memories are not sealed yet: OWNSONA_SEAL_MEMORIES is off (docs/at-rest.md)."
+            " Back the key up apart from the data folder's backups: once memories are"
+            " sealed, nothing can open them without it."
+        )
     return (
         f"OwnSona generated the master key that seals your memories: {path}\n"
         "  Back it up somewhere safe, apart from the data folder's backups."

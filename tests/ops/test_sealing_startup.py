@@ -61,7 +61,7 @@ async def test_the_embedded_default_generates_its_key_once_and_says_so(
     dsn: str, tmp_path: Path
 ) -> None:
     data = _fresh_database(dsn)
-    settings = Settings(data_dir=tmp_path / "data")
+    settings = Settings(data_dir=tmp_path / "data", seal_memories=True)
     first = await _start(settings, data)
     assert len(first) == 1 and "LOSING IT LOSES EVERY MEMORY" in first[0]
     assert str(tmp_path / "data" / "master.key") in first[0]
@@ -69,3 +69,13 @@ async def test_the_embedded_default_generates_its_key_once_and_says_so(
     (tmp_path / "data" / "master.key").write_text(new_key_text())
     with pytest.raises(MasterKeyError):
         await _start(settings, data)
+
+
+async def test_a_key_generated_while_sealing_is_off_says_nothing_is_sealed_yet(
+    dsn: str, tmp_path: Path
+) -> None:
+    data = _fresh_database(dsn)
+    notices = await _start(Settings(data_dir=tmp_path / "data"), data)
+    assert len(notices) == 1
+    assert "not sealed yet: OWNSONA_SEAL_MEMORIES is off" in notices[0]
+    assert "LOSES EVERY MEMORY" not in notices[0]
