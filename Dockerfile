@@ -28,6 +28,7 @@ COPY memory ./memory
 COPY storage ./storage
 COPY tasks ./tasks
 COPY scripts ./scripts
+COPY sealing ./sealing
 COPY Procfile ./
 RUN pip install --no-deps . \
  && python -c "import asyncio; from memory.providers.embedders import LocalEmbedder; print('local model:', asyncio.run(LocalEmbedder.bundled().ensure_ready()), 'dimensions')" \

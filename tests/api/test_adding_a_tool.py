@@ -12,6 +12,7 @@ each disagreement it promises to.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -109,6 +110,9 @@ class Replicas:
 
     def mark_down(self, pool: Any) -> None:
         raise AssertionError("the replica did not fail")
+
+    def went_down(self, pool: Any) -> asyncio.Event:
+        return asyncio.Event()  # never set: the replica stays up
 
 
 def _dispatcher(specs: dict[str, ToolSpec], handlers: Handlers) -> McpDispatcher:

@@ -14,7 +14,6 @@ from storage.errors import StorageError
 from storage.migrate import migrate
 from storage.schema import available_migrations
 from tests.conftest import make_user
-from tests.tool_calls import USE_CASES
 
 
 @pytest.fixture
@@ -61,41 +60,52 @@ UNDER_LOAD_RUNS = 4
 WRITERS = 4
 
 
-async def _hammer(deps, user_id: int, stop: asyncio.Event, done: list[str], failed: list[str]):
-    """One user's client: remember, correct, forget, as fast as the database answers."""
+#: A unit vector of the test dimension, for rows written the way an earlier release did.
+_VECTOR = "[" + ",".join(["1"] + ["0"] * 383) + "]"
+
+
+async def _hammer(pool, user_id: int, stop: asyncio.Event, done: list[str], failed: list[str]):
+    """One user's client of the release before the migrations: remember, retag, forget.
+
+    While ``ownsona migrate`` runs, the processes still serving are the previous
+    release's (docs/upgrading.md): their writes are plain statements on the schema they
+    know (0018's columns), each call one transaction, as fast as the database answers.
+    Today's handlers would not do here: they read columns of later migrations.
+    """
     n = 0
     while not stop.is_set():
         n += 1
         try:
-            stored = await USE_CASES["remember"](
-                deps,
-                user_id,
-                {
-                    "text": f"Note {n} of writer {user_id}: the plum tree needs water.",
-                    "tags": ["t"],
-                },
-                idempotency_key=f"w{user_id}-{n}",
-            )
-            assert stored["ok"], stored
-            memory_id = stored["memory_id"]
-            changed = await USE_CASES["update_memory"](
-                deps, user_id, {"id": memory_id, "tags": ["t", "u"]}, idempotency_key=f"u{n}"
-            )
-            assert changed["ok"], changed
-            if n % 2:
-                gone = await USE_CASES["forget"](
-                    deps, user_id, {"id": memory_id}, idempotency_key=f"f{user_id}-{n}"
+            async with pool.connection() as conn, conn.transaction():
+                text = f"Note {n} of writer {user_id}: the plum tree needs water."
+                cur = await conn.execute(
+                    "INSERT INTO memories (user_id, text, normalized_text, embedding,"
+                    " embedding_provider, embedding_model, tags)"
+                    " VALUES (%s, %s, %s, %s::vector, 'local', 'test', %s) RETURNING id",
+                    (user_id, text, text.lower(), _VECTOR, ["t"]),
                 )
-                assert gone["ok"], gone
+                row = await cur.fetchone()
+                assert row is not None
+                memory_id = row[0]
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute(
+                    "UPDATE memories SET tags = %s, updated_at = now()"
+                    " WHERE user_id = %s AND id = %s",
+                    (["t", "u"], user_id, memory_id),
+                )
+            if n % 2:
+                async with pool.connection() as conn, conn.transaction():
+                    await conn.execute(
+                        "UPDATE memories SET deleted_at = now(), updated_at = now()"
+                        " WHERE user_id = %s AND id = %s",
+                        (user_id, memory_id),
+                    )
             done.append("ok")
         except Exception as ex:  # a failed user call, whatever it was
             failed.append(f"{type(ex).__name__}: {ex}")
 
 
-async def test_migrating_while_users_write_fails_no_call_and_never_deadlocks(
-    dsn, embedder, settings, caplog
-):
-    from memory.deps import Deps
+async def test_migrating_while_users_write_fails_no_call_and_never_deadlocks(dsn, caplog):
     from storage.pool import make_pool
 
     caplog.set_level(logging.WARNING, logger="storage.migrate")
@@ -109,9 +119,8 @@ async def test_migrating_while_users_write_fails_no_call_and_never_deadlocks(
             users = [make_user(url, f"writer{i}") for i in range(WRITERS)]
             pool = make_pool(url, min_size=WRITERS, max_size=WRITERS + 2, name="test-hammer")
             await pool.open(wait=True)
-            deps = Deps(settings=settings, pool=pool, embedder=embedder)
             stop, done, failed = asyncio.Event(), [], []
-            tasks = [asyncio.create_task(_hammer(deps, u, stop, done, failed)) for u in users]
+            tasks = [asyncio.create_task(_hammer(pool, u, stop, done, failed)) for u in users]
             try:
                 while len(done) < 2 * WRITERS and not failed:
                     await asyncio.sleep(0.01)
