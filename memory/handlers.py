@@ -28,12 +28,12 @@ from sealing.scope import sealing_as
 # The use-case modules: loading them declares their handlers (@handles). A new module
 # of handlers is added here; the tool registry's startup check names a command left out.
 from . import editing, learning, reading, relations, remembering, scans  # noqa: F401
+from .call_keys import call_scope
 from .calls import CallMeta
 from .commands import Command
 from .commands.handling import HANDLING, Handler, Payload
 from .deps import Deps
 from .errors import DATABASE_ERROR, MemoryServiceError
-from .keyring import call_scope
 
 __all__ = [
     "HANDLERS",

@@ -22,7 +22,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -30,12 +29,8 @@ from config.settings import Settings
 from sealing import envelope
 from sealing.errors import DataKeyGone, MasterKeyError
 from sealing.master_key import MasterKey, create_key_file, parse_master_key, read_key_file
-from sealing.scope import Scope
 from sealing.user_keys import UserKeys
 from storage import key_store
-
-if TYPE_CHECKING:
-    from memory.deps import Deps
 
 #: Users whose opened keys a process keeps (each ~200 bytes with its AES context).
 DEFAULT_CACHE_SIZE = 4096
@@ -236,16 +231,3 @@ class Keyring:
                     progress(done)
             await key_store.retire_check_values(conn, self.master.id)
         return done
-
-
-async def call_scope(deps: Deps, user_id: int) -> Scope | None:
-    """The keys a use case of ``user_id`` runs with (``sealing.scope``); None: unsealed.
-
-    With OWNSONA_SEAL_MEMORIES and a master key the call's writes seal (the user's
-    data key made on first use, then cached). Without it no key is looked up (no
-    round trip to the key store per call) and a sealed row is refused, not shown.
-    """
-    keyring = deps.keyring
-    if keyring is None or not deps.settings.seal_memories:
-        return None
-    return Scope(await keyring.user_keys(user_id), seal_writes=True)

@@ -33,11 +33,11 @@ from storage import outbox
 from storage import relations as store
 
 from . import graph
+from .call_keys import call_scope
 from .calls import CallMeta
 from .commands.handling import handles
 from .commands.relations import QueryRelations
 from .deps import Deps
-from .keyring import call_scope
 
 if TYPE_CHECKING:
     # The protocol only: the extractor itself comes in Deps (built by bootstrap).

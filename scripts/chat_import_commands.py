@@ -94,9 +94,9 @@ async def _import(settings: Settings, username: str, export: Any, mode: str, ext
     from bootstrap.providers import make_embedder
     from bootstrap.sealing import admin_keyring
     from memory.audit import COMMAND_CLIENT_ID, AuditLog
+    from memory.call_keys import call_scope
     from memory.chat_import import import_chats
     from memory.deps import Deps
-    from memory.keyring import call_scope
 
     async with admin_pool(settings, name="cli-chat-import", max_size=3) as pool:
         async with pool.connection() as conn:

@@ -31,6 +31,7 @@ from api.console import chat_uploads
 from api.console.guard import ConsoleRequest, new_operation_key
 from api.console.jobs import Job
 from api.console.services import ConsoleServices
+from memory.call_keys import call_scope
 from memory.chat_import import (
     EXTRACT,
     MESSAGES,
@@ -39,7 +40,6 @@ from memory.chat_import import (
     import_chats,
     require_mode,
 )
-from memory.keyring import call_scope
 from memory.rules.chat_exports import FORMAT_NAMES, ChatExport, ChatExportError, parse_export
 
 PATH = "/console/account/import-chat"

@@ -433,7 +433,7 @@ async def test_a_sealed_import_again_skips_what_it_stored_forgotten_included(
     sealed_deps: Deps, alice: int, clean_db: str
 ) -> None:
     """Sealed (docs/at-rest.md): "already imported" compares the keyed normalized texts."""
-    from memory.keyring import call_scope
+    from memory.call_keys import call_scope
     from tests.service.helpers import call
 
     scope = await call_scope(sealed_deps, alice)
