@@ -79,5 +79,19 @@ def test_refuse_resets_open_and_new_connections(proxy: StallProxy) -> None:
         assert sock.recv(16) == b"x"
         proxy.set_mode("refuse")
         assert _cut(sock)
-    with _connect(proxy) as late:
-        assert _cut(late)
+    assert _new_connection_is_cut(proxy)
+
+
+def _new_connection_is_cut(proxy: StallProxy) -> bool:
+    """Whether a fresh connection is reset: during the handshake or just after it.
+
+    The proxy accepts and resets at once, so a loaded machine may deliver the
+    reset before ``connect`` returns; either way the client sees what a
+    crashed process shows it.
+    """
+    try:
+        late = _connect(proxy)
+    except (ConnectionResetError, ConnectionRefusedError):
+        return True
+    with late:
+        return _cut(late)
