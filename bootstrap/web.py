@@ -44,6 +44,7 @@ from tasks.results import results_waiter
 
 from .database import DatabaseAddress, open_pool, process_pool
 from .providers import embedding_client, make_embedder, make_fact_extractor, make_rerank_stage
+from .read_deadline import bounded_reads
 from .read_routing import build_replicas, routed_runner
 from .recording_queue import RecordingWriteQueue
 from .sealing import build_keyring, open_keyring
@@ -126,8 +127,11 @@ class WebProcess:
             else RecordingWriteQueue(guarded, self.replicas),
             keystore=keystore,
             replicas=self.replicas,
-            # The read commands on a replica that has the caller's writes (or the primary).
-            run_inline=routed_runner(dispatch, self.replicas),
+            # The read commands on a replica that has the caller's writes (or the primary),
+            # each database wait within READ_TIMEOUT (a frozen server answers nothing).
+            run_inline=routed_runner(
+                bounded_reads(dispatch, settings.read_timeout_s), self.replicas
+            ),
             bearer=BearerValidator(keystore, settings),
             metadata_fetcher=metadata_fetcher(settings),
             audit=AuditLog(pool, settings),

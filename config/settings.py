@@ -94,6 +94,10 @@ class Settings:
     max_body_bytes: int = 8 * 1024 * 1024
     #: How long a tool waits for its queued write to finish, in seconds.
     write_timeout_s: float = 60.0
+    #: How long a read may wait on the database, in seconds (READ_TIMEOUT): counted only
+    #: while it holds or awaits a connection, so a slow embedding provider does not count.
+    #: A frozen server answers nothing and closes nothing; this ends the wait (issue 33).
+    read_timeout_s: float = 5.0
     #: Seconds during which a second identical write call (same user, tool and
     #: arguments, no explicit idempotency key) is taken for a retry and answered
     #: with the first result (docs/protocol.md, "Retries"); 0: off.
@@ -266,6 +270,7 @@ class Settings:
                 "MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=1 << 30
             ),
             write_timeout_s=env.number("WRITE_TIMEOUT", 60.0, minimum=1.0, maximum=3600),
+            read_timeout_s=env.number("READ_TIMEOUT", 5.0, minimum=0.5, maximum=3600),
             idempotency_window_s=env.integer("IDEMPOTENCY_WINDOW_S", 600, minimum=0, maximum=86400),
             queue_namespace=env.text("QUEUE_NAMESPACE") or "ownsona",
             queue_heartbeat_timeout_ms=env.integer(
