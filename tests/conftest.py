@@ -11,6 +11,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -179,6 +180,28 @@ QUEUE_NAMESPACE = os.environ["QUEUE_NAMESPACE"]
 _redis_mode: list[str] = []
 
 
+def namespace_patterns(namespace: str) -> tuple[str, ...]:
+    """SCAN patterns for every Redis key of ``namespace`` and only of it.
+
+    Keys are ``<namespace>:...`` (the queues, positions) or ``<namespace>-<kind>:...``
+    (results; a test's own ``<namespace>-stall``, ``-dead``, ...). Never ``<namespace>*``:
+    the session of pid 1624 would then delete the keys of the session of pid 16244
+    sharing the server, mid-test (a message vanished under a waiting caller).
+    """
+    return (namespace, f"{namespace}:*", f"{namespace}-*")
+
+
+def delete_namespace(client: Any, namespace: str) -> None:
+    """Delete every key of ``namespace`` (:func:`namespace_patterns`) through ``client``."""
+    keys = {
+        key
+        for pattern in namespace_patterns(namespace)
+        for key in client.scan_iter(match=pattern, count=1000)
+    }
+    if keys:
+        client.delete(*keys)
+
+
 def _real_redis_reachable(url: str) -> bool:
     import redis
 
@@ -229,9 +252,7 @@ def redis_url(redis_server_url: str) -> Iterator[str]:
     client = redis.Redis.from_url(redis_server_url)
 
     def clear() -> None:
-        keys = list(client.scan_iter(match=f"{QUEUE_NAMESPACE}*", count=1000))
-        if keys:
-            client.delete(*keys)
+        delete_namespace(client, QUEUE_NAMESPACE)
 
     clear()
     yield redis_server_url

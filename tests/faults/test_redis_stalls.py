@@ -26,7 +26,7 @@ from tasks.actors import declare_actors
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tasks.redis_clients import RedisTarget
-from tests.conftest import QUEUE_NAMESPACE
+from tests.conftest import QUEUE_NAMESPACE, delete_namespace
 from tests.tool_calls import meta_for, parse_command
 
 from .stall_proxy import StallProxy
@@ -196,6 +196,27 @@ async def test_a_dead_lettered_write_is_named_as_such_not_as_a_failover(
         assert "failed over" not in caught.value.message
     finally:
         await waiter.aclose()
-        for key in client.scan_iter(match=f"{namespace}*"):
-            client.delete(key)
+        delete_namespace(client, namespace)
         bundle.broker.close()
+
+
+def test_clearing_a_sessions_keys_spares_the_session_whose_pid_extends_its_own(
+    redis_server_url: str,
+) -> None:
+    """The dead-letter test above failed once in a tests/faults run: its message vanished
+    while the caller waited. Sessions sharing one Redis each clear their namespace, and
+    ``<namespace>*`` also matched the namespace of another session whose pid extends
+    this one's (pid 1624 cleared pid 16244's keys mid-test)."""
+    client = redis.Redis.from_url(redis_server_url)
+    other = f"{QUEUE_NAMESPACE}7"  # the namespace of the session with pid <ours>7
+    theirs = [f"{other}:default.msgs", f"{other}-results:x", f"{other}-dead:default.XQ.msgs"]
+    ours = [f"{QUEUE_NAMESPACE}:default.msgs", f"{QUEUE_NAMESPACE}-dead:default.XQ.msgs"]
+    try:
+        for key in theirs + ours:
+            client.set(key, "1")
+        delete_namespace(client, QUEUE_NAMESPACE)
+        assert client.exists(*theirs) == len(theirs), "another session's keys were deleted"
+        assert client.exists(*ours) == 0, "this session's keys were left"
+    finally:
+        client.delete(*theirs, *ours)
+        client.close()

@@ -39,7 +39,7 @@ from psycopg import sql
 from storage.migrate import migrate
 from storage.schema import available_migrations
 from tasks.actors import WRITE_QUEUE
-from tests.conftest import TEST_DIMENSIONS
+from tests.conftest import TEST_DIMENSIONS, delete_namespace
 from tests.e2e.server import RunningServer, free_port
 from tests.ops.lifecycle_helpers import failed_sign_in
 
@@ -152,9 +152,7 @@ def platform(
     keys = redis.Redis.from_url(redis_server_url)
 
     def clear_queue() -> None:
-        stale = list(keys.scan_iter(match=f"{namespace}*", count=1000))
-        if stale:
-            keys.delete(*stale)
+        delete_namespace(keys, namespace)
 
     clear_queue()
     release = subprocess.run(
@@ -463,9 +461,7 @@ def test_worker_processes_runs_that_many_workers_and_stops_them_on_sigterm(
             parent.wait(10)
         if parent.stdout is not None:
             parent.stdout.close()
-        stale = list(client.scan_iter(match=f"{namespace}*", count=1000))
-        if stale:
-            client.delete(*stale)
+        delete_namespace(client, namespace)
         client.close()
 
 
