@@ -118,14 +118,12 @@ def bounded_reads(
         try:
             # The clock runs at most as fast as time does: until the rest of the budget has
             # passed, the deadline cannot have come.
-            while (left := deadline_s - clock.spent()) > 0:
-                done, _ = await asyncio.wait({read}, timeout=left)
-                if done:
-                    return read.result()
+            while not read.done() and (left := deadline_s - clock.spent()) > 0:
+                await asyncio.wait({read}, timeout=left)
         except BaseException:
             _abandon(read)  # the caller went away (cancelled): so does its read
             raise
-        if read.done():  # finished just as the budget ran out
+        if read.done():  # also when it finished just as the budget ran out
             return read.result()
         _abandon(read)
         raise read_timed_out(deadline_s)
