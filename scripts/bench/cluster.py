@@ -1,7 +1,7 @@
 """The multi-node drill on one machine (issue 29): what each fault costs, in figures.
 
     python -m scripts.bench.cluster [--mode sync|async] [--lag 3] [--clients 8]
-        [--warm 5] [--settle 5] [--recover-timeout 60] [--pause 8]
+        [--warm 5] [--settle 5] [--recover-timeout 60] [--pause 8] [--split-hold 2]
         [--phases redis-pause,redis-split,primary-pause,standby-pause,primary,web,worker,redis]
         [--workdir DIR] [--keep] [--json]
 
@@ -27,7 +27,9 @@ standby, which is also the read replica). Per phase: acknowledged writes lost, i
 read-your-writes violations, HTTP 500s, hangs, errors by kind, seconds until
 writes succeed again through each web process (and, frozen, after the thaw),
 writes answered "nothing was stored" and how many of them were stored all the
-same, p50/p99 per tool. Every loop
+same, p50/p99 per tool; frozen, the writes issued during the freeze: each
+call's answer time p50/p99/max, each write's time to acknowledgement, and for
+``redis-split`` when they were answered relative to the failover. Every loop
 is bounded; every process and the temporary directory go at the end.
 """
 
@@ -42,6 +44,7 @@ import time
 from pathlib import Path
 
 from scripts.cluster.drill import PHASES, Drill, DrillConfig, PhaseResult
+from scripts.cluster.frozen_figures import describe
 from scripts.cluster.redis_nodes import redis_server_available
 from scripts.cluster.topology import running_cluster
 
@@ -82,6 +85,9 @@ def print_phase(result: PhaseResult) -> None:
         f'  answered "nothing was stored" {result.said_nothing_stored}, '
         f"of which stored all the same {result.stored_though_said_not}"
     )
+    if result.frozen_writes:
+        for line in describe(result.frozen_writes):
+            print(f"  {line}")
     print("  p50/p99: " + ", ".join(f"{t} {_ms(v)}" for t, v in result.latency_ms.items()))
     if result.timings:
         print("  " + ", ".join(f"{k} {v:.1f}" for k, v in result.timings.items()))
@@ -100,6 +106,12 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=5.0)
     parser.add_argument("--recover-timeout", type=float, default=60.0)
     parser.add_argument("--pause", type=float, default=8.0, help="seconds of a brief freeze")
+    parser.add_argument(
+        "--split-hold",
+        type=float,
+        default=2.0,
+        help="redis-split: seconds the old master stays frozen after the failover",
+    )
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--workdir", type=Path, help="parent of the temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the logs and data")
@@ -117,6 +129,7 @@ def main() -> None:
         settle_s=args.settle,
         phases=phases,
         pause_s=args.pause,
+        split_hold_s=args.split_hold,
     )
     lag = args.lag if args.mode == "async" else 0.0
     started = time.monotonic()

@@ -33,6 +33,8 @@ class Call:
     started: float
     seconds: float
     outcome: str  # "ok" or the error's kind
+    #: The error's message, when the server sent one (the drill reports each cause apart).
+    message: str = ""
 
 
 @dataclass
@@ -44,6 +46,8 @@ class Ack:
     text: str
     web: int
     at: float
+    #: When the client first tried this write (``at`` minus this: what its user waited).
+    asked_at: float = 0.0
 
 
 @dataclass
@@ -109,7 +113,9 @@ class DrillClient:
         try:
             payload = await self._post(web, tool, arguments, headers)
         except Failed as ex:
-            log.calls.append(Call(web, tool, started, time.monotonic() - started, ex.kind))
+            log.calls.append(
+                Call(web, tool, started, time.monotonic() - started, ex.kind, ex.message)
+            )
             raise
         log.calls.append(Call(web, tool, started, time.monotonic() - started, "ok"))
         return payload
@@ -161,6 +167,7 @@ class DrillClient:
         marker = f"{self.run_id}c{self.n}w{self.seq}"
         text = f"Drill note {marker}: client {self.n} wrote entry {self.seq} of this run."
         key, tries = marker, 0
+        asked_at = time.monotonic()
         while time.monotonic() < hard_stop:
             try:
                 payload = await self.call(
@@ -176,7 +183,9 @@ class DrillClient:
                     key = f"{marker}n{tries}"
                 await asyncio.sleep(RETRY_PAUSE_S)
                 continue
-            ack = Ack(self.n, int(payload["memory_id"]), text, self.home, time.monotonic())
+            ack = Ack(
+                self.n, int(payload["memory_id"]), text, self.home, time.monotonic(), asked_at
+            )
             earlier = self.known_ids.get(ack.memory_id)
             if earlier is not None and earlier != (self.n, text):
                 log.reused_ids.add(ack.memory_id)

@@ -18,7 +18,11 @@ write acknowledged so far against each account's ``export_memories``:
   frozen node, also from its thaw;
 - writes answered "nothing was stored" (a client that believes it writes again
   under a new key, so a false answer shows as a duplicate: counted apart);
-- p50 / p99 of each tool's successful calls.
+- p50 / p99 of each tool's successful calls;
+- for a frozen node, the writes issued while it was frozen: how long each call
+  took to be answered, how long each write took to be acknowledged, and for the
+  Redis split brain when they were answered relative to the failover
+  (``frozen_figures``).
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clients import Ack, DrillClient, Failed, Log
+from .clients import Ack, Call, DrillClient, Failed, Log
 from .freeze import freeze, process_tree, thaw
+from .frozen_figures import frozen_write_figures
 from .redis_nodes import DOWN_AFTER_MS
 from .topology import WRITE_TIMEOUT_S, Cluster
 
@@ -98,6 +103,8 @@ class PhaseResult:
     said_nothing_stored: int = 0
     stored_though_said_not: int = 0
     latency_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: Frozen phases: the writes issued while the node was frozen (``frozen_figures``).
+    frozen_writes: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -110,6 +117,11 @@ def _pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _error_kind(call: Call) -> str:
+    cause = f" ({call.message[:120]})" if call.message else ""
+    return f"{call.tool}: {call.outcome}{cause}"
 
 
 def recovery_s(log: Log, web: int, fault_at: float) -> float | None:
@@ -181,10 +193,16 @@ class Drill:
                 raise task.exception()  # type: ignore[misc]
         await recovering  # a fault's own failure ends the drill
         result.recovery_s = [recovery_s(log, w, fault_at) for w in webs]
-        thawed_at = result.timings.get("thawed_at")
+        # Instants (time.monotonic()) the fault noted, for the figures, not for the report.
+        frozen_at = result.timings.pop("frozen_at", None)
+        failed_over_at = result.timings.pop("failed_over_at", None)
+        thawed_at = result.timings.pop("thawed_at", None)
         if thawed_at is not None:
-            del result.timings["thawed_at"]
             result.after_thaw_s = [recovery_s(log, w, thawed_at) for w in webs]
+        if frozen_at is not None and thawed_at is not None:
+            result.frozen_writes = frozen_write_figures(
+                log.calls, log.acks, frozen_at, thawed_at, failed_over_at
+            )
         self._tally(result, log, fault_at)
         await self._verify(result, log, fault_at)
         if name == "primary" and config.rebuild_standby:
@@ -225,10 +243,13 @@ class Drill:
             finally:
                 cluster.redis.set_down_after(DOWN_AFTER_MS)
         elif name == "redis-split":
-            frozen_s, thawed_at = cluster.redis.freeze_master_through_failover(
-                self.config.split_hold_s
+            frozen_at, failed_over_at, thawed_at, frozen_s = (
+                cluster.redis.freeze_master_through_failover(self.config.split_hold_s)
             )
             result.timings["frozen_s"] = frozen_s
+            result.timings["failover_into_freeze_s"] = failed_over_at - frozen_at
+            result.timings["frozen_at"] = frozen_at
+            result.timings["failed_over_at"] = failed_over_at
             result.timings["thawed_at"] = thawed_at
             result.timings["old_master_back_as_replica_s"] = time.monotonic() - started
         elif name == "primary-pause":
@@ -247,6 +268,7 @@ class Drill:
         """SIGSTOP ``pids`` for ``pause_s``, then SIGCONT; the thaw's time for the figures."""
         if not pids:
             raise RuntimeError("the node to freeze is not running")
+        result.timings["frozen_at"] = time.monotonic()
         freeze(pids)
         try:
             time.sleep(self.config.pause_s)
@@ -276,7 +298,7 @@ class Drill:
         failed = [c for c in log.calls if c.outcome != "ok"]
         result.http_500 = sum(c.outcome == "HTTP 500" for c in failed)
         result.hangs = sum(c.outcome == "hang" for c in failed)
-        result.errors = dict(Counter(f"{c.tool}: {c.outcome}" for c in failed).most_common())
+        result.errors = dict(Counter(_error_kind(c) for c in failed).most_common())
         for tool in sorted({c.tool for c in log.calls}):
             times = [c.seconds * 1000 for c in log.calls if c.tool == tool and c.outcome == "ok"]
             if times:

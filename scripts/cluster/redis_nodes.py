@@ -165,11 +165,12 @@ class RedisGroup:
 
     def freeze_master_through_failover(
         self, hold_s: float, timeout_s: float = 60
-    ) -> tuple[float, float]:
+    ) -> tuple[float, float, float, float]:
         """SIGSTOP the master; wait until every Sentinel names the replica, then ``hold_s``
         more; SIGCONT. The old master resumes believing it is master (split brain) until
-        the Sentinels demote it; returns once it replicates: the seconds it was frozen,
-        and when it was thawed (``time.monotonic()``)."""
+        the Sentinels demote it; returns once it replicates: when it was frozen, when
+        every Sentinel named the replica, when it was thawed (``time.monotonic()``), and
+        the seconds it was frozen."""
         assert self.master is not None and self.replica is not None
         frozen = self.master.process
         assert frozen is not None
@@ -178,13 +179,14 @@ class RedisGroup:
         try:
             new_port = self.replica.port
             self._wait(lambda: self.sentinels_agree(new_port), timeout_s)
+            failed_over_at = time.monotonic()
             time.sleep(hold_s)
         finally:
             frozen.send_signal(signal.SIGCONT)
         thawed_at = time.monotonic()
         self.master, self.replica = self.replica, self.master
         self._wait(lambda: self.replica_link_up(), 120)
-        return thawed_at - started, thawed_at
+        return started, failed_over_at, thawed_at, thawed_at - started
 
     def restart_old_master(self) -> None:
         """The dead master's machine returns (no ``replicaof``); the Sentinels demote it.
