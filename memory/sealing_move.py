@@ -30,11 +30,13 @@ async def seal_store(
     batch: int = DEFAULT_BATCH,
     progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Seal every plain memory row; return how many were sealed. ``progress(n)`` after each batch."""
+    """Seal every plain memory row and relation edge; return how many memory rows were
+    sealed. ``progress(n)`` after each batch of memories."""
     done = 0
     async with pool.connection() as conn:
         users = await sealing_move.plain_rows_per_user(conn)
-    for user_id in users:
+        with_edges = await sealing_move.users_with_plain_edges(conn)
+    for user_id in sorted({*users, *with_edges}):
         keys = await keyring.user_keys(user_id)
         while True:
             async with pool.connection() as conn, conn.transaction():
@@ -44,4 +46,9 @@ async def seal_store(
             done += sealed
             if progress is not None:
                 progress(sealed)
+        # The user's relation edges (migration 0024); not counted: the count is of memories.
+        while True:
+            async with pool.connection() as conn, conn.transaction():
+                if not await sealing_move.seal_edges_batch(conn, keys, limit=batch):
+                    break
     return done

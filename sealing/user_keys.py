@@ -35,6 +35,8 @@ _HASH_BYTES = 16
 TERMS = b"terms"
 TAGS = b"tags"
 TEXT = b"normalized text"
+#: Relation phrases (subject, predicate, object, predicate prefixes), lowercase, for lookups.
+PHRASES = b"relation phrases"
 
 
 def _derive(data_key: bytes, purpose: bytes) -> bytes:
@@ -55,7 +57,7 @@ class UserKeys:
     def __init__(self, user_id: int, data_key: bytes) -> None:
         self.user_id = user_id
         self._aead = AESGCM(data_key)
-        self._hash_keys = {p: _derive(data_key, p) for p in (TERMS, TAGS, TEXT)}
+        self._hash_keys = {p: _derive(data_key, p) for p in (TERMS, TAGS, TEXT, PHRASES)}
 
     def __repr__(self) -> str:
         return f"UserKeys(user_id={self.user_id})"
@@ -83,6 +85,12 @@ class UserKeys:
         """The keyed hash of ``value`` for ``purpose`` (:data:`TERMS`, :data:`TAGS`, :data:`TEXT`)."""
         digest = hmac.new(self._hash_keys[purpose], value.encode("utf-8"), hashlib.sha256)
         return base64.urlsafe_b64encode(digest.digest()[:_HASH_BYTES]).decode("ascii").rstrip("=")
+
+    def keyed_phrase(self, phrase: str) -> str:
+        """The keyed hash of a relation phrase, in lowercase hex: what SQL compares with
+        ``lower(column)`` stays a hash (``storage.sealed_relations``)."""
+        digest = hmac.new(self._hash_keys[PHRASES], phrase.encode("utf-8"), hashlib.sha256)
+        return digest.hexdigest()[: 2 * _HASH_BYTES]
 
     def keyed_terms(self, terms: Iterable[str]) -> list[str]:
         return [self.keyed(TERMS, t) for t in terms]

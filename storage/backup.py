@@ -23,7 +23,7 @@ from psycopg.abc import Params
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
-from . import outbox, terms
+from . import outbox, sealed_relations, terms
 from .memory_sql import M_COLUMNS
 from .rows import MemoryRow, copy_columns, memory_row
 
@@ -175,11 +175,22 @@ async def memory_page(
 
 async def relations_of(conn: AsyncConnection, memory_ids: Sequence[int]) -> list[ExportedRelation]:
     """The edges owned by these memories, by memory then insertion order."""
-    query = (
-        "SELECT memory_id, subject, predicate, object, created_at FROM memory_relations"
-        " WHERE memory_id = ANY(%s) ORDER BY memory_id, id"
+    if not memory_ids:
+        return []
+    cur = await conn.execute(
+        "SELECT memory_id, subject, predicate, object, created_at, id, user_id,"
+        " subject_sealed, predicate_sealed, object_sealed FROM memory_relations"
+        " WHERE memory_id = ANY(%s) ORDER BY memory_id, id",
+        (list(memory_ids),),
     )
-    return await _rows_for_ids(conn, ExportedRelation, query, memory_ids)
+    out = []
+    # Sealed edges opened with their user's keys (the export's scope holds them), or refused.
+    for memory_id, subject, predicate, obj, at, edge_id, user_id, *sealed in await cur.fetchall():
+        s, p, o = sealed_relations.opened(
+            user_id, edge_id, (subject, predicate, obj), (sealed[0], sealed[1], sealed[2])
+        )
+        out.append(ExportedRelation(memory_id, s, p, o, at))
+    return out
 
 
 # --- import ----------------------------------------------------------------

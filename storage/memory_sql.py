@@ -9,9 +9,11 @@ from psycopg import sql
 from .rows import select_list
 
 #: The columns of a :class:`~storage.rows.MemoryRow`, bare and under the alias ``m``.
-#: With the sealed columns a sealed row is opened from (storage.sealed_rows, migration 0023).
-COLUMNS = select_list() + ", text_sealed, tags_sealed"
-M_COLUMNS = select_list(prefix="m.") + ", m.text_sealed, m.tags_sealed"
+#: With the sealed columns a sealed row is opened from (storage.sealed_rows, migrations
+#: 0023 and 0024).
+_SEALED = ("text_sealed", "tags_sealed", "metadata_sealed", "forget_reason_sealed")
+COLUMNS = select_list() + "".join(", " + c for c in _SEALED)
+M_COLUMNS = select_list(prefix="m.") + "".join(", m." + c for c in _SEALED)
 
 #: A row recall, listing and counting may show: not forgotten, not expired.
 ACTIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now())"

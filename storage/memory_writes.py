@@ -69,7 +69,8 @@ def _per_probe(candidates: sql.Composable, *, gathered: sql.Composable) -> sql.C
         """
         {gathered}
         SELECT (q.i - 1)::int AS probe, n.id, n.text, n.tags, n.score,
-               n.forget_reason, n.replaced_by_id, n.deleted_at, n.text_sealed, n.tags_sealed
+               n.forget_reason, n.replaced_by_id, n.deleted_at, n.text_sealed, n.tags_sealed,
+               n.forget_reason_sealed
         FROM unnest(%(vs)b::vector[]) WITH ORDINALITY AS q(v, i)
         CROSS JOIN LATERAL ({candidates}) n
         WHERE n.score >= %(min)s
@@ -99,6 +100,9 @@ async def _neighbours(
         sealed_text, sealed_tags = d.pop("text_sealed"), d.pop("tags_sealed")
         d["text"] = sealed_rows.open_text(user_id, d["id"], d["text"], sealed_text)
         d["tags"] = sealed_rows.open_tags(user_id, d["id"], d["tags"], sealed_tags)
+        d["forget_reason"] = sealed_rows.open_reason(
+            user_id, d["id"], d["forget_reason"], d.pop("forget_reason_sealed")
+        )
         out.append(Neighbour(**d))
     return out
 
@@ -112,14 +116,16 @@ _NEAREST_ACTIVE = _per_probe(
         """
     (SELECT m.id, m.text, m.tags, 1 - (m.embedding <=> q.v) AS score,
             NULL::text AS forget_reason, NULL::bigint AS replaced_by_id,
-            NULL::timestamptz AS deleted_at, m.text_sealed, m.tags_sealed
+            NULL::timestamptz AS deleted_at, m.text_sealed, m.tags_sealed,
+            NULL::bytea AS forget_reason_sealed
      FROM memories m
      WHERE m.user_id = %(user_id)s AND {active} AND {large_user}
      ORDER BY m.embedding <=> q.v
      LIMIT %(k)s)
     UNION ALL
     (SELECT mine.id, mine.text, mine.tags, 1 - (mine.embedding <=> q.v) AS score,
-            NULL::text, NULL::bigint, NULL::timestamptz, mine.text_sealed, mine.tags_sealed
+            NULL::text, NULL::bigint, NULL::timestamptz, mine.text_sealed, mine.tags_sealed,
+            NULL::bytea
      FROM mine
      ORDER BY mine.embedding <=> q.v
      LIMIT %(k)s)
@@ -158,7 +164,8 @@ _NEAREST_TOMBSTONES = _per_probe(
     sql.SQL(
         """
     SELECT d.id, d.text, d.tags, 1 - (d.embedding <=> q.v) AS score,
-           d.forget_reason, d.replaced_by_id, d.deleted_at, d.text_sealed, d.tags_sealed
+           d.forget_reason, d.replaced_by_id, d.deleted_at, d.text_sealed, d.tags_sealed,
+           d.forget_reason_sealed
     FROM dead d
     ORDER BY d.embedding <=> q.v
     LIMIT %(k)s
@@ -168,7 +175,7 @@ _NEAREST_TOMBSTONES = _per_probe(
         """
     WITH dead AS MATERIALIZED (
         SELECT id, text, tags, embedding, forget_reason, replaced_by_id, deleted_at,
-               text_sealed, tags_sealed
+               text_sealed, tags_sealed, forget_reason_sealed
         FROM memories WHERE user_id = %(user_id)s AND deleted_at IS NOT NULL
     )
     """
@@ -303,28 +310,41 @@ async def soft_delete(
     """
     if not memory_ids:
         return
+    ids = sorted(memory_ids)
+    # Sealed (migration 0024): the reason bound to each row, the plain column NULL. One
+    # value per row, picked by the row's place in the ids (no join: Citus routes it as is).
+    sealed = sealed_rows.seal_reasons(user_id, ids, reason)
+    plain_reason = None if sealed is not None else reason
     # least(), not coalesce(): the same time (least ignores a NULL), and Citus refuses a
     # function inside COALESCE or CASE in an UPDATE.
-    if keep_existing_metadata:
-        query = sql.SQL(
-            "UPDATE memories SET deleted_at = least(deleted_at, now()),"
-            " forget_reason = coalesce(%s, forget_reason),"
-            " replaced_by_id = coalesce(%s, replaced_by_id), updated_at = now()"
-            " WHERE user_id = %s AND id = ANY(%s) RETURNING {}"
+    if keep_existing_metadata and reason is None:
+        reason_sets = "forget_reason = forget_reason, forget_reason_sealed = forget_reason_sealed"
+    elif sealed is not None:
+        reason_sets = (
+            "forget_reason = NULL,"
+            " forget_reason_sealed = (%(sealed)s::bytea[])[array_position(%(ids)s::int8[], id)]"
         )
     else:
-        query = sql.SQL(
-            "UPDATE memories SET deleted_at = least(deleted_at, now()), forget_reason = %s,"
-            " replaced_by_id = %s, updated_at = now() WHERE user_id = %s AND id = ANY(%s)"
-            " RETURNING {}"
-        )
+        reason_sets = "forget_reason = %(reason)s, forget_reason_sealed = NULL"
+    replaced = (
+        "coalesce(%(replaced)s, replaced_by_id)" if keep_existing_metadata else "%(replaced)s"
+    )
+    query = sql.SQL(
+        "UPDATE memories SET deleted_at = least(deleted_at, now()), " + reason_sets + ","
+        " replaced_by_id = " + replaced + ", updated_at = now()"
+        " WHERE user_id = %(user_id)s AND id = ANY(%(ids)s) RETURNING {}"
+    )
+    params = {
+        "reason": plain_reason,
+        "replaced": replaced_by_id,
+        "user_id": user_id,
+        "ids": ids,
+        "sealed": sealed,
+    }
     async with terms.transaction(conn):
         async with conn.pipeline():
             await terms.lock_counts(conn, [user_id])
-            cur = await conn.execute(
-                query.format(sql.SQL(terms.CHANGED_TERMS)),
-                (reason, replaced_by_id, user_id, sorted(memory_ids)),
-            )
+            cur = await conn.execute(query.format(sql.SQL(terms.CHANGED_TERMS)), params)
             changes = _changes(await cur.fetchall())
         if changes:  # else nothing to send (a tombstone's metadata rewritten)
             async with conn.pipeline():

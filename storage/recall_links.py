@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from psycopg import AsyncConnection, sql
 
+from . import sealed_relations
 from .memory_sql import M_ACTIVE
 from .scans import like_escape
 
@@ -52,11 +53,14 @@ async def recall_links(
     parts: list[sql.Composable] = [
         sql.SQL("""
         SELECT 'owed' AS kind, o.memory_id AS a, NULL::bigint AS b,
-               NULL::text AS subject, NULL::text AS predicate, NULL::text AS object
+               NULL::text AS subject, NULL::text AS predicate, NULL::text AS object,
+               NULL::bigint AS edge_id, NULL::bytea AS subject_sealed,
+               NULL::bytea AS predicate_sealed, NULL::bytea AS object_sealed
         FROM relation_outbox o
         WHERE o.user_id = %(user_id)s AND o.memory_id = ANY(%(candidates)s)
         UNION ALL
-        SELECT 'downweighted', d.memory_id, d.by_memory_id, NULL, NULL, NULL
+        SELECT 'downweighted', d.memory_id, d.by_memory_id, NULL, NULL, NULL,
+               NULL, NULL, NULL, NULL
         FROM memory_downweights d JOIN memories m ON m.id = d.by_memory_id
         WHERE d.user_id = %(user_id)s AND d.memory_id = ANY(%(shown)s)
           AND m.user_id = %(user_id)s AND {active}
@@ -65,16 +69,17 @@ async def recall_links(
     if functional_patterns:
         parts.append(
             sql.SQL("""
-            SELECT 'edge', r.memory_id, NULL, r.subject, r.predicate, r.object
+            SELECT 'edge', r.memory_id, NULL, r.subject, r.predicate, r.object,
+                   r.id, r.subject_sealed, r.predicate_sealed, r.object_sealed
             FROM memory_relations r
             WHERE r.user_id = %(user_id)s AND r.memory_id = ANY(%(candidates)s)
-              AND lower(r.predicate) LIKE ANY(%(patterns)s)
-            """)
+              AND {predicate_matches}
+            """).format(predicate_matches=sealed_relations.PREDICATE_MATCHES)
         )
     if near_cosine is not None:
         parts.append(
             sql.SQL("""
-            SELECT 'near', a.id, b.id, NULL, NULL, NULL
+            SELECT 'near', a.id, b.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
             FROM memories a JOIN memories b
               ON b.id = ANY(%(candidates)s) AND b.id <> a.id AND b.user_id = %(user_id)s
             WHERE a.id = ANY(%(shown)s) AND a.user_id = %(user_id)s
@@ -88,19 +93,29 @@ async def recall_links(
             "shown": list(shown),
             "candidates": list(candidates),
             "patterns": [like_escape(p) for p in functional_patterns],
+            **_keyed(user_id, functional_patterns),
             "near_distance": 1.0 - near_cosine if near_cosine is not None else None,
         },
     )
     links = RecallLinks()
-    for kind, a, b, subject, predicate, obj in await cur.fetchall():
+    for kind, a, b, subject, predicate, obj, edge_id, *sealed in await cur.fetchall():
         if kind == "owed":
             links.owed.add(a)
         elif kind == "downweighted":
             links.downweighted_by.append((a, b))
         elif kind == "edge":
-            links.edges.append((a, subject, predicate, obj))
+            s, p, o = sealed_relations.opened(
+                user_id, edge_id, (subject, predicate, obj), (sealed[0], sealed[1], sealed[2])
+            )
+            links.edges.append((a, s, p, o))
         else:
             links.near.append((a, b))
     # An owed memory's stored edges are missing or stale: the caller extracts it anew.
     links.edges[:] = [e for e in links.edges if e[0] not in links.owed]
     return links
+
+
+def _keyed(user_id: int, patterns: Sequence[str]) -> dict[str, list[str]]:
+    """The parameters matching sealed edges' predicates (storage.sealed_relations)."""
+    keyed = sealed_relations.predicate_patterns(user_id, patterns)
+    return {"sealed_exact": keyed.exact, "sealed_prefixes": keyed.prefixes}

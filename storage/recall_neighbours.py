@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
-from . import sealed_rows
+from . import sealed_relations, sealed_rows
 from .memory_search import tsquery_term
 from .memory_sql import M_ACTIVE, M_COLUMNS
 from .rows import ScoredMemoryRow, memory_row, scored_row
@@ -146,18 +146,20 @@ async def graph_linked(
     query = sql.SQL("""
         WITH named AS (
             SELECT DISTINCT ON (x.entity) x.entity, e.memory_id AS seed,
-                   array_position(%(seeds)s, e.memory_id) AS place
+                   array_position(%(seeds)s, e.memory_id) AS place, e.id AS edge, x.side
             -- The seeds' edges by memory_relations_memory (OFFSET 0: the user_id
             -- test otherwise drew in an index over all the user's edges). The user is
             -- named inside too: Citus routes a statement to one node only when every
             -- distributed table in it names the user itself.
             FROM (SELECT * FROM memory_relations
                   WHERE memory_id = ANY(%(seeds)s) AND user_id = %(user_id)s OFFSET 0) e
-            CROSS JOIN LATERAL (VALUES (lower(e.subject)), (lower(e.object))) AS x(entity)
-            WHERE e.user_id = %(user_id)s AND x.entity <> %(skip)s
-            ORDER BY x.entity, place
+            CROSS JOIN LATERAL (VALUES (lower(e.subject), 0), (lower(e.object), 1)) AS x(entity, side)
+            WHERE e.user_id = %(user_id)s AND x.entity <> ALL(%(skip)s)
+            ORDER BY x.entity, place, edge, x.side
         ), entities AS (
-            SELECT entity, seed, place FROM named ORDER BY place, entity LIMIT %(entities)s
+            -- A seed's entities in the order its edges name them (not by the entity's
+            -- text: a sealed edge's entity is a keyed hash, and the pick must not change).
+            SELECT entity, seed, place FROM named ORDER BY place, edge, side LIMIT %(entities)s
         ), linked AS (
             SELECT DISTINCT ON (r.memory_id) r.memory_id AS id, en.seed, en.place
             FROM entities en
@@ -208,7 +210,7 @@ async def graph_linked(
             "q": query_embedding,
             "user_id": user_id,
             "seeds": list(seeds),
-            "skip": skip_entity,
+            "skip": sealed_relations.phrase_keys(user_id, [skip_entity]),
             "skip_ids": list(skip_ids),
             "entities": max_entities,
             "per_entity": per_entity,
@@ -237,10 +239,7 @@ async def graph_rows(
         SELECT {columns},
                CASE WHEN m.context_centroid IS NULL THEN 0
                     ELSE greatest(0, 1 - (m.context_centroid <=> %(q)b)) END AS context_match,
-               (SELECT coalesce(array_agg(ARRAY[r.subject, r.predicate, r.object] ORDER BY r.id),
-                                '{{}}')
-                FROM memory_relations r
-                WHERE r.memory_id = m.id AND r.user_id = %(user_id)s) AS edges,
+               re.edges, re.edge_ids, re.sealed_edges,
                EXISTS (
                    SELECT 1 FROM memory_downweights d JOIN memories b ON b.id = d.by_memory_id
                    WHERE d.user_id = %(user_id)s AND d.memory_id = m.id
@@ -251,6 +250,15 @@ async def graph_rows(
         FROM unnest(%(ids)s::int8[]) AS p(id) CROSS JOIN LATERAL (
             SELECT * FROM memories m WHERE m.id = p.id AND m.user_id = %(user_id)s OFFSET 0
         ) m
+        -- The row's edges, with their ids and sealed phrases (storage.sealed_relations).
+        CROSS JOIN LATERAL (
+            SELECT coalesce(array_agg(ARRAY[r.subject, r.predicate, r.object] ORDER BY r.id),
+                            '{{}}') AS edges,
+                   coalesce(array_agg(r.id ORDER BY r.id), '{{}}') AS edge_ids,
+                   coalesce(array_agg(ARRAY[r.subject_sealed, r.predicate_sealed,
+                                            r.object_sealed] ORDER BY r.id), '{{}}') AS sealed_edges
+            FROM memory_relations r WHERE r.memory_id = m.id AND r.user_id = %(user_id)s
+        ) re
         WHERE m.user_id = %(user_id)s AND {active}
         """).format(columns=_M_COLUMNS, active=_M_ACTIVE),
         {"q": query_embedding, "user_id": user_id, "ids": [p.id for p in picked]},
@@ -260,9 +268,17 @@ async def graph_rows(
         Neighbour(
             ScoredMemoryRow(memory_row(d), p.cosine, float(d["context_match"]), p.matched),
             p.seed,
-            tuple((e[0], e[1], e[2]) for e in d["edges"]),
+            _opened_edges(user_id, d),
             bool(d["downweighted"]),
         )
         for p in picked
         if (d := read.get(p.id)) is not None
     ]
+
+
+def _opened_edges(user_id: int, d: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """A read row's edges ``(subject, predicate, object)``, sealed ones opened."""
+    return tuple(
+        sealed_relations.opened(user_id, int(i), (e[0], e[1], e[2]), (x[0], x[1], x[2]))
+        for e, i, x in zip(d["edges"], d["edge_ids"], d["sealed_edges"], strict=True)
+    )

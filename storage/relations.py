@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
-from . import sealed_rows
+from sealing.scope import sealing_writes
+
+from . import sealed_relations, sealed_rows
 from .memory_sql import M_ACTIVE
 
 
@@ -81,12 +83,43 @@ async def insert_edges(
         return
     # A VALUES list, not INSERT ... SELECT FROM unnest(...): Citus routes the former to the
     # user's shard and pulls the latter through the coordinator (tests/citus/test_routing.py).
+    keys = sealing_writes(user_id)
+    if keys is None:
+        await conn.execute(
+            sql.SQL(
+                "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
+                " VALUES {}"
+            ).format(sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s)")] * len(edges))),
+            [v for e in edges for v in (user_id, memory_id, e.subject, e.predicate, e.object)],
+        )
+        return
+    # Sealed (storage.sealed_relations): ids drawn first, each phrase bound to its edge.
+    sealed = await sealed_relations.seal_new(
+        conn, keys, [(e.subject, e.predicate, e.object) for e in edges]
+    )
     await conn.execute(
         sql.SQL(
-            "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object)"
-            " VALUES {}"
-        ).format(sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s)")] * len(edges))),
-        [v for e in edges for v in (user_id, memory_id, e.subject, e.predicate, e.object)],
+            "INSERT INTO memory_relations (id, user_id, memory_id, subject, predicate, object,"
+            " subject_sealed, predicate_sealed, object_sealed, predicate_prefixes) VALUES {}"
+        ).format(
+            sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")] * len(edges))
+        ),
+        [
+            v
+            for e in sealed
+            for v in (
+                e.id,
+                user_id,
+                memory_id,
+                e.subject,
+                e.predicate,
+                e.object,
+                e.subject_sealed,
+                e.predicate_sealed,
+                e.object_sealed,
+                e.predicate_prefixes,
+            )
+        ],
     )
 
 
@@ -122,17 +155,22 @@ async def _live_edges(
     limit: int,
 ) -> list[EdgeRow]:
     """Live edges touching one of ``keys``, oldest first; with ``predicates``, only those."""
-    params: dict[str, object] = {"user_id": user_id, "keys": list(keys), "limit": limit}
+    # Sealed edges store keyed hashes of the phrases: the lookup sends both kinds.
+    params: dict[str, object] = {
+        "user_id": user_id,
+        "keys": sealed_relations.phrase_keys(user_id, keys),
+        "limit": limit,
+    }
     only_predicates = sql.SQL("")
     if predicates is not None:
         only_predicates = sql.SQL("AND r.predicate = ANY(%(predicates)s)")
-        params["predicates"] = list(predicates)
+        params["predicates"] = sealed_relations.phrase_keys(user_id, predicates)
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         sql.SQL(
             """
         SELECT r.id, r.subject, r.predicate, r.object, r.memory_id, m.text AS source_text,
-               m.text_sealed
+               m.text_sealed, r.subject_sealed, r.predicate_sealed, r.object_sealed
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
         WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {source_active}
           {only_predicates}
@@ -147,5 +185,11 @@ async def _live_edges(
     for d in await cur.fetchall():
         sealed = d.pop("text_sealed")
         d["source_text"] = sealed_rows.open_text(user_id, d["memory_id"], d["source_text"], sealed)
+        d["subject"], d["predicate"], d["object"] = sealed_relations.opened(
+            user_id,
+            d["id"],
+            (d["subject"], d["predicate"], d["object"]),
+            (d.pop("subject_sealed"), d.pop("predicate_sealed"), d.pop("object_sealed")),
+        )
         edges.append(EdgeRow(**d))
     return edges

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 from psycopg import AsyncConnection, sql
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import dict_row
 
-from . import sealed_rows
+from . import sealed_relations, sealed_rows
 from .memory_sql import ACTIVE, COLUMNS, M_ACTIVE
 from .rows import MemoryRow, memory_rows
 
@@ -216,22 +216,35 @@ async def functional_edges(
 
     With ``tagged_only`` only memories with at least one tag.
     """
-    cur = conn.cursor(row_factory=class_row(FactRow))
+    keyed = sealed_relations.predicate_patterns(user_id, patterns)
+    cur = conn.cursor()
     await cur.execute(
         sql.SQL(
             """
-        SELECT r.memory_id, m.tags, r.subject, r.predicate, r.object
+        SELECT r.memory_id, m.tags, r.subject, r.predicate, r.object,
+               r.id, r.subject_sealed, r.predicate_sealed, r.object_sealed
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
         WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {} {}
-          AND lower(r.predicate) LIKE ANY(%(patterns)s)
+          AND {}
           AND NOT EXISTS (SELECT 1 FROM relation_outbox o
                           WHERE o.user_id = %(user_id)s AND o.memory_id = m.id)
         ORDER BY r.memory_id, r.id
         """
-        ).format(_M_ACTIVE, _m_tagged(tagged_only)),
-        {"user_id": user_id, "patterns": [like_escape(p) for p in patterns]},
+        ).format(_M_ACTIVE, _m_tagged(tagged_only), sealed_relations.PREDICATE_MATCHES),
+        {
+            "user_id": user_id,
+            "patterns": [like_escape(p) for p in patterns],
+            "sealed_exact": keyed.exact,
+            "sealed_prefixes": keyed.prefixes,
+        },
     )
-    return await cur.fetchall()
+    out = []
+    for memory_id, tags, subject, predicate, obj, edge_id, *sealed in await cur.fetchall():
+        s, p, o = sealed_relations.opened(
+            user_id, edge_id, (subject, predicate, obj), (sealed[0], sealed[1], sealed[2])
+        )
+        out.append(FactRow(memory_id, tags, s, p, o))
+    return out
 
 
 async def owed_texts(

@@ -9,7 +9,10 @@ scope must hold; a plain row reads as before. What a sealed row stores:
   ``tags_sealed`` the list itself, as JSON (``tags``);
 - ``normalized_text`` the keyed hash of the normalized text (the unique index);
 - ``sealed_search`` the keyed hashes of the lexemes ``to_tsvector`` gives the text
-  (the lexical side and the term statistics); ``text_chars`` the text's length.
+  (the lexical side and the term statistics); ``text_chars`` the text's length;
+- (migration 0024) ``metadata`` '{}' and ``metadata_sealed`` the metadata as JSON;
+  ``forget_reason`` NULL and ``forget_reason_sealed`` the reason. These two are
+  opened each on its own (a reason sealed on a row forgotten before the move).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from sealing.scope import keys_for, sealing_writes
 from sealing.user_keys import TEXT, UserKeys
 
 #: The columns a memory row's SELECT adds to the row's own (opened, not shown).
-SEALED_COLUMNS = ("text_sealed", "tags_sealed")
+SEALED_COLUMNS = ("text_sealed", "tags_sealed", "metadata_sealed", "forget_reason_sealed")
 #: Text search configuration of the lexemes (as ``memories.text_search``, migration 0002).
 TEXT_SEARCH_CONFIG = "english"
 
@@ -41,17 +44,50 @@ def _keys(user_id: int) -> UserKeys:
     return keys
 
 
+def keys_of(user_id: int) -> UserKeys:
+    """The keys in scope for ``user_id``'s sealed values; :class:`SealingError` if none."""
+    return _keys(user_id)
+
+
 def opened(values: Mapping[str, Any], user_id: int | None = None) -> Mapping[str, Any]:
-    """``values`` with ``text`` and ``tags`` opened if the row is sealed (else as they are)."""
+    """``values`` with ``text``, ``tags``, ``metadata`` and ``forget_reason`` opened where
+    sealed (else as they are)."""
     text_sealed = values.get("text_sealed")
-    if text_sealed is None:
+    metadata_sealed = values.get("metadata_sealed")
+    reason_sealed = values.get("forget_reason_sealed")
+    if text_sealed is None and metadata_sealed is None and reason_sealed is None:
         return values
     owner = int(values["user_id"] if user_id is None else user_id)
     keys, row_id = _keys(owner), int(values["id"])
     out = dict(values)
-    out["text"] = keys.open(bytes(text_sealed), row_id, "text")
-    out["tags"] = json.loads(keys.open(bytes(values["tags_sealed"]), row_id, "tags"))
+    if text_sealed is not None:
+        out["text"] = keys.open(bytes(text_sealed), row_id, "text")
+        out["tags"] = json.loads(keys.open(bytes(values["tags_sealed"]), row_id, "tags"))
+    if metadata_sealed is not None:
+        out["metadata"] = json.loads(keys.open(bytes(metadata_sealed), row_id, "metadata"))
+    if reason_sealed is not None:
+        out["forget_reason"] = keys.open(bytes(reason_sealed), row_id, "forget_reason")
     return out
+
+
+def open_reason(user_id: int, row_id: int, reason: str | None, sealed: bytes | None) -> str | None:
+    if sealed is None:
+        return reason
+    return _keys(user_id).open(bytes(sealed), row_id, "forget_reason")
+
+
+def seal_reasons(
+    user_id: int, row_ids: Sequence[int], reason: str | None
+) -> list[bytes | None] | None:
+    """A forget reason sealed for each row when the call seals (None: write it plain)."""
+    keys = sealing_writes(user_id)
+    if keys is None:
+        return None
+    return [None if reason is None else keys.seal(reason, i, "forget_reason") for i in row_ids]
+
+
+def seal_metadata(keys: UserKeys, row_id: int, metadata: Mapping[str, Any]) -> bytes:
+    return keys.seal(json.dumps(dict(metadata)), row_id, "metadata")
 
 
 def open_text(user_id: int, row_id: int, text: str, text_sealed: bytes | None) -> str:

@@ -14,13 +14,14 @@ rows left.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 from psycopg import AsyncConnection, sql
 
 from sealing.user_keys import TEXT, UserKeys
 
-from . import terms
-from .sealed_rows import TEXT_SEARCH_CONFIG
+from . import sealed_relations, terms
+from .sealed_rows import TEXT_SEARCH_CONFIG, seal_metadata
 
 
 async def plain_rows_per_user(conn: AsyncConnection) -> dict[int, int]:
@@ -35,7 +36,9 @@ async def plain_rows_per_user(conn: AsyncConnection) -> dict[int, int]:
 _SEAL_ROW = sql.SQL(
     "UPDATE memories SET text = '', text_sealed = %(text_sealed)s, tags = %(tags)s,"
     " tags_sealed = %(tags_sealed)s, normalized_text = %(normalized_text)s,"
-    " sealed_search = array_to_tsvector(%(sealed_search)s::text[]), text_chars = %(chars)s"
+    " sealed_search = array_to_tsvector(%(sealed_search)s::text[]), text_chars = %(chars)s,"
+    " metadata = '{{}}', metadata_sealed = %(metadata_sealed)s,"
+    " forget_reason = NULL, forget_reason_sealed = coalesce(%(reason_sealed)s, forget_reason_sealed)"
     " WHERE user_id = %(user_id)s AND id = %(id)s AND text_sealed IS NULL RETURNING {}"
 ).format(sql.SQL(terms.CHANGED_TERMS))
 
@@ -47,7 +50,7 @@ async def seal_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> in
         await terms.lock_counts(conn, [user_id])
         cur = await conn.execute(
             "SELECT id, text, normalized_text, tags,"
-            " tsvector_to_array(to_tsvector(%s::regconfig, text))"
+            " tsvector_to_array(to_tsvector(%s::regconfig, text)), metadata, forget_reason"
             " FROM memories WHERE user_id = %s AND text_sealed IS NULL"
             " ORDER BY id LIMIT %s FOR UPDATE",
             (TEXT_SEARCH_CONFIG, user_id, limit),
@@ -56,7 +59,7 @@ async def seal_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> in
     if not rows:
         return 0
     changes = terms.TermChanges()
-    for row_id, text, normalized, tags, lexemes in rows:
+    for row_id, text, normalized, tags, lexemes, metadata, reason in rows:
         cur = await conn.execute(
             _SEAL_ROW,
             {
@@ -68,6 +71,10 @@ async def seal_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> in
                 "normalized_text": keys.keyed(TEXT, normalized),
                 "sealed_search": sorted(set(keys.keyed_terms(lexemes))),
                 "chars": len(text),
+                "metadata_sealed": seal_metadata(keys, row_id, metadata),
+                "reason_sealed": None
+                if reason is None
+                else keys.seal(reason, row_id, "forget_reason"),
             },
         )
         for lost, gained in await cur.fetchall():
@@ -77,11 +84,51 @@ async def seal_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> in
     return len(rows)
 
 
-async def sealed_users(conn: AsyncConnection, username: str | None) -> list[int]:
-    """Users (every one, or the one named) with sealed memory rows."""
+async def users_with_plain_edges(conn: AsyncConnection) -> list[int]:
+    """Users with plain relation edges (``subject_sealed IS NULL``)."""
     cur = await conn.execute(
-        "SELECT DISTINCT m.user_id FROM memories m JOIN users u ON u.id = m.user_id"
-        " WHERE m.text_sealed IS NOT NULL AND (%(u)s::text IS NULL OR u.username = %(u)s)",
+        "SELECT DISTINCT user_id FROM memory_relations WHERE subject_sealed IS NULL"
+    )
+    return sorted(int(r[0]) for r in await cur.fetchall())
+
+
+_SEAL_EDGE = (
+    "UPDATE memory_relations SET subject = %(subject)s, predicate = %(predicate)s,"
+    " object = %(object)s, subject_sealed = %(subject_sealed)s,"
+    " predicate_sealed = %(predicate_sealed)s, object_sealed = %(object_sealed)s,"
+    " predicate_prefixes = %(predicate_prefixes)s"
+    " WHERE user_id = %(user_id)s AND id = %(id)s AND subject_sealed IS NULL"
+)
+
+
+async def seal_edges_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> int:
+    """Seal up to ``limit`` of the user's plain relation edges (inside a transaction);
+    how many. An edge is rewritten whole, in place: no statistics hang on it."""
+    user_id = keys.user_id
+    cur = await conn.execute(
+        "SELECT id, subject, predicate, object FROM memory_relations"
+        " WHERE user_id = %s AND subject_sealed IS NULL ORDER BY id LIMIT %s FOR UPDATE",
+        (user_id, limit),
+    )
+    rows = await cur.fetchall()
+    async with conn.pipeline():
+        for edge_id, subject, predicate, obj in rows:
+            edge = sealed_relations.seal_edge(keys, int(edge_id), (subject, predicate, obj))
+            await conn.execute(_SEAL_EDGE, {"user_id": user_id, **asdict(edge)})
+    return len(rows)
+
+
+async def sealed_users(conn: AsyncConnection, username: str | None) -> list[int]:
+    """Users (every one, or the one named) with sealed memory rows or relation edges (an
+    edge extracted sealed from a memory not moved yet; a reason sealed on a plain row)."""
+    cur = await conn.execute(
+        "SELECT m.user_id FROM memories m JOIN users u ON u.id = m.user_id"
+        " WHERE (m.text_sealed IS NOT NULL OR m.forget_reason_sealed IS NOT NULL"
+        "        OR m.metadata_sealed IS NOT NULL)"
+        "   AND (%(u)s::text IS NULL OR u.username = %(u)s)"
+        " UNION"
+        " SELECT r.user_id FROM memory_relations r JOIN users u ON u.id = r.user_id"
+        " WHERE r.subject_sealed IS NOT NULL AND (%(u)s::text IS NULL OR u.username = %(u)s)",
         {"u": username},
     )
     return sorted(int(r[0]) for r in await cur.fetchall())

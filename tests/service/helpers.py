@@ -148,6 +148,29 @@ async def sql(deps: Any, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
     return rows
 
 
+async def stored_edges(deps: Any, memory_ids: list[int]) -> list[tuple[str, str, str]]:
+    """The memories' relation edges as stored, by id; a sealed edge's phrases opened with
+    its user's keys (storage.sealed_relations), so a test reads the same either way."""
+    from storage.sealed_relations import PHRASE_COLUMNS
+
+    rows = await sql(
+        deps,
+        "SELECT id, user_id, subject, predicate, object,"
+        " subject_sealed, predicate_sealed, object_sealed"
+        " FROM memory_relations WHERE memory_id = ANY(%s) ORDER BY id",
+        (memory_ids,),
+    )
+    out = []
+    for edge_id, user_id, subject, predicate, obj, *sealed in rows:
+        if sealed[0] is None:
+            out.append((subject, predicate, obj))
+            continue
+        keys = await deps.keyring.user_keys(user_id)
+        s, p, o = (keys.open(v, edge_id, c) for v, c in zip(sealed, PHRASE_COLUMNS, strict=True))
+        out.append((s, p, o))
+    return out
+
+
 async def expire(deps: Any, memory_id: int) -> None:
     """Make a row expired (expires_at in the past) without going through the tools."""
     await sql(

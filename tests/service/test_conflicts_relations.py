@@ -9,7 +9,7 @@ import pytest
 from memory.graph import Relation, normalise
 from memory.relations import extract_relations
 
-from .helpers import call, cosine, expire, fingerprint, remember_many, sql
+from .helpers import call, cosine, expire, fingerprint, remember_many, sql, stored_edges
 
 HONDA = "The user's car is a red 2019 Honda Civic."
 TESLA = "The user's car is a blue 2021 Tesla Model 3."
@@ -81,10 +81,8 @@ async def test_the_tag_gate_holds_for_relation_groups(deps, alice):
 async def test_a_non_functional_predicate_never_conflicts(deps, alice):
     ids = await remember_many(deps, alice, [PEANUTS, SHELLFISH], tags=["health"])
     await _extract_all(deps, alice, ids)
-    stored = await sql(
-        deps, "SELECT DISTINCT predicate FROM memory_relations WHERE memory_id = ANY(%s)", (ids,)
-    )
-    assert stored == [("allergic to",)], "both facts are in the graph"
+    stored = {p for _s, p, _o in await stored_edges(deps, ids)}  # opened if sealed
+    assert stored == {"allergic to"}, "both facts are in the graph"
     out = await call(deps, alice, "find_conflicts")
     assert _relation_groups(out) == []
     assert all(g["reason"] == "similarity" for g in out["groups"])

@@ -14,6 +14,7 @@ from memory.relations import extract_relations
 from storage import outbox
 
 from .helpers import call, expire, fails, fingerprint, sql
+from .helpers import stored_edges as edges_of
 
 
 class Recorder:
@@ -63,12 +64,7 @@ def edges(out: dict[str, Any]) -> list[tuple[str, str, str, int, str]]:
 
 
 async def stored_edges(deps, memory_id: int) -> list[tuple[str, str, str]]:
-    rows = await sql(
-        deps,
-        "SELECT subject, predicate, object FROM memory_relations WHERE memory_id = %s ORDER BY id",
-        (memory_id,),
-    )
-    return [tuple(r) for r in rows]
+    return await edges_of(deps, [memory_id])  # opened if sealed
 
 
 async def test_the_multi_hop_example(hooked, alice):
