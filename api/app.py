@@ -83,7 +83,7 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
     if runtime.audit is None:
         # No process owns this app's lifetime (tests): no background writer to outlive it.
-        runtime.audit = AuditLog(deps.pool, settings, background=False)
+        runtime.audit = AuditLog(deps.pool, settings, background=False, keyring=deps.keyring)
     dispatcher = McpDispatcher(
         tool_specs(settings),
         runtime.run_inline,

@@ -115,7 +115,7 @@ def _operation_key(operation: str | None, kind: str, app_id: int) -> str | None:
 
 async def _done_before(conn: AsyncConnection, user_id: int, key: str) -> bool:
     await receipts.lock_receipt_key(conn, user_id, key)
-    return await receipts.get_receipt(conn, user_id, key) is not None
+    return await receipts.receipt_exists(conn, user_id, key)
 
 
 async def _remember_done(conn: AsyncConnection, user_id: int, key: str | None, what: str) -> None:

@@ -134,7 +134,7 @@ class WebProcess:
             ),
             bearer=BearerValidator(keystore, settings),
             metadata_fetcher=metadata_fetcher(settings),
-            audit=AuditLog(pool, settings),
+            audit=AuditLog(pool, settings, keyring=self.sealing.keyring),
         )
         #: What opening did that an operator should hear about (e.g. a generated password).
         self.notices: list[str] = []

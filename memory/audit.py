@@ -12,6 +12,10 @@ buffered when the process is killed outright is lost; :meth:`AuditLog.close`
 writes it on an orderly stop. :meth:`flush` writes at once (a page that shows
 the log calls it first, so the owner sees their own latest calls). Once a day
 the task deletes records older than ``AUDIT_RETENTION_DAYS``.
+
+Sealed at rest: with ``OWNSONA_SEAL_MEMORIES`` and a keyring, a recorded query is
+sealed under its user's data key when written (docs/at-rest.md); the console's
+activity page opens it with the owner's keys (:func:`events` with their scope).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +33,15 @@ import psycopg
 
 from config.settings import Settings
 from memory.rules.audit_ids import touched
+from sealing.errors import DataKeyGone
+from sealing.scope import Scope, sealing_as
+from sealing.user_keys import UserKeys
 from storage import audit as store
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
+
+    from memory.keyring import Keyring
 
 logger = logging.getLogger("ownsona.memory.audit")
 
@@ -52,13 +62,20 @@ COMMAND_CLIENT_ID = "ownsona-cli-command"
 
 class AuditLog:
     def __init__(
-        self, pool: AsyncConnectionPool, settings: Settings, *, background: bool = True
+        self,
+        pool: AsyncConnectionPool,
+        settings: Settings,
+        *,
+        background: bool = True,
+        keyring: Keyring | None = None,
     ) -> None:
         """``background=False``: no writer task; records are written by :meth:`flush` and
         :meth:`close` only (an app nobody opens or closes: ``create_app`` without a
         process around it, in tests, where a writer left running past its test would
-        hold a transaction on the audit table while the next test empties the tables)."""
+        hold a transaction on the audit table while the next test empties the tables).
+        ``keyring``: recorded queries are sealed with it when memories are sealed."""
         self._pool = pool
+        self._keyring = keyring if settings.seal_memories else None
         self._background = background
         self._retention = timedelta(days=settings.audit_retention_days)
         self._record_queries = settings.audit_record_queries
@@ -155,8 +172,31 @@ class AuditLog:
             logger.warning("audit log not caught up (%s)", type(ex).__name__)
 
     async def _insert(self, events: list[store.NewAuditEvent]) -> None:
+        keys, gone = await self._sealing_keys(events)
+        if gone:  # their queries are dropped, never written plain
+            events = [replace(e, query=None) if e.user_id in gone else e for e in events]
         async with self._pool.connection() as conn, conn.transaction():
-            await store.insert_events(conn, events)
+            await store.insert_events(conn, events, keys)
+
+    async def _sealing_keys(
+        self, events: list[store.NewAuditEvent]
+    ) -> tuple[dict[int, UserKeys], set[int]]:
+        """The keys of the users whose recorded queries this batch seals (none: unsealed),
+        and the users with no data key.
+
+        Never a new data key (the call that made the query already made it), so a record
+        of a user deleted since is not given one (the insert refuses it: no such user).
+        """
+        keys: dict[int, UserKeys] = {}
+        gone: set[int] = set()
+        if self._keyring is None:
+            return keys, gone
+        for user_id in sorted({e.user_id for e in events if e.query is not None}):
+            try:
+                keys[user_id] = await self._keyring.user_keys(user_id, create=False)
+            except DataKeyGone:
+                gone.add(user_id)
+        return keys, gone
 
     async def prune(self, now: datetime | None = None) -> int:
         """Delete the records older than the retention; how many went."""
@@ -201,11 +241,13 @@ class AuditLog:
 
 
 async def events(
-    pool: AsyncConnectionPool, user_id: int, where: EventFilter
+    pool: AsyncConnectionPool, user_id: int, where: EventFilter, scope: Scope | None = None
 ) -> list[AuditEventRow]:
-    """One user's audit records, newest first (``where.before_id``: the next page)."""
-    async with pool.connection() as conn:
-        return await store.list_events(conn, user_id, where)
+    """One user's audit records, newest first (``where.before_id``: the next page); a sealed
+    query opened with ``scope``'s keys (``memory.call_keys``), refused without them."""
+    with sealing_as(scope):
+        async with pool.connection() as conn:
+            return await store.list_events(conn, user_id, where)
 
 
 async def app_activity(pool: AsyncConnectionPool, user_id: int) -> list[store.AppActivity]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sealing.scope import Scope, sealing_as
 from storage import console_jobs as store
 
 if TYPE_CHECKING:
@@ -114,18 +115,28 @@ async def put_upload(
     user_id: int,
     filename: str,
     export: dict[str, Any],
+    scope: Scope | None = None,
 ) -> None:
-    async with pool.connection() as conn:
-        await store.insert_upload(
-            conn, upload_id=upload_id, user_id=user_id, filename=filename, export=export
-        )
+    """Store an upload; sealed under ``scope``'s keys when it seals (``memory.call_keys``)."""
+    with sealing_as(scope):
+        async with pool.connection() as conn:
+            await store.insert_upload(
+                conn, upload_id=upload_id, user_id=user_id, filename=filename, export=export
+            )
 
 
 async def get_upload(
-    pool: AsyncConnectionPool, user_id: int, upload_id: str, *, max_age_s: float
+    pool: AsyncConnectionPool,
+    user_id: int,
+    upload_id: str,
+    *,
+    max_age_s: float,
+    scope: Scope | None = None,
 ) -> UploadRow | None:
-    async with pool.connection() as conn:
-        return await store.get_upload(conn, user_id, upload_id, max_age_s=max_age_s)
+    """The user's upload; a sealed one opened with ``scope``'s keys (refused without)."""
+    with sealing_as(scope):
+        async with pool.connection() as conn:
+            return await store.get_upload(conn, user_id, upload_id, max_age_s=max_age_s)
 
 
 async def delete_upload(pool: AsyncConnectionPool, user_id: int, upload_id: str) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from psycopg_pool import AsyncConnectionPool
 
 from memory.keyring import Keyring
-from storage import sealing_move
+from storage import sealing_move, sealing_move_around
 
 #: Rows per transaction: short enough that a writer of the user waits little.
 DEFAULT_BATCH = 200
@@ -31,7 +31,10 @@ async def seal_store(
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Seal every plain memory row and relation edge; return how many memory rows were
-    sealed. ``progress(n)`` after each batch of memories."""
+    sealed. ``progress(n)`` after each batch of memories.
+
+    Then the plain values around the memories (:func:`seal_around`), not counted.
+    """
     done = 0
     async with pool.connection() as conn:
         users = await sealing_move.plain_rows_per_user(conn)
@@ -51,4 +54,24 @@ async def seal_store(
             async with pool.connection() as conn, conn.transaction():
                 if not await sealing_move.seal_edges_batch(conn, keys, limit=batch):
                     break
+    await seal_around(pool, keyring, batch=batch)
+    return done
+
+
+async def seal_around(
+    pool: AsyncConnectionPool, keyring: Keyring, *, batch: int = DEFAULT_BATCH
+) -> int:
+    """Seal the plain write receipts, chat-import uploads and recorded audit queries
+    (``storage.sealing_move_around``); how many rows."""
+    done = 0
+    async with pool.connection() as conn:
+        users = await sealing_move_around.plain_users(conn)
+    for user_id in users:
+        keys = await keyring.user_keys(user_id)
+        while True:
+            async with pool.connection() as conn, conn.transaction():
+                sealed = await sealing_move_around.seal_batch(conn, keys, limit=batch)
+            if not sealed:
+                break
+            done += sealed
     return done

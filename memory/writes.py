@@ -40,8 +40,10 @@ from typing import Any
 
 import psycopg
 
+from sealing.scope import sealing_as
 from storage import memories as store
 
+from .call_keys import call_scope
 from .deps import Deps
 
 #: Receipts outlive any sane client retry or broker redelivery.
@@ -99,10 +101,12 @@ async def prior_receipt(
     if idempotency_key is None:
         return None
     key, submission = idempotency_key.key, idempotency_key.submission
-    async with deps.pool.connection() as conn:
-        return await store.get_receipt(
-            conn, user_id, key, window_s=_window(deps, key), submission=submission
-        )
+    # Its own keys: the queue guard looks a receipt up outside any call (a sealed answer).
+    with sealing_as(await call_scope(deps, user_id)):
+        async with deps.pool.connection() as conn:
+            return await store.get_receipt(
+                conn, user_id, key, window_s=_window(deps, key), submission=submission
+            )
 
 
 async def run_write(

@@ -49,6 +49,18 @@ def associated_data(user_id: int, row_id: int, column: str) -> bytes:
     return b"ownsona v1" + struct.pack(">qq", user_id, row_id) + column.encode("ascii")
 
 
+def associated_data_named(user_id: int, row_key: str, column: str) -> bytes:
+    """:func:`associated_data` for a row named by text (an upload's id, a receipt's key).
+
+    Its own prefix, and the key's length before it, so no (key, column) pair reads as
+    another, nor as a numbered row's.
+    """
+    key = row_key.encode("utf-8")
+    return (
+        b"ownsona v1 named" + struct.pack(">qI", user_id, len(key)) + key + column.encode("ascii")
+    )
+
+
 class UserKeys:
     """The opened keys of one user. Its repr never shows them."""
 
@@ -77,6 +89,27 @@ class UserKeys:
         except InvalidTag as ex:
             raise SealedValueError(
                 f"{column} of row {row_id} does not open for user {self.user_id}"
+                " (sealed for another row, column or user, or altered)"
+            ) from ex
+        return plain.decode("utf-8")
+
+    def seal_named(self, value: str, row_key: str, column: str) -> bytes:
+        """:meth:`seal` for a row whose id is text (:func:`associated_data_named`)."""
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        ad = associated_data_named(self.user_id, row_key, column)
+        return bytes([VERSION]) + nonce + self._aead.encrypt(nonce, value.encode("utf-8"), ad)
+
+    def open_named(self, sealed: bytes, row_key: str, column: str) -> str:
+        """:meth:`open` for a row whose id is text; the error never names the key (user text)."""
+        if len(sealed) < 1 + _NONCE_BYTES + 16 or sealed[0] != VERSION:
+            raise SealedValueError(f"{column}: not a sealed value")
+        nonce, body = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
+        ad = associated_data_named(self.user_id, row_key, column)
+        try:
+            plain = self._aead.decrypt(nonce, body, ad)
+        except InvalidTag as ex:
+            raise SealedValueError(
+                f"{column} of a row does not open for user {self.user_id}"
                 " (sealed for another row, column or user, or altered)"
             ) from ex
         return plain.decode("utf-8")

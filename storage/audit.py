@@ -1,18 +1,26 @@
 """Audit-log SQL: write a batch of tool-call records, read them back, prune old ones.
 
 Every function takes a connection so the caller owns the transaction.
+
+A recorded query (``AUDIT_RECORD_QUERIES``) is sealed at rest when its user's keys
+are given (migration 0025): ``query`` NULL and ``query_sealed`` the query, bound to
+(user, event id, ``query``); the event's id is drawn before the COPY for that. A
+page of events opens them with the keys in scope (``storage.sealed_values``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 
 from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
+from sealing.user_keys import UserKeys
+
 from .rows import select_list
+from .sealed_values import open_text
 
 
 @dataclass(frozen=True)
@@ -46,21 +54,64 @@ class AuditEventRow(AuditRecord):
     id: int
 
 
+@dataclass(frozen=True)
+class _StoredEvent(AuditEventRow):
+    """A row as selected: its query sealed or not."""
+
+    query_sealed: bytes | None
+
+
+#: The column a recorded query is sealed as (the associated data's column name).
+_QUERY = "query"
 _NEW_FIELDS = tuple(f.name for f in fields(NewAuditEvent))
 _COLUMNS = sql.SQL(", ").join(sql.Identifier(name) for name in _NEW_FIELDS)
-_ROW_COLUMNS = sql.SQL(select_list(AuditEventRow))
+_SEALED_COLUMNS = sql.SQL(", ").join(
+    sql.Identifier(name) for name in ("id", *_NEW_FIELDS, "query_sealed")
+)
+_ROW_COLUMNS = sql.SQL(select_list(_StoredEvent))
 
 
-async def insert_events(conn: AsyncConnection, events: Sequence[NewAuditEvent]) -> None:
-    """Store a batch in one COPY (one round trip, whatever its size)."""
+async def insert_events(
+    conn: AsyncConnection,
+    events: Sequence[NewAuditEvent],
+    keys: Mapping[int, UserKeys] | None = None,
+) -> None:
+    """Store a batch in one COPY (one round trip, whatever its size).
+
+    ``keys``: the users whose recorded queries are sealed; the batch's ids are then
+    drawn first (one more round trip), each query sealed for its event's id.
+    """
     if not events:
         return
+    keys = keys or {}
+    sealing = any(e.query is not None and e.user_id in keys for e in events)
+    ids: list[int] = []
+    if sealing:
+        cur = await conn.execute(
+            "SELECT ownsona_next_id('audit_events_id_seq'::regclass) FROM generate_series(1, %s)",
+            (len(events),),
+        )
+        ids = [int(r[0]) for r in await cur.fetchall()]
+    columns = _SEALED_COLUMNS if sealing else _COLUMNS
     async with (
         conn.cursor() as cur,
-        cur.copy(sql.SQL("COPY audit_events ({}) FROM STDIN").format(_COLUMNS)) as copy,
+        cur.copy(sql.SQL("COPY audit_events ({}) FROM STDIN").format(columns)) as copy,
     ):
-        for e in events:
-            await copy.write_row([getattr(e, name) for name in _NEW_FIELDS])
+        for i, e in enumerate(events):
+            if not sealing:
+                await copy.write_row([getattr(e, name) for name in _NEW_FIELDS])
+                continue
+            user_keys = keys.get(e.user_id) if e.query is not None else None
+            sealed = None if user_keys is None else user_keys.seal(e.query or "", ids[i], _QUERY)
+            stored = e if sealed is None else replace(e, query=None)
+            await copy.write_row([ids[i], *(getattr(stored, n) for n in _NEW_FIELDS), sealed])
+
+
+def _opened(user_id: int, row: _StoredEvent) -> AuditEventRow:
+    """The row with its query opened (a sealed one with the keys in scope, or refused)."""
+    query = open_text(user_id, row.id, _QUERY, row.query, row.query_sealed)
+    values = {f.name: getattr(row, f.name) for f in fields(AuditEventRow)}
+    return AuditEventRow(**{**values, "query": query})
 
 
 @dataclass(frozen=True)
@@ -82,7 +133,7 @@ async def list_events(
     The next page starts after the event ``before_id`` in (at, id) order, the
     order of the index; an id that is not this user's gives an empty page.
     """
-    async with conn.cursor(row_factory=class_row(AuditEventRow)) as cur:
+    async with conn.cursor(row_factory=class_row(_StoredEvent)) as cur:
         await cur.execute(
             sql.SQL(
                 """
@@ -105,7 +156,7 @@ async def list_events(
                 **asdict(where),
             },
         )
-        return await cur.fetchall()
+        return [_opened(user_id, row) for row in await cur.fetchall()]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,11 @@ read is scoped by ``user_id``; the writes of a running job go by its id
 stops being updated: reads report it with ``stale`` true once its
 ``updated_at`` is older than the caller's heartbeat window, measured by the
 database's clock (one clock for every web process).
+
+An upload is sealed at rest when the call seals (migration 0025): ``filename`` ''
+and ``export`` ``{}``, the values in ``filename_sealed`` and ``export_sealed`` bound
+to (user, upload id, column) (``storage.sealed_values``). A job's columns carry no
+user text (scan kinds and thresholds, counts, ids) and stay plain.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+
+from .sealed_values import open_named_json, open_named_text, seal_named_json, seal_named_text
 
 
 @dataclass(frozen=True)
@@ -200,23 +207,43 @@ class UploadRow:
 async def insert_upload(
     conn: AsyncConnection, *, upload_id: str, user_id: int, filename: str, export: dict[str, Any]
 ) -> None:
+    filename_sealed = seal_named_text(user_id, upload_id, "filename", filename)
+    export_sealed = seal_named_json(user_id, upload_id, "export", export)
     await conn.execute(
-        "INSERT INTO console_uploads (id, user_id, filename, export) VALUES (%s, %s, %s, %s)",
-        (upload_id, user_id, filename, Jsonb(export)),
+        "INSERT INTO console_uploads (id, user_id, filename, export, filename_sealed,"
+        " export_sealed) VALUES (%s, %s, %s, %s, %s, %s)",
+        (
+            upload_id,
+            user_id,
+            "" if filename_sealed is not None else filename,
+            Jsonb({} if export_sealed is not None else export),
+            filename_sealed,
+            export_sealed,
+        ),
     )
 
 
 async def get_upload(
     conn: AsyncConnection, user_id: int, upload_id: str, *, max_age_s: float
 ) -> UploadRow | None:
-    """The user's upload, unless older than ``max_age_s``."""
-    cur = conn.cursor(row_factory=class_row(UploadRow))
-    await cur.execute(
-        "SELECT id, user_id, filename, export, created_at FROM console_uploads"
+    """The user's upload, unless older than ``max_age_s``; a sealed one opened."""
+    cur = await conn.execute(
+        "SELECT id, filename, export, created_at, filename_sealed, export_sealed"
+        " FROM console_uploads"
         " WHERE id = %s AND user_id = %s AND created_at > now() - make_interval(secs => %s)",
         (upload_id, user_id, max_age_s),
     )
-    return await cur.fetchone()
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    row_id, filename, export, created_at, filename_sealed, export_sealed = row
+    return UploadRow(
+        id=row_id,
+        user_id=user_id,
+        filename=open_named_text(user_id, row_id, "filename", filename, filename_sealed),
+        export=open_named_json(user_id, row_id, "export", export, export_sealed),
+        created_at=created_at,
+    )
 
 
 async def delete_upload(conn: AsyncConnection, user_id: int, upload_id: str) -> None:

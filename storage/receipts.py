@@ -6,6 +6,10 @@ A receipt also lists the memory ids its result names (``memory_ids``) and
 gets a rising ``seq``: :func:`get_receipt` with ``window_s`` honours a
 receipt only while it is that young and no later receipt of the same user
 names one of its memories (memory/writes.py says why).
+
+Sealed at rest (migration 0025): when the call seals, ``result`` is ``{}`` and
+``result_sealed`` the answer, bound to (user, idempotency key, ``result``); a retried
+call gets the same answer from either kind of row (``storage.sealed_values``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
+
+from .sealed_values import open_named_json, seal_named_json
+
+#: The column a receipt's answer is sealed as (the associated data's column name).
+_RESULT = "result"
 
 
 async def get_receipt(
@@ -29,12 +38,12 @@ async def get_receipt(
     or that was written for this very ``submission`` (a redelivered message)."""
     if window_s is None:
         cur = await conn.execute(
-            "SELECT result FROM write_receipts WHERE user_id = %s AND idempotency_key = %s",
+            "SELECT result, result_sealed FROM write_receipts WHERE user_id = %s AND idempotency_key = %s",
             (user_id, key),
         )
     else:
         cur = await conn.execute(
-            "SELECT r.result FROM write_receipts r"
+            "SELECT r.result, r.result_sealed FROM write_receipts r"
             " WHERE r.user_id = %s AND r.idempotency_key = %s"
             " AND (r.submission = %s OR (r.created_at > now() - make_interval(secs => %s)"
             # The later receipt names the user itself (not through r): Citus routes a
@@ -45,7 +54,19 @@ async def get_receipt(
             (user_id, key, submission, window_s, user_id),
         )
     row = await cur.fetchone()
-    return row[0] if row else None
+    if row is None:
+        return None
+    opened: dict[str, Any] = open_named_json(user_id, key, _RESULT, row[0], row[1])
+    return opened
+
+
+async def receipt_exists(conn: AsyncConnection, user_id: int, key: str) -> bool:
+    """Whether a receipt is stored under ``key`` (its answer, sealed or not, left unopened)."""
+    cur = await conn.execute(
+        "SELECT 1 FROM write_receipts WHERE user_id = %s AND idempotency_key = %s",
+        (user_id, key),
+    )
+    return await cur.fetchone() is not None
 
 
 async def lock_receipt_key(conn: AsyncConnection, user_id: int, key: str) -> None:
@@ -63,17 +84,27 @@ async def put_receipt(
     submission: str | None = None,
 ) -> None:
     """Store (or replace: a window receipt that no longer stood) the result under ``key``."""
+    sealed = seal_named_json(user_id, key, _RESULT, result)
     await conn.execute(
         "INSERT INTO write_receipts"
-        " (user_id, idempotency_key, tool, result, memory_ids, submission)"
-        " VALUES (%s, %s, %s, %s, %s, %s)"
+        " (user_id, idempotency_key, tool, result, result_sealed, memory_ids, submission)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (user_id, idempotency_key) DO UPDATE SET tool = EXCLUDED.tool,"
-        " result = EXCLUDED.result, memory_ids = EXCLUDED.memory_ids,"
+        " result = EXCLUDED.result, result_sealed = EXCLUDED.result_sealed,"
+        " memory_ids = EXCLUDED.memory_ids,"
         # The replacement's time and sequence number are the defaults the proposed row
         # drew (now() and a fresh seq): Citus refuses a function in DO UPDATE SET.
         " submission = EXCLUDED.submission, created_at = EXCLUDED.created_at,"
         " seq = EXCLUDED.seq",
-        (user_id, key, tool, Jsonb(result), list(memory_ids), submission),
+        (
+            user_id,
+            key,
+            tool,
+            Jsonb({} if sealed is not None else result),
+            sealed,
+            list(memory_ids),
+            submission,
+        ),
     )
 
 

@@ -21,6 +21,7 @@ from api.console.tools import CONSOLE_CLIENT_ID
 from auth import connected_apps
 from memory import audit
 from memory.audit import AuditEventRow
+from memory.call_keys import call_scope
 
 PAGE_SIZE = 50
 #: Memory ids shown per cell; the rest are counted.
@@ -96,7 +97,9 @@ class ActivityPage:
             before_id=filters.before,
             limit=PAGE_SIZE + 1,
         )
-        rows = await audit.events(pool, user_id, where)
+        # The owner's keys: a recorded query is sealed when their memories are.
+        scope = await call_scope(self._s.runtime.deps, user_id)
+        rows = await audit.events(pool, user_id, where, scope)
         older = rows[PAGE_SIZE - 1].id if len(rows) > PAGE_SIZE else None
         rows = rows[:PAGE_SIZE]
         names = await self._app_names(user_id, choices.client_ids)

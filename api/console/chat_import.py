@@ -96,7 +96,11 @@ class ImportChat:
         except ChatExportError as ex:
             self._upload_form(req, resp, error=str(ex))
             return
-        stash_id = await chat_uploads.put(self._s.pool, console.user_id, export, upload.filename)
+        # Sealed when the user's memories are: the stash holds their own messages.
+        scope = await call_scope(self._s.runtime.deps, console.user_id)
+        stash_id = await chat_uploads.put(
+            self._s.pool, console.user_id, export, upload.filename, scope
+        )
         self._summary(req, resp, stash_id, export, upload.filename)
 
     def _summary(
@@ -129,7 +133,8 @@ class ImportChat:
         if earlier is not None:
             self._s.renderer.redirect(resp, f"/console/jobs/{earlier.id}")
             return
-        stashed = await chat_uploads.get(self._s.pool, console.user_id, upload_id)
+        scope = await call_scope(self._s.runtime.deps, console.user_id)
+        stashed = await chat_uploads.get(self._s.pool, console.user_id, upload_id, scope)
         if stashed is None:
             self._upload_form(
                 req,

@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from memory import console_jobs as rows
 from memory.rules.chat_exports import ChatExport, ChatMessage, Conversation
+from sealing.scope import Scope
 
 #: Seconds an uploaded export waits for its confirmation.
 KEEP_S = 3600
@@ -31,21 +32,35 @@ class Uploaded:
     export: ChatExport
 
 
-async def put(pool: AsyncConnectionPool, user_id: int, export: ChatExport, filename: str) -> str:
+async def put(
+    pool: AsyncConnectionPool,
+    user_id: int,
+    export: ChatExport,
+    filename: str,
+    scope: Scope | None = None,
+) -> str:
+    """Keep the parsed export; sealed with ``scope``'s keys when it seals (the user's messages)."""
     upload_id = secrets.token_urlsafe(16)
     # Expired uploads (their users' own messages) go now, not at some later job's prune.
     await rows.prune_uploads(pool, older_than_s=KEEP_S)
     await rows.put_upload(
-        pool, upload_id=upload_id, user_id=user_id, filename=filename, export=to_json(export)
+        pool,
+        upload_id=upload_id,
+        user_id=user_id,
+        filename=filename,
+        export=to_json(export),
+        scope=scope,
     )
     return upload_id
 
 
-async def get(pool: AsyncConnectionPool, user_id: int, upload_id: str) -> Uploaded | None:
+async def get(
+    pool: AsyncConnectionPool, user_id: int, upload_id: str, scope: Scope | None = None
+) -> Uploaded | None:
     """The user's upload; None for an unknown, expired or another user's id."""
     if not upload_id:
         return None
-    row = await rows.get_upload(pool, user_id, upload_id, max_age_s=KEEP_S)
+    row = await rows.get_upload(pool, user_id, upload_id, max_age_s=KEEP_S, scope=scope)
     if row is None:
         return None
     return Uploaded(row.id, row.filename, from_json(row.export))
