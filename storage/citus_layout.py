@@ -133,6 +133,7 @@ async def apply_citus_layout(conn: AsyncConnection) -> list[str]:
                     )
                 )
     await _recall_settings_on_every_node(conn)
+    await _table_rows_per_shard(conn)
     return todo_reference + todo_distributed
 
 
@@ -307,4 +308,44 @@ async def _recall_settings_on_every_node(conn: AsyncConnection) -> None:
             sql.SQL("ALTER DATABASE {} SET {} = {}").format(
                 database, sql.SQL(name), sql.Literal(value)
             )
+        )
+
+
+#: Migration 0026's ``ownsona_memories_rows`` on Citus: the row estimate of the
+#: user's shard of ``memories``, on the worker that runs the statement (Citus ships a
+#: router statement's function calls to it). Where the shard is not (a statement
+#: the coordinator ran itself), -1, as before any ANALYZE: only the row bound applies.
+SHARD_ROWS_FUNCTION = """
+CREATE OR REPLACE FUNCTION ownsona_memories_rows(owner bigint) RETURNS real
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ SELECT coalesce((SELECT c.reltuples FROM pg_class c WHERE c.oid = to_regclass(
+        'memories_' || get_shard_id_for_distribution_column('memories', owner))), -1) $$
+"""
+
+
+async def _table_rows_per_shard(conn: AsyncConnection) -> None:
+    """Give ``ownsona_memories_rows`` its Citus body, on every node.
+
+    The statements choosing between an exact search and the HNSW index
+    (``storage.memory_sql.TABLE_ROWS``) read the size of what the user's scan walks:
+    their shard. Replaced only while the one-node body is left (a later run sends
+    nothing); ``create_distributed_function`` puts it on every worker, a worker
+    added later included, also for a database that had it before ``CREATE EXTENSION
+    citus`` (a move from one node).
+    """
+    cur = await conn.execute(
+        "SELECT prosrc LIKE '%get_shard_id_for_distribution_column%',"
+        " EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass"
+        "   AND o.objid = p.oid)"
+        " FROM pg_proc p WHERE p.oid = to_regprocedure('ownsona_memories_rows(bigint)')"
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return  # before migration 0026
+    per_shard, on_every_node = row
+    if not per_shard:
+        await conn.execute(SHARD_ROWS_FUNCTION)
+    if not on_every_node or not per_shard:
+        await conn.execute(
+            "SELECT create_distributed_function('ownsona_memories_rows(bigint)'::regprocedure)"
         )

@@ -42,9 +42,12 @@ SMALL_SHARE = 50
 #: branch's WHERE it becomes that branch's one-time filter, and the branch not
 #: taken is never started.
 USER_ROWS = "coalesce((SELECT t.docs FROM memory_term_totals t WHERE t.user_id = %(user_id)s), 0)"
-#: The table's row estimate (``reltuples``, kept by autovacuum's ANALYZE; -1 before
-#: the first, when only the row bound applies). Read the same way, once.
-TABLE_ROWS = "(SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memories'::regclass)"
+#: The row estimate of what the user's HNSW scan walks (-1 before the first
+#: ANALYZE, when only the row bound applies), read the same way, once: on one node
+#: the table's ``reltuples`` (kept by autovacuum's ANALYZE), on Citus the user's
+#: shard's, read on the worker so the statement stays a router plan (migration
+#: 0026, ``storage.citus_layout``).
+TABLE_ROWS = "(SELECT ownsona_memories_rows(%(user_id)s))"
 #: The statements using these run unprepared (``prepare=False``): a prepared
 #: statement soon runs one generic plan for every user, planned for a user of
 #: average size, and at 1.1M rows that plan sorted the big user's 100,000 rows by

@@ -29,17 +29,11 @@ from tests.storage.test_shard_ready import (  # noqa: F401 (run here again, on C
 
 _PLANNED = ("select", "with", "insert", "update", "delete")
 
-#: Statements that reach one node but in more than one step, and why. Each reads the
-#: table's row estimate from the coordinator's catalog (``memory_sql.TABLE_ROWS``:
-#: ``pg_class``, a local table), which takes the statement out of Citus's router
-#: planner: its per-user subqueries then go to the user's node one by one. Still one
-#: node, never a fan-out; removing the catalog read from them is the remaining work.
-SEVERAL_STEPS_ON_ONE_NODE: dict[str, str] = {
-    r"^select coalesce\(\(select t\.docs from memory_term_totals t .* from pg_class c": (
-        "recall's lexical statistics (query_term_stats)"
-    ),
-    r"^with mine as materialized \(.*from pg_class c": "remember's near-duplicate check",
-}
+#: Statements that reach one node but in more than one step, and why: none. The two
+#: that read the table's row estimate from the coordinator's catalog (``pg_class``)
+#: read it on the worker now, for the user's shard (migration 0026,
+#: ``storage.citus_layout.SHARD_ROWS_FUNCTION``).
+SEVERAL_STEPS_ON_ONE_NODE: dict[str, str] = {}
 
 
 def _explain(conn: psycopg.Connection[Any], query: Any, params: Any) -> str:
@@ -58,8 +52,7 @@ def _explain(conn: psycopg.Connection[Any], query: Any, params: Any) -> str:
 def not_single_node(plan: str) -> bool:
     """A plan that is not one router task: several tasks, several steps, or no plan.
 
-    A subplan the coordinator answers from its own catalog (``pg_class``, no task)
-    is allowed; any subplan that asks a node is a step more, and is not.
+    Any subplan that asks a node is a step more: no.
     """
     counts = [int(n) for n in re.findall(r"Task Count: (\d+)", plan)]
     return (
