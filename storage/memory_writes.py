@@ -312,18 +312,19 @@ async def soft_delete(
         return
     ids = sorted(memory_ids)
     # Sealed (migration 0024): the reason bound to each row, the plain column NULL. One
-    # value per row, picked by the row's place in the ids (no join: Citus routes it as is).
+    # value per row, each written by its own UPDATE in the same pipeline (one round trip):
+    # picking it inside the main UPDATE by the row's place in the ids
+    # (``(v::bytea[])[array_position(ids, id)]``) crashes a Citus 14.0.1 coordinator.
     sealed = sealed_rows.seal_reasons(user_id, ids, reason)
     plain_reason = None if sealed is not None else reason
     # least(), not coalesce(): the same time (least ignores a NULL), and Citus refuses a
     # function inside COALESCE or CASE in an UPDATE.
     if keep_existing_metadata and reason is None:
         reason_sets = "forget_reason = forget_reason, forget_reason_sealed = forget_reason_sealed"
+    elif sealed is not None and reason is not None:  # the sealed values follow, row by row
+        reason_sets = "forget_reason = NULL, forget_reason_sealed = forget_reason_sealed"
     elif sealed is not None:
-        reason_sets = (
-            "forget_reason = NULL,"
-            " forget_reason_sealed = (%(sealed)s::bytea[])[array_position(%(ids)s::int8[], id)]"
-        )
+        reason_sets = "forget_reason = NULL, forget_reason_sealed = NULL"
     else:
         reason_sets = "forget_reason = %(reason)s, forget_reason_sealed = NULL"
     replaced = (
@@ -339,12 +340,16 @@ async def soft_delete(
         "replaced": replaced_by_id,
         "user_id": user_id,
         "ids": ids,
-        "sealed": sealed,
     }
     async with terms.transaction(conn):
         async with conn.pipeline():
             await terms.lock_counts(conn, [user_id])
             cur = await conn.execute(query.format(sql.SQL(terms.CHANGED_TERMS)), params)
+            if sealed is not None and reason is not None:
+                await conn.cursor().executemany(
+                    "UPDATE memories SET forget_reason_sealed = %s WHERE user_id = %s AND id = %s",
+                    [(value, user_id, row) for row, value in zip(ids, sealed, strict=True)],
+                )
             changes = _changes(await cur.fetchall())
         if changes:  # else nothing to send (a tombstone's metadata rewritten)
             async with conn.pipeline():
