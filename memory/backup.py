@@ -289,7 +289,9 @@ async def _plan(conn: AsyncConnection, run: _Run, records: list[MemoryRecord]) -
     for rec in rest:
         found = None
         if rec.memory.id in taken:
-            born = [(run.user_ids[rec.user], rec.memory.created_at, k) for k in _text_keys(run, rec)]
+            born = [
+                (run.user_ids[rec.user], rec.memory.created_at, k) for k in _text_keys(run, rec)
+            ]
             found = next((by_birth[b] for b in born if b in by_birth), None)
         if found is not None:
             present[rec.memory.id] = found

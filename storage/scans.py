@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from psycopg import AsyncConnection, sql
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import dict_row
 
 from . import sealed_rows
 from .memory_sql import ACTIVE, COLUMNS, M_ACTIVE
@@ -179,7 +179,11 @@ async def rows_by_ids(
 
 @dataclass(frozen=True)
 class FactRow:
-    """One extracted edge of an active memory, with the memory's tags (find_conflicts)."""
+    """One extracted edge of an active memory, with the memory's tags (find_conflicts).
+
+    ``tags`` as written (a sealed row's opened), as :class:`OwedText`'s: the tag gate
+    compares the two, so a keyed hash must never meet a tag.
+    """
 
     memory_id: int
     tags: list[str]
@@ -216,11 +220,11 @@ async def functional_edges(
 
     With ``tagged_only`` only memories with at least one tag.
     """
-    cur = conn.cursor(row_factory=class_row(FactRow))
+    cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
         sql.SQL(
             """
-        SELECT r.memory_id, m.tags, r.subject, r.predicate, r.object
+        SELECT r.memory_id, m.tags, m.tags_sealed, r.subject, r.predicate, r.object
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
         WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {} {}
           AND lower(r.predicate) LIKE ANY(%(patterns)s)
@@ -231,7 +235,16 @@ async def functional_edges(
         ).format(_M_ACTIVE, _m_tagged(tagged_only)),
         {"user_id": user_id, "patterns": [like_escape(p) for p in patterns]},
     )
-    return await cur.fetchall()
+    opened: dict[int, list[str]] = {}  # a memory's tags opened once, however many edges
+    out = []
+    for d in await cur.fetchall():
+        memory_id = d["memory_id"]
+        if memory_id not in opened:
+            opened[memory_id] = sealed_rows.open_tags(
+                user_id, memory_id, d["tags"], d["tags_sealed"]
+            )
+        out.append(FactRow(memory_id, opened[memory_id], d["subject"], d["predicate"], d["object"]))
+    return out
 
 
 async def owed_texts(

@@ -828,9 +828,9 @@ def test_sealed_rows_are_reembedded_from_their_opened_text(own_dsn: str, bow_ser
 
     try:
         ids = asyncio.run(with_keys(local_settings, local_embedder(), before))
-        assert sql(url, "SELECT count(*) FROM memories WHERE text = '' AND text_sealed IS NOT NULL") == [
-            (len(people),)
-        ]
+        assert sql(
+            url, "SELECT count(*) FROM memories WHERE text = '' AND text_sealed IS NOT NULL"
+        ) == [(len(people),)]
         new_settings = dataclasses.replace(
             bow_settings(url, base, TEST_DIMENSIONS), master_key=key, seal_memories=True
         )

@@ -259,3 +259,49 @@ async def test_ownsona_import_writes_sealed_rows_and_round_trips(
     for query in QUERIES:
         got = _ranked(await call(sealed_deps, bob, "recall", query=query, limit=6))
         assert got and all(text in FACTS for text, _ in got), query
+
+
+async def test_the_conflict_scans_show_sealed_tags_opened_and_pair_on_them(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int
+) -> None:
+    """Same store written plain (alice) and sealed (bob): the same groups, tags shown as
+    written, never their keyed hashes; the relation conflicts pair on shared tags too."""
+    texts = [
+        ("Alice lives in Lisbon.", ["home", "city"]),
+        ("Alice lives in Porto.", ["home"]),
+        ("My favourite colour is dark green, like pine trees.", ["colour"]),
+        ("My favourite colour is dark green, like fir trees.", ["colour"]),
+    ]
+
+    async def scans(deps: Deps, user: int) -> list[Any]:
+        from memory.relations import extract_relations
+
+        ids = []
+        for text, tags in texts:
+            out = await call(deps, user, "remember", text=text, tags=tags, dedup_policy="insert")
+            ids.append(out["memory_id"])
+        # The first one's relations stored (its tags read beside its edges), the second
+        # still owed (its tags read with its text): the tag gate compares both kinds.
+        await extract_relations(deps, user, ids[0])
+        out = []
+        for tool, args in (
+            ("find_conflicts", {"threshold": 0.8}),
+            ("find_near_duplicates", {"threshold": 0.8}),
+        ):
+            payload = await call(deps, user, tool, **args)
+            out.append(
+                [
+                    (g.get("reason"), sorted((m["text"], tuple(m["tags"])) for m in g["memories"]))
+                    for g in payload["groups"]
+                ]
+            )
+        return out
+
+    plain = await scans(plain_deps, alice)
+    sealed = await scans(sealed_deps, bob)
+    assert sealed == plain
+    assert any(reason == "relation" for reason, _ in plain[0])  # the control finds the conflict
+    shown = {
+        tag for groups in sealed for _, members in groups for _, tags in members for tag in tags
+    }
+    assert shown and shown <= {"home", "city", "colour"}
