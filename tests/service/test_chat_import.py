@@ -13,6 +13,7 @@ import httpx
 import psycopg
 import pytest
 
+from memory.call_keys import call_scope
 from memory.chat_import import ChatImportError, import_chats
 from memory.deps import Deps
 from memory.providers.fact_extractor import LLMFactExtractor
@@ -190,24 +191,28 @@ async def test_importing_again_stores_nothing_twice(
     deps: Deps, alice: int, clean_db: str, llm: FactServer
 ) -> None:
     store = direct_store(deps, alice, None)
-    await import_chats(deps.pool, alice, CLAUDE, mode="messages", store_batch=store)
+    scope = await call_scope(deps, alice)  # as the command and the console pass it
+    keys = scope.keys if scope is not None else None
+    await import_chats(deps.pool, alice, CLAUDE, mode="messages", store_batch=store, keys=keys)
     first = await stored(deps, alice)
     rows = await opened_rows(deps, _STORED, (alice,))
     brother = [r["id"] for r in rows if r["text"].startswith("My brother")]
     assert len(brother) == 1
     with psycopg.connect(clean_db, autocommit=True) as conn:  # forgotten since: stays forgotten
         conn.execute("UPDATE memories SET deleted_at = now() WHERE id = ANY(%s)", (brother,))
-    again = await import_chats(deps.pool, alice, CLAUDE, mode="messages", store_batch=store)
+    again = await import_chats(
+        deps.pool, alice, CLAUDE, mode="messages", store_batch=store, keys=keys
+    )
     assert (again.stored, again.skipped) == (0, 2)
     assert await stored(deps, alice) == first[:1]
 
     extractor = fact_extractor(llm)
     await import_chats(
-        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor
+        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor, keys=keys
     )
     asked = len(llm.requests)
     repeat = await import_chats(
-        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor
+        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor, keys=keys
     )
     assert (repeat.stored, repeat.skipped) == (0, 3)
     assert len(llm.requests) == asked  # a conversation already extracted is not sent again
