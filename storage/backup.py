@@ -345,12 +345,8 @@ def _copy_value(row: RestoredMemory, name: str, sql_type: str) -> Any:
 async def seal_restored(
     conn: AsyncConnection, keys: Mapping[int, UserKeys], rows: Sequence[RestoredMemory]
 ) -> list[RestoredMemory]:
-    """The rows sealed with their users' ``keys``, bound to their (final) ids.
-
-    What ``storage.sealed_rows.seal_new`` stores for a new row: text '' and sealed,
-    tags and normalized text as keyed hashes, the lexemes ``to_tsvector`` gives the
-    text as keyed terms (one round trip for the batch; the texts are not stored).
-    """
+    """The rows sealed with their users' ``keys``, bound to their final ids, as
+    ``storage.sealed_rows.seal_new`` seals a new row (lexemes: one round trip)."""
     if not rows:
         return []
     cur = await conn.execute(
