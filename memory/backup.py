@@ -29,6 +29,9 @@ Import puts a file back, into an empty store or one already in use:
 - ``context_centroid`` lives in the space of the model the row was embedded
   with; it is kept only when the importing store embeds with that same
   provider and model, otherwise it is cleared with ``context_count`` 0.
+- With a keyring (the store seals, docs/at-rest.md) the rows are written sealed
+  with their users' keys, as a tool's write seals them; the probes above then
+  match the stored keyed hash of the text as well as a plain row's text.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import numpy as np
 
 from memory.rules.text import normalize_text
 from sealing.scope import Scope, sealing_as
+from sealing.user_keys import TEXT, UserKeys
 from storage import backup as store
 from storage import sealing_move
 from storage import users as user_store
@@ -234,10 +238,25 @@ class _Run:
     moved: dict[int, int] = field(default_factory=dict)
     #: Store ids of every memory of the file handled so far.
     final_ids: list[int] = field(default_factory=list)
+    #: Each account's keys when the import seals (docs/at-rest.md); empty: plain rows.
+    keys: dict[int, UserKeys] = field(default_factory=dict)
 
 
-def _text_key(record: MemoryRecord) -> str:
-    return hashlib.md5(normalize_text(record.memory.text).encode("utf-8")).hexdigest()
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def _text_keys(run: _Run, record: MemoryRecord) -> list[str]:
+    """The digests of ``normalized_text`` a row holding this record's text may have.
+
+    A plain row stores the normalized text; a sealed one its keyed hash. A sealing
+    store holds both kinds until ``ownsona seal`` has run, so both are probed.
+    """
+    normalized = normalize_text(record.memory.text)
+    keys = run.keys.get(run.user_ids[record.user])
+    if keys is None:
+        return [_md5(normalized)]
+    return [_md5(normalized), _md5(keys.keyed(TEXT, normalized))]
 
 
 async def _plan(conn: AsyncConnection, run: _Run, records: list[MemoryRecord]) -> _Plan:
@@ -259,9 +278,10 @@ async def _plan(conn: AsyncConnection, run: _Run, records: list[MemoryRecord]) -
     births = await store.rows_by_birth(
         conn,
         [
-            (run.user_ids[r.user], r.memory.created_at, _text_key(r))
+            (run.user_ids[r.user], r.memory.created_at, key)
             for r in rest
             if r.memory.id in taken
+            for key in _text_keys(run, r)
         ],
     )
     by_birth = {(b.user_id, b.created_at, b.text_md5): b.id for b in births}
@@ -269,7 +289,10 @@ async def _plan(conn: AsyncConnection, run: _Run, records: list[MemoryRecord]) -
     for rec in rest:
         found = None
         if rec.memory.id in taken:
-            found = by_birth.get((run.user_ids[rec.user], rec.memory.created_at, _text_key(rec)))
+            born = [
+                (run.user_ids[rec.user], rec.memory.created_at, k) for k in _text_keys(run, rec)
+            ]
+            found = next((by_birth[b] for b in born if b in by_birth), None)
         if found is not None:
             present[rec.memory.id] = found
         else:
@@ -277,18 +300,20 @@ async def _plan(conn: AsyncConnection, run: _Run, records: list[MemoryRecord]) -
     # The store's rule: one active row per account and normalised text.
     active = [r for r in candidates if r.memory.deleted_at is None]
     holders = await store.active_by_text(
-        conn, [(run.user_ids[r.user], _text_key(r)) for r in active]
+        conn, [(run.user_ids[r.user], key) for r in active for key in _text_keys(run, r)]
     )
     held = {(h.user_id, h.text_md5): h.id for h in holders}
     duplicate: dict[int, int] = {}
     insert: list[MemoryRecord] = []
     for rec in candidates:
         if rec.memory.deleted_at is None:
-            key = (run.user_ids[rec.user], _text_key(rec))
-            if key in held:
-                duplicate[rec.memory.id] = held[key]
+            texts = [(run.user_ids[rec.user], k) for k in _text_keys(run, rec)]
+            holder = next((held[t] for t in texts if t in held), None)
+            if holder is not None:
+                duplicate[rec.memory.id] = holder
                 continue
-            held[key] = rec.memory.id  # a later line of this batch repeating it is a duplicate
+            for text in texts:  # a later line of this batch repeating it is a duplicate
+                held[text] = rec.memory.id
         insert.append(rec)
     return _Plan(present, duplicate, insert, taken & {r.memory.id for r in insert})
 
@@ -345,6 +370,8 @@ async def _write_batch(
             for r in plan.insert
         }
         rows = [_restored(run, r, final[r.memory.id], vectors[r.memory.id]) for r in plan.insert]
+        if run.keys:  # sealed, bound to the ids just settled
+            rows = await store.seal_restored(conn, run.keys, rows)
         await store.copy_memories(conn, rows)
         edges = [
             store.RestoredRelation(
@@ -404,12 +431,15 @@ async def import_store(
     batch_size: int = DEFAULT_IMPORT_BATCH,
     username_rule: Callable[[str], str] | None = None,
     progress: Progress | None = None,
+    keyring: Keyring | None = None,
 ) -> ImportSummary:
     """Restore the backup at ``path``; see the module docstring for the rules.
 
     ``username_rule`` normalises (and may refuse) account names the way
     accounts are stored; ``into_user`` puts a one-account file into that
     account instead. Raises INVALID_INPUT, naming the line, for a bad file.
+    ``keyring``: the rows are written sealed with their users' keys (made for an
+    account's first sealed row); None: plain rows.
     """
     if batch_size < 1:
         raise invalid("The batch size must be at least 1.", field="batch_size")
@@ -417,6 +447,8 @@ async def import_store(
     names = _target_names(header, into_user, username_rule)
     run = _Run(pool=pool, embedder=embedder, user_ids={}, summary=ImportSummary())
     await _ensure_users(run, names)
+    if keyring is not None:
+        run.keys = {uid: await keyring.user_keys(uid) for uid in set(run.user_ids.values())}
     if header.max_memory_id > 0:
         async with pool.connection() as conn:
             await store.advance_memory_ids(conn, header.max_memory_id)

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from sealing.scope import Scope, sealing_as
 from storage import own_indexes
 from storage import reembed as store
 from storage.schema import stored_dimensions
@@ -166,6 +167,7 @@ async def reembed_batch(deps: Deps, ids: list[int], target: dict[str, Any]) -> d
         rows = await store.stale_rows(
             conn, ids, provider=mine.provider, model=mine.model, staged=staged
         )
+    rows = await _opened(deps, rows)
     if not rows:
         return {"ok": True, "done": 0, "skipped": len(ids)}
     # Outside any transaction: a slow provider must not hold row locks.
@@ -189,6 +191,21 @@ async def reembed_batch(deps: Deps, ids: list[int], target: dict[str, Any]) -> d
         ]
     done = sum(task.result() for task in writes)
     return {"ok": True, "done": done, "skipped": len(ids) - done}
+
+
+async def _opened(deps: Deps, rows: list[store.StaleRow]) -> list[store.StaleRow]:
+    """The rows' texts, sealed ones opened with their users' keys (docs/at-rest.md).
+
+    A batch spans users: the keys of each user with a sealed row in it are in scope
+    for reading only. No keyring (no master key in this process): a sealed row is
+    refused (SealingError), never embedded as its stored ''.
+    """
+    owners = {r.user_id for r in rows if r.text_sealed is not None}
+    readable = {}
+    if owners and deps.keyring is not None:
+        readable = {u: await deps.keyring.user_keys(u, create=False) for u in sorted(owners)}
+    with sealing_as(Scope(None, seal_writes=False, readable=readable) if readable else None):
+        return store.opened(rows)
 
 
 async def hold_autovacuum(deps: Deps) -> None:

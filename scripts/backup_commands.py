@@ -99,6 +99,7 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
     from bootstrap.admin import admin_pool, migrate_database
     from bootstrap.database import resolve_database
     from bootstrap.providers import make_embedder
+    from bootstrap.sealing import admin_keyring
     from memory.audit import record_command
     from memory.backup import DEFAULT_IMPORT_BATCH, import_store
     from memory.backup_file import read_header
@@ -108,7 +109,10 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
     try:
         # An empty database gets its schema, sized for this embedder.
         await migrate_database(settings, dsn, embedder)
-        async with admin_pool(settings, name="cli-backup", max_size=3, dsn=dsn) as pool:
+        async with (
+            admin_pool(settings, name="cli-backup", max_size=3, dsn=dsn) as pool,
+            admin_keyring(settings, dsn) as keyring,
+        ):
             started = time.monotonic()
             summary = await import_store(
                 pool,
@@ -118,6 +122,8 @@ async def _import(settings: Settings, args: argparse.Namespace, bar: _Bar) -> An
                 batch_size=args.batch_size or DEFAULT_IMPORT_BATCH,
                 username_rule=normalize_username,
                 progress=bar,
+                # Sealing on: the rows are written sealed, as a tool's writes are.
+                keyring=keyring if settings.seal_memories else None,
             )
             names = [args.user] if args.user else [u.username for u in read_header(args.file).users]
             await record_command(

@@ -13,8 +13,9 @@ INSERT does.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -23,9 +24,12 @@ from psycopg.abc import Params
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
+from sealing.user_keys import TEXT, UserKeys
+
 from . import outbox, sealed_relations, terms
 from .memory_sql import M_COLUMNS
 from .rows import MemoryRow, copy_columns, memory_row
+from .sealed_rows import TEXT_SEARCH_CONFIG
 
 #: ``pg_advisory_xact_lock(class, object)`` key serialising concurrent imports
 #: batch by batch, so two runs of one file never both insert the same row.
@@ -63,16 +67,30 @@ class ExportedRelation:
 
 
 @dataclass(frozen=True)
+class SealedRestore:
+    """A restored row's sealed columns (docs/at-rest.md; as ``storage.sealed_rows`` writes them)."""
+
+    text_sealed: bytes
+    tags_sealed: bytes
+    #: Keyed hashes of the text's lexemes: the row's ``sealed_search``.
+    sealed_terms: list[str]
+    text_chars: int
+
+
+@dataclass(frozen=True)
 class RestoredMemory:
     """A row to write back with its id, and the columns a row does not carry.
 
     ``embedding`` is freshly computed; ``context_centroid`` is the backup's.
+    ``sealed``: set by :func:`seal_restored` (the row's text is then '', its tags
+    and ``normalized_text`` keyed hashes).
     """
 
     row: MemoryRow
     normalized_text: str
     embedding: Any
     context_centroid: Any
+    sealed: SealedRestore | None = None
 
 
 @dataclass(frozen=True)
@@ -313,15 +331,59 @@ async def _present_rows(
 #: What a restore writes: every column of the row and its backed-up vectors, and
 #: the two a row never carries.
 _COPY_COLUMNS = (*copy_columns(), ("normalized_text", "text"), ("embedding", "vector"))
+#: What a sealed restore writes besides (``sealed_search`` after the COPY: binary
+#: COPY has no tsvector dumper).
+_SEALED_COPY_COLUMNS = (
+    *_COPY_COLUMNS,
+    ("text_sealed", "bytea"),
+    ("tags_sealed", "bytea"),
+    ("text_chars", "int4"),
+)
 
 
 _ROW_FIELDS = frozenset(f.name for f in fields(MemoryRow))
+_SEALED_FIELDS = frozenset(f.name for f in fields(SealedRestore))
 
 
 def _copy_value(row: RestoredMemory, name: str, sql_type: str) -> Any:
-    source = row.row if name in _ROW_FIELDS else row
+    source: Any = row.row if name in _ROW_FIELDS else row
+    if name in _SEALED_FIELDS:
+        source = row.sealed
     value = getattr(source, name)
     return Jsonb(value) if sql_type == "jsonb" else value
+
+
+async def seal_restored(
+    conn: AsyncConnection, keys: Mapping[int, UserKeys], rows: Sequence[RestoredMemory]
+) -> list[RestoredMemory]:
+    """The rows sealed with their users' ``keys``, bound to their final ids, as
+    ``storage.sealed_rows.seal_new`` seals a new row (lexemes: one round trip)."""
+    if not rows:
+        return []
+    cur = await conn.execute(
+        "SELECT tsvector_to_array(to_tsvector(%s::regconfig, u.t))"
+        " FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i",
+        (TEXT_SEARCH_CONFIG, [r.row.text for r in rows]),
+    )
+    lexemes = [r[0] for r in await cur.fetchall()]
+    out = []
+    for restored, row_lexemes in zip(rows, lexemes, strict=True):
+        row, user_keys = restored.row, keys[restored.row.user_id]
+        sealed = SealedRestore(
+            text_sealed=user_keys.seal(row.text, row.id, "text"),
+            tags_sealed=user_keys.seal(json.dumps(list(row.tags)), row.id, "tags"),
+            sealed_terms=sorted(set(user_keys.keyed_terms(row_lexemes))),
+            text_chars=len(row.text),
+        )
+        out.append(
+            replace(
+                restored,
+                row=replace(row, text="", tags=user_keys.keyed_tags(row.tags)),
+                normalized_text=user_keys.keyed(TEXT, restored.normalized_text),
+                sealed=sealed,
+            )
+        )
+    return out
 
 
 async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -> None:
@@ -330,22 +392,29 @@ async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -
     Each user's term counts are locked before the COPY and then updated, and an
     extraction is owed for every row that is not forgotten (``storage.terms``,
     ``storage.outbox``): per user, so each statement stays on that user's shard.
+    Rows from :func:`seal_restored` (all of the batch, or none) are written sealed.
     """
     if not rows:
         return
+    sealed = rows[0].sealed is not None
+    if any((row.sealed is not None) != sealed for row in rows):
+        raise ValueError("a restored batch is sealed throughout or not at all")
+    columns = _SEALED_COPY_COLUMNS if sealed else _COPY_COLUMNS
     by_user: dict[int, list[int]] = {}
     for row in rows:
         by_user.setdefault(row.row.user_id, []).append(row.row.id)
     async with terms.transaction(conn):
         async with conn.pipeline():
             await terms.lock_counts(conn, by_user)
-        names = sql.SQL(", ").join(sql.Identifier(name) for name, _ in _COPY_COLUMNS)
+        names = sql.SQL(", ").join(sql.Identifier(name) for name, _ in columns)
         cur = conn.cursor()
         statement = sql.SQL("COPY memories ({}) FROM STDIN WITH (FORMAT BINARY)").format(names)
         async with cur.copy(statement) as copy:
-            copy.set_types([kind for _, kind in _COPY_COLUMNS])
+            copy.set_types([kind for _, kind in columns])
             for row in rows:
-                await copy.write_row([_copy_value(row, name, kind) for name, kind in _COPY_COLUMNS])
+                await copy.write_row([_copy_value(row, name, kind) for name, kind in columns])
+        if sealed:
+            await _set_sealed_search(conn, rows)
         for user_id, ids in sorted(by_user.items()):
             counted = await conn.execute(
                 sql.SQL("SELECT {} FROM memories WHERE user_id = %s AND id = ANY(%s)").format(
@@ -357,6 +426,27 @@ async def copy_memories(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -
             async with conn.pipeline():
                 await outbox.owe_new(conn, user_id, ids)
                 await terms.apply(conn, user_id, changes)
+
+
+async def _set_sealed_search(conn: AsyncConnection, rows: Sequence[RestoredMemory]) -> None:
+    """``sealed_search`` of the rows just copied (before their terms are counted).
+
+    Keyed hashes are URL-safe base64 (no space): one space-joined string per row.
+    """
+    by_user: dict[int, list[RestoredMemory]] = {}
+    for row in rows:
+        by_user.setdefault(row.row.user_id, []).append(row)
+    for user_id, user_rows in sorted(by_user.items()):
+        await conn.execute(
+            "UPDATE memories m SET sealed_search = array_to_tsvector("
+            "string_to_array(u.terms, ' ')) FROM unnest(%s::bigint[], %s::text[]) AS u(id, terms)"
+            " WHERE m.user_id = %s AND m.id = u.id",
+            (
+                [r.row.id for r in user_rows],
+                [" ".join(r.sealed.sealed_terms if r.sealed else []) for r in user_rows],
+                user_id,
+            ),
+        )
 
 
 async def insert_relations(conn: AsyncConnection, rows: Sequence[RestoredRelation]) -> None:

@@ -259,7 +259,12 @@ async def insert_memories(
             sql.SQL(terms.ROW_TERMS),
         )
     else:
-        # Sealed (docs/at-rest.md): ids drawn first, each value bound to its row.
+        # Sealed (docs/at-rest.md): ids drawn first, each value bound to its row. The
+        # user's term lock first, as every writer takes it: drawing an id may lock
+        # store_meta (ownsona_next_id, 0019), which after a writer holding the term
+        # lock and waiting for store_meta would deadlock.
+        async with terms.transaction(conn):
+            await terms.lock_counts(conn, [user_id])
         sealed = await sealed_rows.seal_new(
             conn,
             keys,

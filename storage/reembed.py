@@ -24,7 +24,7 @@ a vector of its old text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from psycopg import AsyncConnection, sql
@@ -60,8 +60,16 @@ def _staged(statement: str) -> sql.Composed:
 
 @dataclass(frozen=True)
 class StaleRow:
+    """A row to re-embed. ``text``: as stored until :func:`opened`, then the text to embed.
+
+    ``text_sealed``: the sealed text (docs/at-rest.md), None for a plain row; the
+    write compares it, so a row changed meanwhile is left for the next pass.
+    """
+
     id: int
     text: str
+    user_id: int = 0
+    text_sealed: bytes | None = None
 
 
 async def column_dimensions(conn: AsyncConnection, column: str) -> int | None:
@@ -218,17 +226,23 @@ async def stale_ids_after(
 async def stale_rows(
     conn: AsyncConnection, ids: Sequence[int], *, provider: str, model: str, staged: bool
 ) -> list[StaleRow]:
-    """Those of ``ids`` that are still stale, with the text to embed."""
+    """Those of ``ids`` that are still stale, as stored: sealed ones still to open (:func:`opened`)."""
     query = sql.SQL(
         "SELECT m.id, m.text, m.user_id, m.text_sealed FROM memories m"
         " WHERE m.id = ANY(%(ids)s) AND {} ORDER BY m.id"
     ).format(_stale_condition(staged))
     cur = await conn.execute(query, {"ids": list(ids), "provider": provider, "model": model})
-    # A sealed row is opened with its user's keys, or refused (SealingError): never
-    # embedded as its stored '' (re-embedding sealed rows: docs/at-rest.md, "Status").
     return [
-        StaleRow(int(r[0]), sealed_rows.open_text(int(r[2]), int(r[0]), r[1], r[3]))
+        StaleRow(int(r[0]), r[1], int(r[2]), None if r[3] is None else bytes(r[3]))
         for r in await cur.fetchall()
+    ]
+
+
+def opened(rows: Sequence[StaleRow]) -> list[StaleRow]:
+    """The rows with their text to embed: a sealed one opened with its user's keys in
+    scope (``sealing.scope``), or refused (SealingError), never embedded as its stored ''."""
+    return [
+        replace(r, text=sealed_rows.open_text(r.user_id, r.id, r.text, r.text_sealed)) for r in rows
     ]
 
 
@@ -239,7 +253,9 @@ def _vector_params(
     changed meanwhile is left for the next pass), their vectors (binary), the model."""
     return {
         "ids": [r.id for r in rows],
-        "texts": [r.text for r in rows],
+        # What the row stores: a sealed row's text is '' and its sealed value compared.
+        "texts": [r.text if r.text_sealed is None else "" for r in rows],
+        "sealed": [r.text_sealed for r in rows],
         "vs": list(vectors),
         "provider": provider,
         "model": model,
@@ -284,8 +300,9 @@ async def write_vectors(
             """
         UPDATE memories m
         SET {values}
-        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(vs)b::vector[]) AS v(id, text, e)
-        WHERE m.id = v.id AND m.text = v.text
+        FROM unnest(%(ids)s::bigint[], %(texts)s::text[], %(sealed)s::bytea[], %(vs)b::vector[])
+            AS v(id, text, sealed, e)
+        WHERE m.id = v.id AND m.text = v.text AND m.text_sealed IS NOT DISTINCT FROM v.sealed
           {unless_done}
         """
         ).format(values=_SET_STAGED if staged else _SET_LIVE, unless_done=unless_done),

@@ -179,7 +179,11 @@ async def rows_by_ids(
 
 @dataclass(frozen=True)
 class FactRow:
-    """One extracted edge of an active memory, with the memory's tags (find_conflicts)."""
+    """One extracted edge of an active memory, with the memory's tags (find_conflicts).
+
+    ``tags`` as written (a sealed row's opened), as :class:`OwedText`'s: the tag gate
+    compares the two, so a keyed hash must never meet a tag.
+    """
 
     memory_id: int
     tags: list[str]
@@ -221,7 +225,7 @@ async def functional_edges(
     await cur.execute(
         sql.SQL(
             """
-        SELECT r.memory_id, m.tags, r.subject, r.predicate, r.object,
+        SELECT r.memory_id, m.tags, m.tags_sealed, r.subject, r.predicate, r.object,
                r.id, r.subject_sealed, r.predicate_sealed, r.object_sealed
         FROM memory_relations r JOIN memories m ON m.id = r.memory_id
         WHERE r.user_id = %(user_id)s AND m.user_id = %(user_id)s AND {} {}
@@ -238,12 +242,16 @@ async def functional_edges(
             "sealed_prefixes": keyed.prefixes,
         },
     )
+    opened: dict[int, list[str]] = {}  # a memory's tags opened once, however many edges
     out = []
-    for memory_id, tags, subject, predicate, obj, edge_id, *sealed in await cur.fetchall():
+    rows = await cur.fetchall()
+    for memory_id, tags, tags_sealed, subject, predicate, obj, edge_id, *sealed in rows:
+        if memory_id not in opened:
+            opened[memory_id] = sealed_rows.open_tags(user_id, memory_id, tags, tags_sealed)
         s, p, o = sealed_relations.opened(
             user_id, edge_id, (subject, predicate, obj), (sealed[0], sealed[1], sealed[2])
         )
-        out.append(FactRow(memory_id, tags, s, p, o))
+        out.append(FactRow(memory_id, opened[memory_id], s, p, o))
     return out
 
 

@@ -168,7 +168,10 @@ class Export:
         started = time.monotonic()
         try:
             summary = await export_store(
-                self._s.pool, lambda text: spool.write(text.encode("utf-8")), username=username
+                self._s.pool,
+                lambda text: spool.write(text.encode("utf-8")),
+                username=username,
+                keyring=self._s.runtime.deps.keyring,  # sealed rows: opened (the user's own JSON)
             )
         except (MemoryServiceError, StorageError) as ex:
             spool.close()
@@ -331,6 +334,7 @@ class _ImportWork:
                 into_user=self._username,
                 username_rule=normalize_username,
                 progress=_JobProgress(job),
+                keyring=self._s.runtime.deps.keyring if self._s.settings.seal_memories else None,
             )
         except MemoryServiceError as ex:
             audit(self._s, self._user_id, "import", ex.to_payload(), started, read_only=False)

@@ -27,6 +27,7 @@ from config.settings import Settings, SettingsError
 from memory.deps import Deps
 from memory.writes import WINDOW_PREFIX, IdempotencyKey, named_memories
 from tests.api.conftest import FakeWriteQueue, Mcp, open_session
+from tests.service.helpers import opened_rows
 from tests.tool_calls import USE_CASES
 
 V = "2026-07-28"
@@ -417,13 +418,15 @@ async def _forget(
     return payload
 
 
-def _active(dsn: str, user: int, text: str) -> list[int]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT id FROM memories WHERE user_id = %s AND text = %s AND deleted_at IS NULL",
-            (user, text),
-        ).fetchall()
-    return [r[0] for r in rows]
+async def _active(deps: Deps, user: int, text: str) -> list[int]:
+    """The user's active rows holding ``text`` (a sealed row's text opened to compare)."""
+    rows = await opened_rows(
+        deps,
+        "SELECT id, user_id, text, tags, text_sealed, tags_sealed FROM memories"
+        " WHERE user_id = %s AND deleted_at IS NULL ORDER BY id",
+        (user,),
+    )
+    return [r["id"] for r in rows if r["text"] == text]
 
 
 FACT = "My sister Ana lives in Porto."
@@ -435,14 +438,14 @@ async def test_remember_forget_remember_stores_again(deps: Deps, alice: int, dsn
     memory_id = first["memory_id"]
     # A retry within the window: the first answer, nothing stored.
     assert await _remember(deps, alice, FACT, key) == first
-    assert _active(dsn, alice, FACT) == [memory_id]
+    assert await _active(deps, alice, FACT) == [memory_id]
 
     gone = await _forget(deps, alice, memory_id, WINDOW_PREFIX + "forget-ana")
     assert gone["message"] == "Forgotten"
     # The same call again is no retry now: the forget named its memory.
     again = await _remember(deps, alice, FACT, key)
     assert again["memory_id"] != memory_id
-    assert _active(dsn, alice, FACT) == [again["memory_id"]]
+    assert await _active(deps, alice, FACT) == [again["memory_id"]]
     # And that new answer is what a retry of it gets.
     assert await _remember(deps, alice, FACT, key) == again
 
@@ -503,11 +506,11 @@ async def test_a_redelivered_message_gets_its_own_receipt_whatever_the_window_sa
             (alice,),
         )
     assert await _remember(deps, alice, FACT, sent) == first
-    assert _active(dsn, alice, FACT) == []
+    assert await _active(deps, alice, FACT) == []
     # A client's retry is a new submission: judged by the window, it stores again.
     again = await _remember(deps, alice, FACT, with_submission(WINDOW_PREFIX + "ana"))
     assert again["memory_id"] != first["memory_id"]
-    assert _active(dsn, alice, FACT) == [again["memory_id"]]
+    assert await _active(deps, alice, FACT) == [again["memory_id"]]
 
 
 def test_only_window_keys_travel_with_a_submission() -> None:
@@ -522,7 +525,7 @@ async def test_an_explicit_key_outlives_a_forget(deps: Deps, alice: int, dsn: st
     first = await _remember(deps, alice, FACT, "explicit-op")
     await _forget(deps, alice, first["memory_id"], WINDOW_PREFIX + "f")
     assert await _remember(deps, alice, FACT, "explicit-op") == first
-    assert _active(dsn, alice, FACT) == []
+    assert await _active(deps, alice, FACT) == []
 
 
 async def test_window_off_never_matches(deps: Deps, alice: int) -> None:

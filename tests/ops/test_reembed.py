@@ -792,3 +792,63 @@ def test_the_swap_writes_no_row_however_many_have_learned_contexts(
         "SELECT context_count, vector_dims(context_centroid) FROM memories WHERE id = %s",
         ids[fact(*people[0])],
     ) == [(1, OTHER_DIMENSIONS)]
+
+
+def test_sealed_rows_are_reembedded_from_their_opened_text(own_dsn: str, bow_server) -> None:
+    """A sealed store (docs/at-rest.md): the run opens each row with its user's keys and
+    embeds its text, never the stored ''; the new model's cosines prove which text it was."""
+    import dataclasses
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from bootstrap.sealing import build_keyring, open_keyring
+    from sealing.master_key import new_key_text
+    from storage import key_store
+
+    _, base, models = bow_server
+    same = models[TEST_DIMENSIONS]
+    url = own_dsn
+    key = new_key_text()
+    local_settings = Settings(database_url=url, master_key=key, seal_memories=True)
+    user = new_user(url)
+    people = PEOPLE[:6]
+
+    async def with_keys(settings: Settings, embedder: Any, work: Any) -> Any:
+        sealing = build_keyring(settings, url)
+        await open_keyring(sealing, url)
+        try:
+            async with Store(url, settings, embedder) as deps:
+                return await work(dataclasses.replace(deps, keyring=sealing.keyring))
+        finally:
+            assert sealing.keyring is not None
+            await sealing.keyring.close()
+
+    async def before(deps: Deps) -> dict[str, int]:
+        return await seed(deps, user, [fact(*p) for p in people])
+
+    try:
+        ids = asyncio.run(with_keys(local_settings, local_embedder(), before))
+        assert sql(
+            url, "SELECT count(*) FROM memories WHERE text = '' AND text_sealed IS NOT NULL"
+        ) == [(len(people),)]
+        new_settings = dataclasses.replace(
+            bow_settings(url, base, TEST_DIMENSIONS), master_key=key, seal_memories=True
+        )
+        embedded = len(same.texts())
+        summary = asyncio.run(reembed.run(new_settings, batch_size=4, progress=None))
+        assert (summary.done, summary.skipped) == (len(people), 0)
+        texts = same.texts()[embedded:]
+        assert sorted(texts) == sorted(fact(*p) for p in people) and "" not in texts
+
+        async def after(deps: Deps) -> None:
+            await assert_recall(deps, user, recall_cases(ids, people))
+
+        embedder = make_embedder(new_settings)
+        try:
+            asyncio.run(with_keys(new_settings, embedder, after))
+        finally:
+            asyncio.run(embedder.aclose())
+    finally:
+        keys_db = conninfo_to_dict(key_store.beside(url))["dbname"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {keys_db} WITH (FORCE)")

@@ -199,7 +199,8 @@ async def fingerprint(deps: Any, user: int) -> tuple[int, str]:
                created_at, updated_at, last_confirmed_at, expires_at, occurred_at, valid_from,
                valid_to, occurred_at_parsed, deleted_at,
                forget_reason, replaced_by_id, salience, use_count, context_count,
-               md5(embedding::text)), ',' ORDER BY id)), '')
+               md5(embedding::text), md5(text_sealed), md5(tags_sealed), sealed_search::text,
+               text_chars), ',' ORDER BY id)), '')
         FROM memories WHERE user_id = %s
         """,
         (user,),
@@ -227,3 +228,41 @@ async def remember_many(deps: Any, user: int, texts: list[str], **item_args: Any
 
 async def get(deps: Any, user: int, memory_id: int) -> dict[str, Any]:
     return (await call(deps, user, "get_memory", id=memory_id))["memory"]
+
+
+async def opened_rows(deps: Any, query: str, params: Any = ()) -> list[dict[str, Any]]:
+    """The rows of ``query`` as dicts, ``text`` and ``tags`` opened where a row is sealed.
+
+    Through the product's own reader (``storage.sealed_rows.opened``) with the keys of
+    each row's user from ``deps.keyring``: what a tool would show, sealed or plain.
+    ``query`` selects ``id``, ``user_id``, ``text_sealed`` and ``tags_sealed`` beside
+    what the test reads.
+    """
+    from psycopg.rows import dict_row
+
+    from sealing.scope import Scope, sealing_as
+    from storage.sealed_rows import opened
+
+    async with deps.pool.connection() as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(query, params)
+        rows = await cur.fetchall()
+    owners = {r["user_id"] for r in rows if r["text_sealed"] is not None}
+    readable = {}
+    if owners:
+        assert deps.keyring is not None, "sealed rows, and no keyring to open them"
+        readable = {u: await deps.keyring.user_keys(u, create=False) for u in owners}
+    with sealing_as(Scope(None, seal_writes=False, readable=readable)):
+        return [dict(opened(r)) for r in rows]
+
+
+async def named_terms(deps: Any, user: int, lexemes: Any) -> dict[str, str]:
+    """``{stored term: lexeme}`` for these lexemes, as the product stores them for ``user``
+    in this deployment (``storage.sealed_rows.query_terms`` in the user's call scope):
+    the lexemes themselves when plain, their keyed hashes when sealed."""
+    from memory.call_keys import call_scope
+    from sealing.scope import sealing_as
+    from storage.sealed_rows import query_terms
+
+    with sealing_as(await call_scope(deps, user)):
+        return query_terms(user, list(lexemes))

@@ -13,11 +13,13 @@ import httpx
 import psycopg
 import pytest
 
+from memory.call_keys import call_scope
 from memory.chat_import import ChatImportError, import_chats
 from memory.deps import Deps
 from memory.providers.fact_extractor import LLMFactExtractor
 from memory.rules.chat_exports import parse_export
 from scripts.chat_import_commands import direct_store
+from tests.service.helpers import opened_rows
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "chat_exports"
 CHATGPT = parse_export((FIXTURES / "chatgpt_conversations.json").read_bytes())
@@ -98,13 +100,25 @@ def fact_extractor(llm: FactServer) -> LLMFactExtractor:
     return LLMFactExtractor(base_url=llm.url, model="test-model", client=httpx.AsyncClient)
 
 
-def stored(dsn: str, user_id: int) -> list[tuple[Any, ...]]:
+_STORED = (
+    "SELECT id, user_id, text, source_provider, session_id, capture_mode, tags,"
+    " last_confirmed_at, text_sealed, tags_sealed"
+    " FROM memories WHERE user_id = %s AND deleted_at IS NULL ORDER BY id"
+)
+_STORED_FIELDS = ("text", "source_provider", "session_id", "capture_mode", "tags")
+
+
+def stored_as_kept(dsn: str, user_id: int) -> list[tuple[Any, ...]]:
+    """The user's active rows as the table keeps them (a sealed row's text is '')."""
     with psycopg.connect(dsn) as conn:
-        return conn.execute(
-            "SELECT text, source_provider, session_id, capture_mode, tags, last_confirmed_at"
-            " FROM memories WHERE user_id = %s AND deleted_at IS NULL ORDER BY id",
-            (user_id,),
-        ).fetchall()
+        rows = conn.execute(_STORED, (user_id,)).fetchall()
+    return [(*r[2:7], r[7]) for r in rows]
+
+
+async def stored(deps: Deps, user_id: int) -> list[tuple[Any, ...]]:
+    """The user's active rows, a sealed row's text and tags opened (as the tools read them)."""
+    rows = await opened_rows(deps, _STORED, (user_id,))
+    return [(*(r[f] for f in _STORED_FIELDS), r["last_confirmed_at"]) for r in rows]
 
 
 async def test_extract_mode_stores_the_facts_the_llm_finds_with_their_provenance(
@@ -119,7 +133,7 @@ async def test_extract_mode_stores_the_facts_the_llm_finds_with_their_provenance
         extractor=fact_extractor(llm),
     )
     assert (report.conversations, report.messages, report.stored, report.skipped) == (2, 5, 3, 0)
-    rows = stored(clean_db, alice)
+    rows = await stored(deps, alice)
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
         (FACTS["Moving to Lisbon"][0], "chatgpt-import", LISBON_ID, "inferred"),
         (FACTS["Moving to Lisbon"][1], "chatgpt-import", LISBON_ID, "inferred"),
@@ -142,7 +156,7 @@ async def test_messages_mode_stores_the_users_own_messages_tagged_imported(
         deps.pool, alice, CLAUDE, mode="messages", store_batch=direct_store(deps, alice, None)
     )
     assert (report.conversations, report.messages, report.stored) == (2, 3, 2)
-    rows = stored(clean_db, alice)
+    rows = await stored(deps, alice)
     assert [r[0] for r in rows] == [
         "I'm training for the Berlin marathon on 29 September; I currently run 40 km a week.",
         "My brother Tom collects vinyl records of 70s jazz.",
@@ -167,7 +181,7 @@ async def test_messages_are_cut_to_the_longest_text_a_memory_holds(
         store_batch=direct_store(deps, alice, None),
         max_text_chars=20,
     )
-    assert [r[0] for r in stored(clean_db, alice)] == [
+    assert [r[0] for r in await stored(deps, alice)] == [
         "I'm training for the",
         "My brother Tom colle",
     ]
@@ -177,25 +191,32 @@ async def test_importing_again_stores_nothing_twice(
     deps: Deps, alice: int, clean_db: str, llm: FactServer
 ) -> None:
     store = direct_store(deps, alice, None)
-    await import_chats(deps.pool, alice, CLAUDE, mode="messages", store_batch=store)
-    first = stored(clean_db, alice)
+    scope = await call_scope(deps, alice)  # as the command and the console pass it
+    keys = scope.keys if scope is not None else None
+    await import_chats(deps.pool, alice, CLAUDE, mode="messages", store_batch=store, keys=keys)
+    first = await stored(deps, alice)
+    rows = await opened_rows(deps, _STORED, (alice,))
+    brother = [r["id"] for r in rows if r["text"].startswith("My brother")]
+    assert len(brother) == 1
     with psycopg.connect(clean_db, autocommit=True) as conn:  # forgotten since: stays forgotten
-        conn.execute("UPDATE memories SET deleted_at = now() WHERE text LIKE 'My brother%'")
-    again = await import_chats(deps.pool, alice, CLAUDE, mode="messages", store_batch=store)
+        conn.execute("UPDATE memories SET deleted_at = now() WHERE id = ANY(%s)", (brother,))
+    again = await import_chats(
+        deps.pool, alice, CLAUDE, mode="messages", store_batch=store, keys=keys
+    )
     assert (again.stored, again.skipped) == (0, 2)
-    assert stored(clean_db, alice) == first[:1]
+    assert await stored(deps, alice) == first[:1]
 
     extractor = fact_extractor(llm)
     await import_chats(
-        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor
+        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor, keys=keys
     )
     asked = len(llm.requests)
     repeat = await import_chats(
-        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor
+        deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor, keys=keys
     )
     assert (repeat.stored, repeat.skipped) == (0, 3)
     assert len(llm.requests) == asked  # a conversation already extracted is not sent again
-    assert len(stored(clean_db, alice)) == 4
+    assert len(await stored(deps, alice)) == 4
 
 
 async def test_a_conversation_stored_in_part_is_extracted_again_and_completed(
@@ -222,13 +243,13 @@ async def test_a_conversation_stored_in_part_is_extracted_again_and_completed(
             extractor=extractor,
             max_batch=1,
         )
-    assert [r[0] for r in stored(clean_db, alice)] == FACTS["Moving to Lisbon"][:1]
+    assert [r[0] for r in await stored(deps, alice)] == FACTS["Moving to Lisbon"][:1]
 
     again = await import_chats(
         deps.pool, alice, CHATGPT, mode="extract", store_batch=store, extractor=extractor
     )
     assert (again.stored, again.skipped) == (2, 1)
-    assert sorted(r[0] for r in stored(clean_db, alice)) == sorted(
+    assert sorted(r[0] for r in await stored(deps, alice)) == sorted(
         FACTS["Moving to Lisbon"] + FACTS["Sourdough help"]
     )
     asked = len(llm.requests)
@@ -247,7 +268,7 @@ async def test_extract_mode_without_an_extractor_refuses_and_stores_nothing(
             deps.pool, alice, CHATGPT, mode="extract", store_batch=direct_store(deps, alice, None)
         )
     assert "messages mode" in refused.value.public_message
-    assert stored(clean_db, alice) == []
+    assert await stored(deps, alice) == []
 
 
 async def test_an_unreachable_llm_is_reported_and_nothing_is_stored(
@@ -264,7 +285,7 @@ async def test_an_unreachable_llm_is_reported_and_nothing_is_stored(
     )
     assert (report.failed_conversations, report.stored) == (2, 0)
     assert "import again to retry" in report.describe()
-    assert stored(clean_db, alice) == []
+    assert await stored(deps, alice) == []
 
 
 # --- ownsona import-chat ------------------------------------------------------------------
@@ -293,14 +314,14 @@ def test_the_command_without_an_extractor_says_so_and_stores_nothing(
     assert "found a ChatGPT export: 2 conversations, 10 messages (5 of them yours)" in out
     assert "2024-03-05 to 2024-06-11" in out
     assert "LLM_BASE_URL and LLM_MODEL" in err and "--messages" in err
-    assert stored(clean_db, alice) == []
+    assert stored_as_kept(clean_db, alice) == []
 
     claude = str(FIXTURES / "claude_conversations.json")
     status = ownsona("import-chat", claude, "--user", "alice", "--messages")
     out, err = capsys.readouterr()
     assert status == 0, err
     assert "2 memories stored" in out
-    assert {r[1] for r in stored(clean_db, alice)} == {"claude-import"}
+    assert {r[1] for r in stored_as_kept(clean_db, alice)} == {"claude-import"}
 
 
 def test_the_command_extracts_facts_once_and_records_its_writes(
@@ -317,7 +338,7 @@ def test_the_command_extracts_facts_once_and_records_its_writes(
     out, err = capsys.readouterr()
     assert "3 memories stored, 0 skipped" in out
     assert "2/2 conversations" in err  # progress on stderr
-    assert sorted(r[0] for r in stored(clean_db, alice)) == sorted(
+    assert sorted(r[0] for r in stored_as_kept(clean_db, alice)) == sorted(
         FACTS["Moving to Lisbon"] + FACTS["Sourdough help"]
     )
     assert ownsona("import-chat", export, "--user", "alice") == 0
@@ -357,11 +378,15 @@ async def test_imported_facts_get_the_dates_they_state_counted_from_the_conversa
         )
     finally:
         server.close()
-    with psycopg.connect(clean_db) as conn:
-        rows = conn.execute(
-            "SELECT text, occurred_at FROM memories WHERE user_id = %s ORDER BY id", (alice,)
-        ).fetchall()
-    occurred = {text: at.date().isoformat() if at else None for text, at in rows}
+    rows = await opened_rows(
+        deps,
+        "SELECT id, user_id, text, text_sealed, tags_sealed, tags, occurred_at FROM memories"
+        " WHERE user_id = %s ORDER BY id",
+        (alice,),
+    )
+    occurred = {
+        r["text"]: r["occurred_at"].date().isoformat() if r["occurred_at"] else None for r in rows
+    }
     assert occurred == {
         "Yesterday the user signed the lease for a flat in Lisbon.": "2024-03-04",
         "The user's partner Sam started a new job on 12 February 2024.": "2024-02-12",
@@ -414,12 +439,19 @@ async def test_a_day_the_extractor_gives_a_fact_is_its_occurred_at(
         server.close()
     assert report.stored == 5
     assert "YYYY-MM-DD" in server.requests[0]["body"]["messages"][0]["content"]
-    with psycopg.connect(clean_db) as conn:
-        rows = conn.execute(
-            "SELECT text, occurred_at, occurred_at_parsed FROM memories WHERE user_id = %s",
-            (alice,),
-        ).fetchall()
-    occurred = {text: (at.isoformat() if at else None, parsed) for text, at, parsed in rows}
+    rows = await opened_rows(
+        deps,
+        "SELECT id, user_id, text, text_sealed, tags_sealed, tags, occurred_at,"
+        " occurred_at_parsed FROM memories WHERE user_id = %s",
+        (alice,),
+    )
+    occurred = {
+        r["text"]: (
+            r["occurred_at"].isoformat() if r["occurred_at"] else None,
+            r["occurred_at_parsed"],
+        )
+        for r in rows
+    }
     assert occurred == {
         "The user married Sam.": ("2019-06-15T00:00:00+00:00", False),
         "The user adopted a cat on 2023-05-07.": ("2023-05-08T00:00:00+00:00", False),
@@ -443,7 +475,7 @@ async def test_a_sealed_import_again_skips_what_it_stored_forgotten_included(
         sealed_deps.pool, alice, CLAUDE, mode="messages", store_batch=store, keys=scope.keys
     )
     assert first.stored == 2
-    assert all(r[0] == "" for r in stored(clean_db, alice))  # sealed
+    assert all(r[0] == "" for r in stored_as_kept(clean_db, alice))  # sealed
     listed = await call(sealed_deps, alice, "list_memories")
     await call(sealed_deps, alice, "forget", id=listed["memories"][0]["id"])
     again = await import_chats(

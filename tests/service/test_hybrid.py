@@ -9,7 +9,7 @@ import pytest
 
 from memory.rules import ranking
 
-from .helpers import call, cosine, expire, remember_many, sql
+from .helpers import call, cosine, expire, named_terms, remember_many, sql
 
 NAMES = [
     "Petrovic is my landlord.",
@@ -232,11 +232,19 @@ async def test_filters_hold_for_lexical_only_candidates(deps, alice, bob):
 
 
 async def _stats(deps, user: int) -> tuple[int, dict[str, int]]:
+    """The user's totals and term counts; a sealed user's keyed terms named by their lexemes
+    where the tests name them (``named_terms``), the rest left as stored."""
     total = await sql(
         deps, "SELECT coalesce(max(docs), 0) FROM memory_term_totals WHERE user_id = %s", (user,)
     )
     terms = await sql(deps, "SELECT term, docs FROM memory_terms WHERE user_id = %s", (user,))
-    return int(total[0][0]), {t: int(d) for t, d in terms}
+    names = await named_terms(deps, user, _NAMED)
+    return int(total[0][0]), {names.get(t, t): int(d) for t, d in terms}
+
+
+#: The lexemes the statistics tests look up by name.
+_NAMED = ("rex", "live", "bergen", "oslo", "sofa", "garden", "rose", "kingfish", "heron")
+_NAMED += ("beaver", "otter")
 
 
 async def _recount(deps, user: int) -> tuple[int, dict[str, int]]:
@@ -249,7 +257,8 @@ async def _recount(deps, user: int) -> tuple[int, dict[str, int]]:
         " WHERE user_id = %s AND deleted_at IS NULL GROUP BY t",
         (user,),
     )
-    return int(total[0][0]), {t: int(d) for t, d in terms}
+    names = await named_terms(deps, user, _NAMED)
+    return int(total[0][0]), {names.get(t, t): int(d) for t, d in terms}
 
 
 async def _assert_stats_exact(deps, *users: int) -> None:
@@ -314,7 +323,8 @@ async def test_concurrent_writes_keep_statistics_exact(deps, alice):
     assert total == 140 and terms["garden"] == 140 and terms["rose"] == 5
 
 
-async def test_statistics_follow_savepoints_and_multi_statement_transactions(deps, alice):
+async def test_statistics_follow_savepoints_and_multi_statement_transactions(plain_deps, alice):
+    deps = plain_deps  # raw statements on `text`: what a plain row (or the release before) takes
     """A rolled-back savepoint leaves no count behind; several statements fold once at commit."""
     a, b = await remember_many(
         deps, alice, ["The heron stands in the pond.", "Otters swim upstream."]

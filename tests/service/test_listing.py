@@ -521,7 +521,10 @@ async def test_export_without_deleted(deps, alice, mixed):
 
 async def test_export_limit_exceeded(deps, alice, settings):
     small = Deps(
-        settings=settings.with_overrides(export_max_rows=2), pool=deps.pool, embedder=deps.embedder
+        settings=deps.settings.with_overrides(export_max_rows=2),
+        pool=deps.pool,
+        embedder=deps.embedder,
+        keyring=deps.keyring,  # sealed rows: the same keys
     )
     await remember_many(deps, alice, ["One fact.", "Two facts."])
     assert (await call(small, alice, "export_memories"))["count"] == 2  # exactly the cap: fine

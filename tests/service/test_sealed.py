@@ -207,3 +207,101 @@ async def test_ownsona_export_opens_every_users_sealed_rows_with_their_keys(
     assert all(exported.count(fact) == 2 for fact in FACTS)
     with pytest.raises(SealingError):  # without the keys: refused, never exported as ''
         await export_store(sealed_deps.pool, lines.append)
+
+
+def _memory_lines(lines: list[str]) -> list[str]:
+    """The export's memory lines (the header carries its own time)."""
+    return "".join(lines).splitlines()[1:]
+
+
+async def test_ownsona_import_writes_sealed_rows_and_round_trips(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str, tmp_path: Any
+) -> None:
+    from memory.backup import export_store, import_store
+
+    ids = await _store(sealed_deps, bob)
+    await call(sealed_deps, bob, "forget", id=ids[5])  # a tombstone travels too
+    first: list[str] = []
+    await export_store(sealed_deps.pool, first.append, username="bob", keyring=sealed_deps.keyring)
+    path = tmp_path / "bob.jsonl"
+    path.write_text("".join(first), encoding="utf-8")
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("DELETE FROM memory_relations WHERE user_id = %s", (bob,))
+        conn.execute("DELETE FROM memories WHERE user_id = %s", (bob,))
+
+    summary = await import_store(
+        sealed_deps.pool, sealed_deps.embedder, path, keyring=sealed_deps.keyring
+    )
+    assert summary.inserted == 6
+    with psycopg.connect(clean_db) as conn:
+        rows = conn.execute(
+            "SELECT text, tags::text, normalized_text, text_sealed, sealed_search::text"
+            " FROM memories WHERE user_id = %s",
+            (bob,),
+        ).fetchall()
+    assert len(rows) == 6 and all(r[0] == "" and r[3] is not None and r[4] for r in rows)
+    assert MARKER.lower() not in repr(rows).lower() and "blood" not in repr(rows)
+    again: list[str] = []
+    await export_store(sealed_deps.pool, again.append, username="bob", keyring=sealed_deps.keyring)
+    assert _memory_lines(again) == _memory_lines(first)
+    # Re-running finds every row (sealed: by id), and a sealed duplicate by its keyed text.
+    rerun = await import_store(
+        sealed_deps.pool, sealed_deps.embedder, path, keyring=sealed_deps.keyring
+    )
+    assert (rerun.inserted, rerun.already_present) == (0, 6)
+    # Into another account (alice, holding FACTS[0] sealed): her copy is a duplicate.
+    await call(sealed_deps, alice, "remember", text=FACTS[0])
+    into = await import_store(
+        sealed_deps.pool, sealed_deps.embedder, path, into_user="alice", keyring=sealed_deps.keyring
+    )
+    assert (into.inserted, into.renumbered, into.duplicates) == (5, 5, 1)
+    # Recall over the imported rows answers as over the written ones.
+    for query in QUERIES:
+        got = _ranked(await call(sealed_deps, bob, "recall", query=query, limit=6))
+        assert got and all(text in FACTS for text, _ in got), query
+
+
+async def test_the_conflict_scans_show_sealed_tags_opened_and_pair_on_them(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int
+) -> None:
+    """Same store written plain (alice) and sealed (bob): the same groups, tags shown as
+    written, never their keyed hashes; the relation conflicts pair on shared tags too."""
+    texts = [
+        ("Alice lives in Lisbon.", ["home", "city"]),
+        ("Alice lives in Porto.", ["home"]),
+        ("My favourite colour is dark green, like pine trees.", ["colour"]),
+        ("My favourite colour is dark green, like fir trees.", ["colour"]),
+    ]
+
+    async def scans(deps: Deps, user: int) -> list[Any]:
+        from memory.relations import extract_relations
+
+        ids = []
+        for text, tags in texts:
+            out = await call(deps, user, "remember", text=text, tags=tags, dedup_policy="insert")
+            ids.append(out["memory_id"])
+        # The first one's relations stored (its tags read beside its edges), the second
+        # still owed (its tags read with its text): the tag gate compares both kinds.
+        await extract_relations(deps, user, ids[0])
+        out = []
+        for tool, args in (
+            ("find_conflicts", {"threshold": 0.8}),
+            ("find_near_duplicates", {"threshold": 0.8}),
+        ):
+            payload = await call(deps, user, tool, **args)
+            out.append(
+                [
+                    (g.get("reason"), sorted((m["text"], tuple(m["tags"])) for m in g["memories"]))
+                    for g in payload["groups"]
+                ]
+            )
+        return out
+
+    plain = await scans(plain_deps, alice)
+    sealed = await scans(sealed_deps, bob)
+    assert sealed == plain
+    assert any(reason == "relation" for reason, _ in plain[0])  # the control finds the conflict
+    shown = {
+        tag for groups in sealed for _, members in groups for _, tags in members for tag in tags
+    }
+    assert shown and shown <= {"home", "city", "colour"}

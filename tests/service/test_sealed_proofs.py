@@ -47,6 +47,41 @@ def _wal(dsn: str) -> bytes:
     return b"".join(p.read_bytes() for p in sorted((Path(row[0]) / "pg_wal").glob("0*")))
 
 
+def _base_backup(dsn: str, into: Path) -> Path:
+    """A base backup of the cluster (``pg_basebackup``, tar, with the WAL it needs): one file."""
+    params = conninfo_to_dict(dsn)
+    subprocess.run(
+        [
+            str(BIN / "pg_basebackup"),
+            "--dbname",
+            make_conninfo("", **params),
+            "--pgdata",
+            str(into),
+            "--format=tar",
+            "--wal-method=fetch",
+            "--checkpoint=fast",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (tar,) = into.glob("base.tar")
+    return tar
+
+
+def _holds(path: Path, marker: str) -> bool:
+    """Whether the file holds ``marker`` (any case); read in chunks, a cluster may be large."""
+    needle, chunk, tail = marker.lower().encode(), 64 << 20, b""
+    with path.open("rb") as f:
+        while block := f.read(chunk):
+            window = tail + block.lower()
+            if needle in window:
+                return True
+            tail = window[-len(needle) :]
+    return False
+
+
 async def _remember_markers(deps: Deps, user: int, marker: str) -> None:
     await call(
         deps,
@@ -125,3 +160,18 @@ async def test_an_old_backup_restored_opens_for_the_living_and_not_for_the_delet
     finally:
         await restored_pool.close()
     assert b"leavingmarker" not in _dump(restored).lower()
+
+
+async def test_markers_are_in_a_base_backup_when_plain_and_nowhere_in_it_when_sealed(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int, clean_db: str, tmp_path: Path
+) -> None:
+    """A replica's or a backup's copy of the cluster: its data files and its WAL, as taken."""
+    plain_marker = "Plainbase" + secrets.token_hex(4)
+    sealed_marker = "Sealedbase" + secrets.token_hex(4)
+    await _remember_markers(plain_deps, alice, plain_marker)
+    await _remember_markers(sealed_deps, bob, sealed_marker)
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")  # the rows on disk, not only in the WAL
+    tar = _base_backup(clean_db, tmp_path / "base")
+    assert _holds(tar, plain_marker)  # the control
+    assert not _holds(tar, sealed_marker)

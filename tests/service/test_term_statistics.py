@@ -10,6 +10,7 @@ hard delete; nothing for a memory restored with its edges.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from datetime import datetime
 from typing import Any
@@ -27,7 +28,7 @@ from storage.pool import make_pool
 from storage.users import delete_account
 from tests.conftest import TEST_DIMENSIONS, make_user, truncate_all
 
-from .helpers import call, remember_many, sql
+from .helpers import call, named_terms, opened_rows, remember_many, sql
 
 #: Few words, so that terms are shared, fall to 0 and come back.
 _WORDS = [
@@ -44,12 +45,18 @@ _WORDS = [
 ]
 
 
+#: The lexemes the tests look up by name (a sealed user's terms are keyed hashes).
+_NAMED = (*_WORDS, "otter", "heron", "river", "copper")
+
+
 async def _stats(deps: Any, user: int) -> tuple[int, dict[str, int]]:
+    """The user's totals and term counts; keyed terms named by their lexemes (``named_terms``)."""
     total = await sql(
         deps, "SELECT coalesce(max(docs), 0) FROM memory_term_totals WHERE user_id = %s", (user,)
     )
     rows = await sql(deps, "SELECT term, docs FROM memory_terms WHERE user_id = %s", (user,))
-    return int(total[0][0]), {t: int(d) for t, d in rows}
+    names = await named_terms(deps, user, _NAMED)
+    return int(total[0][0]), {names.get(t, t): int(d) for t, d in rows}
 
 
 async def _recount(deps: Any, user: int) -> tuple[int, dict[str, int]]:
@@ -62,7 +69,8 @@ async def _recount(deps: Any, user: int) -> tuple[int, dict[str, int]]:
         " WHERE user_id = %s AND deleted_at IS NULL GROUP BY t",
         (user,),
     )
-    return int(total[0][0]), {t: int(d) for t, d in rows}
+    names = await named_terms(deps, user, _NAMED)
+    return int(total[0][0]), {names.get(t, t): int(d) for t, d in rows}
 
 
 async def _assert_exact(deps: Any, *users: int) -> None:
@@ -117,13 +125,14 @@ _Row = tuple[str, datetime, datetime, bool]  # text, created_at, updated_at, cou
 
 
 async def _rows(deps: Any, user: int) -> dict[int, _Row]:
-    got = await sql(
+    """Each row's text (opened if sealed), times and whether it counts."""
+    got = await opened_rows(
         deps,
-        "SELECT id, text, created_at, updated_at, deleted_at IS NULL FROM memories"
-        " WHERE user_id = %s",
+        "SELECT id, user_id, text, tags, text_sealed, tags_sealed, created_at, updated_at,"
+        " deleted_at IS NULL AS counted FROM memories WHERE user_id = %s",
         (user,),
     )
-    return {r[0]: (r[1], r[2], r[3], r[4]) for r in got}
+    return {r["id"]: (r["text"], r["created_at"], r["updated_at"], r["counted"]) for r in got}
 
 
 async def _outbox(deps: Any, user: int) -> dict[int, tuple[datetime, Any, int]]:
@@ -257,9 +266,10 @@ async def _active(deps: Any, user: int) -> int:
 
 
 async def test_a_writer_of_the_release_before_counts_through_the_triggers_meanwhile(
-    deps, dsn, alice
+    plain_deps, dsn, alice
 ):
     """A rolling upgrade: the earlier release's statements (no mark) beside this one's."""
+    deps = plain_deps  # the release before sealed nothing: its rows and this one's, plain
     await remember_many(deps, alice, ["Otters hold hands.", "Herons wait."])
 
     async def earlier_release(n: int) -> None:
@@ -320,8 +330,9 @@ async def test_an_import_counts_its_rows_and_owes_only_what_came_without_edges(s
     )
     path = tmp_path / "alice.jsonl"
     with path.open("w", encoding="utf-8") as out:
-        await export_store(deps.pool, out.write, username="alice")
-    result = await import_store(deps.pool, deps.embedder, path, into_user="carol")
+        await export_store(deps.pool, out.write, username="alice", keyring=deps.keyring)
+    sealing = deps.keyring if deps.settings.seal_memories else None  # as `ownsona import`
+    result = await import_store(deps.pool, deps.embedder, path, into_user="carol", keyring=sealing)
     assert result.inserted == 3
     carol = (await sql(deps, "SELECT id FROM users WHERE username = 'carol'"))[0][0]
     await _assert_exact(deps, alice, carol)
@@ -363,6 +374,8 @@ async def test_deleting_an_account_while_it_writes(store):
 async def test_a_recount_rebuilds_what_rows_written_around_the_statements_lack(store):
     """A benchmark's COPY without the triggers: ``terms.recount`` counts the user again."""
     deps, url = store
+    # The COPY writes plain rows: so do the tools here, so that "river" is one term.
+    deps = dataclasses.replace(deps, settings=deps.settings.with_overrides(seal_memories=False))
     alice, bob = make_user(url, "alice"), make_user(url, "bob")
     await remember_many(deps, alice, ["Otters by the river.", "Herons by the river."])
     await remember_many(deps, bob, ["Bob's river."])

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import psycopg
-
 from memory.audit import COMMAND_CLIENT_ID
 from memory.deps import Deps
 from memory.writers import Writer
 from scripts.chat_import_commands import direct_store
+from tests.service.helpers import opened_rows
 from tests.tool_calls import USE_CASES
 
 
-def _writers(dsn: str, user_id: int) -> dict[str, str | None]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT text, written_by_client FROM memories WHERE user_id = %s", (user_id,)
-        ).fetchall()
-    return {r[0]: r[1] for r in rows}
+async def _writers(deps: Deps, user_id: int) -> dict[str, str | None]:
+    """Each row's text (opened if sealed) and the app recorded as its writer."""
+    rows = await opened_rows(
+        deps,
+        "SELECT id, user_id, text, tags, text_sealed, tags_sealed, written_by_client"
+        " FROM memories WHERE user_id = %s",
+        (user_id,),
+    )
+    return {r["text"]: r["written_by_client"] for r in rows}
 
 
 async def test_the_chat_import_command_records_itself(
@@ -25,7 +27,7 @@ async def test_the_chat_import_command_records_itself(
     store = direct_store(deps, alice, None, client_id=COMMAND_CLIENT_ID)
     payload = await store([{"text": "My grandmother grew up in Braga."}], "import-1")
     assert payload["ok"], payload
-    assert _writers(clean_db, alice) == {"My grandmother grew up in Braga.": COMMAND_CLIENT_ID}
+    assert await _writers(deps, alice) == {"My grandmother grew up in Braga.": COMMAND_CLIENT_ID}
 
 
 async def test_an_edit_a_merge_and_a_batch_keep_or_set_the_writer_as_they_should(
@@ -51,7 +53,7 @@ async def test_an_edit_a_merge_and_a_batch_keep_or_set_the_writer_as_they_should
     assert edit["ok"], edit
     # Outside any call (an operator script): nothing is recorded.
     await USE_CASES["remember"](deps, alice, {"text": "My postcode starts with EH6."})
-    assert _writers(clean_db, alice) == {
+    assert await _writers(deps, alice) == {
         "My flat is on the fourth floor.": "app-a",
         "My door is red.": "app-b",
         "My postcode starts with EH6.": None,
