@@ -385,7 +385,7 @@ async def _write_batch(
             for r in plan.insert
             for e in r.relations
         ]
-        await store.insert_relations(conn, edges)
+        await store.insert_relations(conn, edges, run.keys or None)
         # An import has no relay of its own: what it owes (memories that
         # came without edges) is for the next sweep, not after the grace.
         await store.imported_extractions_due(conn, list(final.values()))

@@ -13,7 +13,6 @@ INSERT does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
@@ -24,12 +23,12 @@ from psycopg.abc import Params
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
-from sealing.user_keys import TEXT, UserKeys
+from sealing.user_keys import UserKeys
 
-from . import outbox, sealed_relations, terms
+from . import outbox, sealed_relations, sealed_restore, terms
 from .memory_sql import M_COLUMNS
 from .rows import MemoryRow, copy_columns, memory_row
-from .sealed_rows import TEXT_SEARCH_CONFIG
+from .sealed_restore import SealedRestore
 
 #: ``pg_advisory_xact_lock(class, object)`` key serialising concurrent imports
 #: batch by batch, so two runs of one file never both insert the same row.
@@ -64,17 +63,6 @@ class ExportedRelation:
     predicate: str
     object: str
     created_at: datetime
-
-
-@dataclass(frozen=True)
-class SealedRestore:
-    """A restored row's sealed columns (docs/at-rest.md; as ``storage.sealed_rows`` writes them)."""
-
-    text_sealed: bytes
-    tags_sealed: bytes
-    #: Keyed hashes of the text's lexemes: the row's ``sealed_search``.
-    sealed_terms: list[str]
-    text_chars: int
 
 
 @dataclass(frozen=True)
@@ -338,6 +326,8 @@ _SEALED_COPY_COLUMNS = (
     ("text_sealed", "bytea"),
     ("tags_sealed", "bytea"),
     ("text_chars", "int4"),
+    ("metadata_sealed", "bytea"),
+    ("forget_reason_sealed", "bytea"),
 )
 
 
@@ -360,29 +350,13 @@ async def seal_restored(
     ``storage.sealed_rows.seal_new`` seals a new row (lexemes: one round trip)."""
     if not rows:
         return []
-    cur = await conn.execute(
-        "SELECT tsvector_to_array(to_tsvector(%s::regconfig, u.t))"
-        " FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i",
-        (TEXT_SEARCH_CONFIG, [r.row.text for r in rows]),
-    )
-    lexemes = [r[0] for r in await cur.fetchall()]
+    lexemes = await sealed_restore.lexemes(conn, [r.row.text for r in rows])
     out = []
     for restored, row_lexemes in zip(rows, lexemes, strict=True):
-        row, user_keys = restored.row, keys[restored.row.user_id]
-        sealed = SealedRestore(
-            text_sealed=user_keys.seal(row.text, row.id, "text"),
-            tags_sealed=user_keys.seal(json.dumps(list(row.tags)), row.id, "tags"),
-            sealed_terms=sorted(set(user_keys.keyed_terms(row_lexemes))),
-            text_chars=len(row.text),
+        row, normalized, sealed = sealed_restore.seal_row(
+            keys[restored.row.user_id], restored.row, restored.normalized_text, row_lexemes
         )
-        out.append(
-            replace(
-                restored,
-                row=replace(row, text="", tags=user_keys.keyed_tags(row.tags)),
-                normalized_text=user_keys.keyed(TEXT, restored.normalized_text),
-                sealed=sealed,
-            )
-        )
+        out.append(replace(restored, row=row, normalized_text=normalized, sealed=sealed))
     return out
 
 
@@ -449,10 +423,15 @@ async def _set_sealed_search(conn: AsyncConnection, rows: Sequence[RestoredMemor
         )
 
 
-async def insert_relations(conn: AsyncConnection, rows: Sequence[RestoredRelation]) -> None:
+async def insert_relations(
+    conn: AsyncConnection,
+    rows: Sequence[RestoredRelation],
+    keys: Mapping[int, UserKeys] | None = None,
+) -> None:
     """Write restored edges of memories :func:`copy_memories` wrote in this transaction.
 
-    Their memories then owe no extraction: these are their text's edges.
+    Their memories then owe no extraction: these are their text's edges. With the
+    users' ``keys`` (a sealed import) the phrases are sealed (``storage.sealed_restore``).
     """
     if not rows:
         return
@@ -461,6 +440,19 @@ async def insert_relations(conn: AsyncConnection, rows: Sequence[RestoredRelatio
         by_user.setdefault(r.user_id, []).append(r.memory_id)
     for user_id, memory_ids in sorted(by_user.items()):
         await outbox.settle_restored(conn, user_id, memory_ids)
+    if keys:
+        by_edges: dict[int, list[RestoredRelation]] = {}
+        for r in rows:
+            by_edges.setdefault(r.user_id, []).append(r)
+        for user_id, user_rows in sorted(by_edges.items()):
+            await sealed_restore.insert_relations(
+                conn,
+                keys[user_id],
+                [r.memory_id for r in user_rows],
+                [(r.subject, r.predicate, r.object) for r in user_rows],
+                [r.created_at for r in user_rows],
+            )
+        return
     await conn.execute(
         "INSERT INTO memory_relations (user_id, memory_id, subject, predicate, object, created_at)"
         " SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[],"

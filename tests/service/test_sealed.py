@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from typing import Any
 
 import psycopg
@@ -209,6 +211,22 @@ async def test_ownsona_export_opens_every_users_sealed_rows_with_their_keys(
         await export_store(sealed_deps.pool, lines.append)
 
 
+def _with_metadata_marker(lines: list[str]) -> list[str]:
+    """The export's lines with the marker in every memory's metadata and in one edge of
+    the memory naming it (the header's relation counts follow)."""
+    header, out = json.loads(lines[0]), []
+    for line in lines[1:]:
+        record = json.loads(line)
+        record["metadata"] = {"source_note": f"{MARKER} from the old notes"}
+        if not record["relations"] and MARKER in record["text"]:
+            edge = {"subject": f"Dr {MARKER}", "predicate": "treats", "object": "user"}
+            record["relations"] = [{**edge, "created_at": record["created_at"]}]
+            header["relations"] += 1
+            header["users"][0]["relations"] += 1
+        out.append(json.dumps(record, separators=(",", ":")) + "\n")
+    return [json.dumps(header, separators=(",", ":")) + "\n", *out]
+
+
 def _memory_lines(lines: list[str]) -> list[str]:
     """The export's memory lines (the header carries its own time)."""
     return "".join(lines).splitlines()[1:]
@@ -220,9 +238,11 @@ async def test_ownsona_import_writes_sealed_rows_and_round_trips(
     from memory.backup import export_store, import_store
 
     ids = await _store(sealed_deps, bob)
-    await call(sealed_deps, bob, "forget", id=ids[5])  # a tombstone travels too
+    # A tombstone travels too, with its reason; so do metadata (only an import writes them).
+    await call(sealed_deps, bob, "forget", id=ids[5], reason=f"{MARKER} moved away")
     first: list[str] = []
     await export_store(sealed_deps.pool, first.append, username="bob", keyring=sealed_deps.keyring)
+    first = _with_metadata_marker("".join(first).splitlines())
     path = tmp_path / "bob.jsonl"
     path.write_text("".join(first), encoding="utf-8")
     with psycopg.connect(clean_db, autocommit=True) as conn:
@@ -239,8 +259,21 @@ async def test_ownsona_import_writes_sealed_rows_and_round_trips(
             " FROM memories WHERE user_id = %s",
             (bob,),
         ).fetchall()
-    assert len(rows) == 6 and all(r[0] == "" and r[3] is not None and r[4] for r in rows)
-    assert MARKER.lower() not in repr(rows).lower() and "blood" not in repr(rows)
+        rows += conn.execute(  # metadata, reasons and edges sealed as the text is
+            "SELECT metadata::text, forget_reason, metadata_sealed IS NOT NULL FROM memories"
+            " WHERE user_id = %s",
+            (bob,),
+        ).fetchall()
+        edges = conn.execute(
+            "SELECT subject, predicate, object, subject_sealed FROM memory_relations"
+            " WHERE user_id = %s",
+            (bob,),
+        ).fetchall()
+    assert len(rows) == 12 and all(r[0] == "" and r[3] is not None and r[4] for r in rows[:6])
+    assert all(r[0] == "{}" and r[1] is None and r[2] for r in rows[6:])
+    assert edges and all(e[3] is not None for e in edges)
+    stored = repr(rows).lower() + repr(edges).lower()
+    assert MARKER.lower() not in stored and "blood" not in stored
     again: list[str] = []
     await export_store(sealed_deps.pool, again.append, username="bob", keyring=sealed_deps.keyring)
     assert _memory_lines(again) == _memory_lines(first)
