@@ -19,7 +19,14 @@ from memory.errors import INTERNAL_ERROR, MemoryServiceError
 
 from .actors import Actors
 from .broker import BrokerBundle
-from .results import ResultsWaiter, queue_unreachable, results_waiter, write_timed_out
+from .results import (
+    ReceiptLookup,
+    ResultsWaiter,
+    Settled,
+    queue_unreachable,
+    results_waiter,
+    write_timed_out,
+)
 
 __all__ = ["DramatiqWriteQueue", "queue_unreachable", "write_timed_out"]
 
@@ -40,8 +47,14 @@ class DramatiqWriteQueue:
         self._timeout_s = timeout_s
         self._results = results if results is not None else results_waiter(bundle)
 
-    async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]:
+    async def submit(
+        self, meta: CallMeta, command: Command, *, receipt: ReceiptLookup | None = None
+    ) -> dict[str, Any]:
         """Run ``command`` on a worker and return its payload, ``{"ok": false}`` ones included.
+
+        ``receipt`` looks the write's receipt up in PostgreSQL: once the wait for the
+        result meets a broken or stalled Redis connection, a receipt found is the answer
+        (:class:`~tasks.results.Settled`; issue 33).
 
         The message's arguments are the call's metadata and the command, each as
         JSON (:meth:`CallMeta.to_json`, :meth:`Command.to_json`: tagged by the
@@ -49,7 +62,9 @@ class DramatiqWriteQueue:
         fails: unreachable, no result in time.
         """
         message = self._actor.message(meta.to_json(), command.to_json())
-        data = await self._results.send_and_wait(message, self._timeout_s)
+        data = await self._results.send_and_wait(message, self._timeout_s, receipt=receipt)
+        if isinstance(data, Settled):
+            return data.payload  # the write's committed first answer
         try:
             payload: dict[str, Any] = self._bundle.backend.unwrap_result(data)
         except ResultFailure as ex:

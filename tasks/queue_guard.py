@@ -3,6 +3,9 @@
 :class:`GuardedWriteQueue` wraps the write queue (``api.runtime.WriteQueue``)
 and adds two things the queue itself cannot:
 
+- **A write caught in a Redis failover is answered from its receipt** as
+  soon as the wait for its result meets a broken or stalled connection
+  (``tasks.results``), not only once the queue gives up on it (issue 33).
 - **A retry whose first attempt committed gets its first answer**, even
   while Redis is down: every write's answer is stored as a receipt in
   PostgreSQL in the write's own transaction (``memory.writes``). When the
@@ -27,6 +30,8 @@ import redis
 from memory.errors import MemoryServiceError
 from memory.writes import prior_receipt
 
+from .results import ReceiptLookup
+
 if TYPE_CHECKING:
     from memory.calls import CallMeta
     from memory.commands import Command
@@ -39,7 +44,9 @@ REPEAT_LOG_S = 10.0
 
 
 class _Queue(Protocol):
-    async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]: ...
+    async def submit(
+        self, meta: CallMeta, command: Command, *, receipt: ReceiptLookup | None = None
+    ) -> dict[str, Any]: ...
 
     async def queue_depths(self) -> dict[str, int]: ...
 
@@ -63,8 +70,12 @@ class GuardedWriteQueue:
         await self._queue.check_ready()
 
     async def submit(self, meta: CallMeta, command: Command) -> dict[str, Any]:
+        async def committed_answer() -> dict[str, Any] | None:
+            # Raises when the database fails too; the waiter then keeps waiting on Redis.
+            return await prior_receipt(self._deps, meta.user_id, meta.idempotency_key)
+
         try:
-            payload = await self._queue.submit(meta, command)
+            payload = await self._queue.submit(meta, command, receipt=committed_answer)
         except MemoryServiceError as ex:
             # By the queue's contract this is the queue's own failure (unreachable,
             # no result in time), never the write's: a receipt may still exist.

@@ -12,6 +12,9 @@ worker thread.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
@@ -33,6 +36,22 @@ WAIT_SLICE_S = 2.0
 RESULT_READ_SLACK_S = 1.0
 #: Seconds to connect to Redis (the master) for the results client.
 RESULT_CONNECT_TIMEOUT_S = 2.0
+#: Longest wait for one look-up of a write's receipt in PostgreSQL while its queue is in
+#: trouble: a database that is stalled too must not hold the write's answer.
+RECEIPT_LOOKUP_TIMEOUT_S = 1.0
+
+_log = logging.getLogger(__name__)
+
+#: Looks up the write's receipt (its committed answer) outside the queue; None while the
+#: write has not committed. Given by the queue guard, which knows the database.
+ReceiptLookup = Callable[[], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A write answered by its receipt, not by the result a worker stores in Redis."""
+
+    payload: dict[str, Any]
 
 
 def queue_unreachable() -> MemoryServiceError:
@@ -109,9 +128,14 @@ def message_lost() -> MemoryServiceError:
 class ResultsWaiter(Protocol):
     """Sends a message and awaits the raw result its actor stored."""
 
-    async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
+    async def send_and_wait(
+        self, message: Message[Any], timeout_s: float, *, receipt: ReceiptLookup | None = None
+    ) -> Any:
         """The stored result (to be unwrapped by the backend), or MemoryServiceError when
-        the queue cannot be reached or no result comes in time."""
+        the queue cannot be reached or no result comes in time.
+
+        ``receipt``, when given, is asked once the wait has met a broken or stalled
+        connection; a receipt it finds ends the wait as :class:`Settled`."""
         ...
 
     async def queue_depths(self) -> dict[str, int]:
@@ -135,7 +159,10 @@ class InProcessResults:
     async def check_ready(self) -> None:
         return None  # an in-memory queue always takes a message
 
-    async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
+    async def send_and_wait(
+        self, message: Message[Any], timeout_s: float, *, receipt: ReceiptLookup | None = None
+    ) -> Any:
+        # An in-memory queue never breaks: ``receipt`` is never needed.
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
         key = self._backend.build_message_key(message)
@@ -187,7 +214,9 @@ class RedisResults:
         # The readiness probe: built once, its connections reused (tasks.redis_probe).
         self._probe = WritableProbe(redis)
 
-    async def send_and_wait(self, message: Message[Any], timeout_s: float) -> Any:
+    async def send_and_wait(
+        self, message: Message[Any], timeout_s: float, *, receipt: ReceiptLookup | None = None
+    ) -> Any:
         enqueued = await self._enqueue(message)
         assert self._aredis is not None, "the waiter is open"
         key = self._backend.build_message_key(message)
@@ -195,6 +224,12 @@ class RedisResults:
         deadline = loop.time() + timeout_s
         raw = None
         broken = 0  # connections lost in a row (Sentinels: the master is being replaced)
+        # Set by the first broken or stalled read. From then on the receipt is looked up
+        # before every try: a worker that committed as the master froze can neither store
+        # its result nor acknowledge the message until the Sentinels name a new master
+        # (and dramatiq retries an acknowledgement only after 5 s), so the result may come
+        # late or never while the answer is already in PostgreSQL (issue 33: 11.2 s).
+        troubled = False
         try:
             # BRPOPLPUSH onto itself: the result stays for any other waiter (dramatiq's own
             # scheme). Waiting in slices keeps every socket read bounded.
@@ -202,6 +237,13 @@ class RedisResults:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
+                if troubled:
+                    payload = await look_up_receipt(
+                        receipt, min(RECEIPT_LOOKUP_TIMEOUT_S, remaining)
+                    )
+                    if payload is not None:
+                        _log.info("a write was answered from its receipt: its result wait broke")
+                        return Settled(payload)
                 try:
                     if broken:
                         gone = await self._lost(enqueued, key)
@@ -218,6 +260,9 @@ class RedisResults:
                     # a thawed or new master may still deliver the result.
                     broken += 1
                     await self._forget_master()
+                    if not troubled:
+                        troubled = True
+                        continue  # its receipt first, at once: no back-off before it
                     await asyncio.sleep(min(0.05 * 2**broken, 1.0, max(deadline - loop.time(), 0)))
                     continue
                 if raw is None:
@@ -322,6 +367,44 @@ class RedisResults:
             await close_async_client(self._aredis)
             self._aredis = None
             await self._probe.aclose()
+
+
+async def look_up_receipt(
+    receipt: ReceiptLookup | None, timeout_s: float = RECEIPT_LOOKUP_TIMEOUT_S
+) -> dict[str, Any] | None:
+    """The write's receipt, or None: none yet, no way to look, or the database did not
+    answer within ``timeout_s`` (the write's remaining wait, if shorter).
+
+    A look-up that overruns is cancelled and left to end in the background (psycopg
+    cancels its query; on a frozen server that can take seconds), never awaited.
+    """
+    if receipt is None:
+        return None
+    lookup = asyncio.ensure_future(receipt())
+    done, _ = await asyncio.wait({lookup}, timeout=timeout_s)
+    if not done:
+        lookup.cancel()
+        # Held until it ends: asyncio keeps only weak references to a running task.
+        _abandoned.add(lookup)
+        lookup.add_done_callback(_ignore_outcome)
+        _log.debug("a write's receipt was not found within %g s", timeout_s)
+        return None
+    try:
+        return lookup.result()
+    except Exception as ex:
+        # The database is failing too: keep waiting on the queue, which may still answer.
+        _log.debug("could not look up a write's receipt: %s", type(ex).__name__)
+        return None
+
+
+#: Look-ups abandoned and still ending (see :func:`look_up_receipt`).
+_abandoned: set[asyncio.Future[Any]] = set()
+
+
+def _ignore_outcome(task: asyncio.Future[Any]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 def nothing_sent(ex: redis.RedisError) -> bool:
