@@ -88,7 +88,7 @@ def sample(row_type: type[MemoryRow] = MemoryRow, **extra: object) -> MemoryRow:
 
 def test_the_select_lists_are_the_row_fields_in_order_then_the_sealed_columns():
     # The sealed columns (docs/at-rest.md) are read so that a sealed row is opened.
-    sealed = ("text_sealed", "tags_sealed")
+    sealed = ("text_sealed", "tags_sealed", "metadata_sealed", "forget_reason_sealed")
     assert ", ".join((*ROW, *sealed)) == memory_sql.COLUMNS
     assert ", ".join(ROW) == select_list()
     assert ", ".join(f"m.{name}" for name in (*ROW, *sealed)) == memory_sql.M_COLUMNS
