@@ -315,11 +315,19 @@ async def _recall_settings_on_every_node(conn: AsyncConnection) -> None:
 #: user's shard of ``memories``, on the worker that runs the statement (Citus ships a
 #: router statement's function calls to it). Where the shard is not (a statement
 #: the coordinator ran itself), -1, as before any ANALYZE: only the row bound applies.
-SHARD_ROWS_FUNCTION = """
+#: The shard's oid is an InitPlan, found once: ``get_shard_id_for_distribution_column``
+#: is volatile, and compared with ``pg_class.oid`` directly it made the lookup a scan
+#: of the worker's whole ``pg_class`` (every shard of every table), calling it for
+#: each row: 1.4 against 0.7 ms a call on the test cluster's 4 shards a table, more on
+#: a real one (issue 32).
+SHARD_ROWS_BODY = """
+    SELECT coalesce((SELECT c.reltuples FROM pg_class c WHERE c.oid = (SELECT to_regclass(
+        'memories_' || get_shard_id_for_distribution_column('memories', owner)))), -1)
+"""
+SHARD_ROWS_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION ownsona_memories_rows(owner bigint) RETURNS real
     LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$ SELECT coalesce((SELECT c.reltuples FROM pg_class c WHERE c.oid = to_regclass(
-        'memories_' || get_shard_id_for_distribution_column('memories', owner))), -1) $$
+    AS $${SHARD_ROWS_BODY}$$
 """
 
 
@@ -328,16 +336,17 @@ async def _table_rows_per_shard(conn: AsyncConnection) -> None:
 
     The statements choosing between an exact search and the HNSW index
     (``storage.memory_sql.TABLE_ROWS``) read the size of what the user's scan walks:
-    their shard. Replaced only while the one-node body is left (a later run sends
-    nothing); ``create_distributed_function`` puts it on every worker, a worker
-    added later included, also for a database that had it before ``CREATE EXTENSION
-    citus`` (a move from one node).
+    their shard. Replaced only while another body is left (the one-node body, or an
+    earlier Citus one; a later run sends nothing); ``create_distributed_function``
+    puts it on every worker, a worker added later included, also for a database that
+    had it before ``CREATE EXTENSION citus`` (a move from one node).
     """
     cur = await conn.execute(
-        "SELECT prosrc LIKE '%get_shard_id_for_distribution_column%',"
+        "SELECT prosrc = %s,"
         " EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass"
         "   AND o.objid = p.oid)"
-        " FROM pg_proc p WHERE p.oid = to_regprocedure('ownsona_memories_rows(bigint)')"
+        " FROM pg_proc p WHERE p.oid = to_regprocedure('ownsona_memories_rows(bigint)')",
+        (SHARD_ROWS_BODY,),
     )
     row = await cur.fetchone()
     if row is None:

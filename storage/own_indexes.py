@@ -50,7 +50,7 @@ __all__ = [
 
 #: Users with at least this many rows (not soft-deleted) get their own index...
 OWN_INDEX_MIN_ROWS = 20_000
-#: ...while they hold less than 1/this of the table (``pg_class.reltuples``).
+#: ...while they hold less than 1/this of the table (of their shard, on Citus).
 OWN_INDEX_MAX_SHARE = 2
 #: ``maintenance_work_mem`` of a build: the graph of 100,000 rows of 384 floats fits.
 BUILD_MEMORY = "256MB"
@@ -122,16 +122,20 @@ async def own_index_plan(
 ) -> OwnIndexPlan:
     """Which users qualify and have no valid index yet, which indexes are no longer needed.
 
-    Row counts come from ``memory_term_totals`` (kept by the writes, ``storage.terms``),
-    the table's size from ``reltuples`` (-1 before the first ANALYZE: nobody
-    qualifies until the table has been analysed once).
+    Row counts come from ``memory_term_totals`` (kept by the writes, ``storage.terms``).
+    A user is weighed against what their HNSW scan walks, ``ownsona_memories_rows``
+    (migration 0026): the table's ``reltuples`` on one node, their shard's on Citus,
+    read on the worker holding it (the coordinator's estimate of a distributed table
+    is 0, and nobody would qualify). -1 before the first ANALYZE: nobody qualifies
+    until the table (the shard) has been analysed once. On Citus this statement runs
+    on every shard of ``memory_term_totals`` (docs/scaling.md, "Which statements fan
+    out"): a maintenance pass, never on a request's path.
     """
     cur = await conn.execute(
         """
         SELECT t.user_id FROM memory_term_totals t
         WHERE t.docs >= %(min_rows)s
-          AND t.docs * %(max_share)s
-              < (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memories'::regclass)
+          AND t.docs * %(max_share)s < ownsona_memories_rows(t.user_id)
         ORDER BY t.docs DESC
         """,
         {"min_rows": min_rows, "max_share": max_share},
