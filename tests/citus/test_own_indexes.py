@@ -45,23 +45,34 @@ def _drop_own_indexes(clean_db: str) -> Iterator[None]:
             conn.execute(f"DROP INDEX IF EXISTS {name}")
 
 
-def _same_shard_as(dsn: str, user: int) -> int:
-    """A new user whose rows share ``user``'s shard of ``memories``."""
-    with psycopg.connect(dsn) as conn:
+def _two_on_one_shard(dsn: str) -> tuple[int, int]:
+    """Two new users whose rows share one shard of ``memories``.
 
-        def shard(owner: int) -> int:
+    New users, not the fixtures': an earlier test of the session may have isolated a
+    fixture user onto a shard of their own (``isolate_tenant_to_new_shard``), where no
+    other id can ever land.
+    """
+    with psycopg.connect(dsn) as conn:
+        seen: dict[int, int] = {}
+        for n in range(64):
+            user = make_user(dsn, f"shard-mate{n}")
             row = conn.execute(
-                "SELECT get_shard_id_for_distribution_column('memories', %s::bigint)", (owner,)
+                "SELECT get_shard_id_for_distribution_column('memories', %s::bigint)", (user,)
             ).fetchone()
             assert row is not None
-            return int(row[0])
+            if int(row[0]) in seen:
+                return seen[int(row[0])], user
+            seen[int(row[0])] = user
+    raise AssertionError("no two user ids hashed to the same shard")
 
-        home = shard(user)
-        for n in range(64):
-            other = make_user(dsn, f"carol{n}")
-            if shard(other) == home:
-                return other
-    raise AssertionError("no user id hashed to the same shard")
+
+def _on_another_worker(dsn: str, citus: CitusCluster, user: int) -> int:
+    """A new user whose shard is on another worker than ``user``'s."""
+    for n in range(64):
+        other = make_user(dsn, f"elsewhere{n}")
+        if citus.worker_of(other) is not citus.worker_of(user):
+            return other
+    raise AssertionError("no user id hashed to the other worker")
 
 
 async def _store(pool: AsyncConnectionPool, dsn: str, owners: dict[int, int]) -> None:
@@ -78,10 +89,10 @@ async def _store(pool: AsyncConnectionPool, dsn: str, owners: dict[int, int]) ->
 
 
 async def test_a_user_is_weighed_against_their_shard(
-    clean_db: str, pool: AsyncConnectionPool, citus: CitusCluster, alice: int, bob: int
+    clean_db: str, pool: AsyncConnectionPool, citus: CitusCluster
 ) -> None:
-    carol = _same_shard_as(clean_db, alice)
-    assert citus.worker_of(bob) is not citus.worker_of(alice)
+    alice, carol = _two_on_one_shard(clean_db)
+    bob = _on_another_worker(clean_db, citus, alice)
     # Whole store 490 rows: on one node all three would qualify (each < 245).
     await _store(pool, clean_db, {alice: 110, carol: 180, bob: 200})
 
