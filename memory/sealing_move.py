@@ -7,12 +7,22 @@ while the server serves: run it once every process writes sealed
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from memory.keyring import Keyring
+from sealing.user_keys import UserKeys
 from storage import sealing_move, sealing_move_around
+
+
+class _Batch(Protocol):
+    """One batch of a move: seals up to ``limit`` of the user's plain rows; how many."""
+
+    def __call__(self, conn: AsyncConnection, keys: UserKeys, *, limit: int) -> Awaitable[int]: ...
+
 
 #: Rows per transaction: short enough that a writer of the user waits little.
 DEFAULT_BATCH = 200
@@ -41,19 +51,9 @@ async def seal_store(
         with_edges = await sealing_move.users_with_plain_edges(conn)
     for user_id in sorted({*users, *with_edges}):
         keys = await keyring.user_keys(user_id)
-        while True:
-            async with pool.connection() as conn, conn.transaction():
-                sealed = await sealing_move.seal_batch(conn, keys, limit=batch)
-            if not sealed:
-                break
-            done += sealed
-            if progress is not None:
-                progress(sealed)
+        done += await _drain(pool, sealing_move.seal_batch, keys, batch, progress)
         # The user's relation edges (migration 0024); not counted: the count is of memories.
-        while True:
-            async with pool.connection() as conn, conn.transaction():
-                if not await sealing_move.seal_edges_batch(conn, keys, limit=batch):
-                    break
+        await _drain(pool, sealing_move.seal_edges_batch, keys, batch)
     await seal_around(pool, keyring, batch=batch)
     return done
 
@@ -68,10 +68,25 @@ async def seal_around(
         users = await sealing_move_around.plain_users(conn)
     for user_id in users:
         keys = await keyring.user_keys(user_id)
-        while True:
-            async with pool.connection() as conn, conn.transaction():
-                sealed = await sealing_move_around.seal_batch(conn, keys, limit=batch)
-            if not sealed:
-                break
-            done += sealed
+        done += await _drain(pool, sealing_move_around.seal_batch, keys, batch)
     return done
+
+
+async def _drain(
+    pool: AsyncConnectionPool,
+    step: _Batch,
+    keys: UserKeys,
+    batch: int,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Run ``step`` (one batch of ``keys``' user, its own transaction) until it seals
+    nothing; how many it sealed."""
+    done = 0
+    while True:
+        async with pool.connection() as conn, conn.transaction():
+            sealed = await step(conn, keys, limit=batch)
+        if not sealed:
+            return done
+        done += sealed
+        if progress is not None:
+            progress(sealed)
