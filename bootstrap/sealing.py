@@ -4,7 +4,7 @@
 the embedded default generates one on first start) and builds a closed pool on
 the key store; nothing connects. :func:`open_keyring` creates the key store if it
 is the default one beside the data database, opens the pool and refuses a master
-key the store was not sealed with (:class:`sealing.errors.MasterKeyError`).
+key the store was not sealed with (:class:`storage.sealing.errors.MasterKeyError`).
 A deployment on DATABASE_URL without a master key gets no keyring: it keeps
 working unsealed, and :data:`UNSEALED_NOTICE` says how to seal it.
 """

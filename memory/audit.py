@@ -33,10 +33,10 @@ import psycopg
 
 from config.settings import Settings
 from memory.rules.audit_ids import touched
-from sealing.errors import DataKeyGone
-from sealing.scope import Scope, sealing_as
-from sealing.user_keys import UserKeys
 from storage import audit as store
+from storage.sealing.errors import DataKeyGone
+from storage.sealing.scope import Scope, sealing_as
+from storage.sealing.user_keys import UserKeys
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool

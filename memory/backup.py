@@ -48,11 +48,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from memory.rules.text import normalize_text
-from sealing.scope import Scope, sealing_as
-from sealing.user_keys import TEXT, UserKeys
 from storage import backup as store
 from storage import sealing_move
 from storage import users as user_store
+from storage.sealing.scope import Scope, sealing_as
+from storage.sealing.user_keys import TEXT, UserKeys
 
 from .backup_file import batches as _batches
 from .backup_file import check_file

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from sealing.scope import Scope
+from storage.sealing.scope import Scope
 
 from .deps import Deps
 
 
 async def call_scope(deps: Deps, user_id: int) -> Scope | None:
-    """The keys a use case of ``user_id`` runs with (``sealing.scope``); None: unsealed.
+    """The keys a use case of ``user_id`` runs with (``storage.sealing.scope``); None: unsealed.
 
     With OWNSONA_SEAL_MEMORIES and a master key the call's writes seal (the user's
     data key made on first use, then cached). Without it no key is looked up (no

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 from memory.rules.chat_exports import CHATGPT, CLAUDE, ChatExport, Conversation, is_trivial
 from memory.rules.text import normalize_text
 from memory.rules.timestamps import format_timestamp
-from sealing.user_keys import TEXT, UserKeys
 from storage import chat_import as store
+from storage.sealing.user_keys import TEXT, UserKeys
 
 from .providers.facts import Fact, FactExtractionError, FactExtractor
 

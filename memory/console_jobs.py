@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sealing.scope import Scope, sealing_as
 from storage import console_jobs as store
+from storage.sealing.scope import Scope, sealing_as
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool

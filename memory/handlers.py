@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from sealing.scope import sealing_as
+from storage.sealing.scope import sealing_as
 
 # The use-case modules: loading them declares their handlers (@handles). A new module
 # of handlers is added here; the tool registry's startup check names a command left out.

@@ -3,7 +3,7 @@
 - :meth:`Keyring.check` at start-up: the configured master key must be the one the
   key store was sealed with (its check value opens), else :class:`MasterKeyError`;
   a first start records the key's check value.
-- :meth:`Keyring.user_keys`: the user's opened keys (:class:`sealing.user_keys.UserKeys`),
+- :meth:`Keyring.user_keys`: the user's opened keys (:class:`storage.sealing.user_keys.UserKeys`),
   created on the user's first sealed write; a bounded LRU in process memory.
 - :meth:`Keyring.destroy`: deleting a user destroys the wrapped key (crypto-shredding)
   and drops it from this process's cache.
@@ -26,11 +26,11 @@ from pathlib import Path
 from psycopg_pool import AsyncConnectionPool
 
 from config.settings import Settings
-from sealing import envelope
-from sealing.errors import DataKeyGone, MasterKeyError
-from sealing.master_key import MasterKey, create_key_file, parse_master_key, read_key_file
-from sealing.user_keys import UserKeys
 from storage import key_store
+from storage.sealing import envelope
+from storage.sealing.errors import DataKeyGone, MasterKeyError
+from storage.sealing.master_key import MasterKey, create_key_file, parse_master_key, read_key_file
+from storage.sealing.user_keys import UserKeys
 
 #: Users whose opened keys a process keeps (each ~200 bytes with its AES context).
 DEFAULT_CACHE_SIZE = 4096

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sealing.scope import Scope, sealing_as
 from storage import own_indexes
 from storage import reembed as store
 from storage.schema import stored_dimensions
+from storage.sealing.scope import Scope, sealing_as
 
 from .deps import Deps
 from .errors import EMBEDDING_ERROR, MemoryServiceError

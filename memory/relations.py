@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sealing.scope import sealing_as
 from storage import outbox
 from storage import relations as store
+from storage.sealing.scope import sealing_as
 
 from . import graph
 from .call_keys import call_scope

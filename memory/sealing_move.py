@@ -14,8 +14,8 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from memory.keyring import Keyring
-from sealing.user_keys import UserKeys
 from storage import sealing_move, sealing_move_around
+from storage.sealing.user_keys import UserKeys
 
 
 class _Batch(Protocol):

@@ -40,8 +40,8 @@ from typing import Any
 
 import psycopg
 
-from sealing.scope import sealing_as
 from storage import memories as store
+from storage.sealing.scope import sealing_as
 
 from .call_keys import call_scope
 from .deps import Deps

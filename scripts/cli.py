@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 from auth.errors import AccountError
 from bootstrap.admin import DatabaseNotSetUp
 from config.settings import Settings, SettingsError, check_listen_host, public_listen_problem
-from sealing.errors import SealingError
 from storage.errors import StorageError
+from storage.sealing.errors import SealingError
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool

@@ -31,7 +31,7 @@ async def _seal(settings: Settings, batch: int) -> int:
     from bootstrap.admin import admin_pool
     from bootstrap.sealing import UNSEALED_NOTICE, admin_keyring
     from memory.sealing_move import plain_rows, seal_store
-    from sealing.errors import MasterKeyError
+    from storage.sealing.errors import MasterKeyError
 
     if not settings.seal_memories:
         print(
@@ -54,7 +54,7 @@ async def _seal(settings: Settings, batch: int) -> int:
 
 
 def print_new_key() -> int:
-    from sealing.master_key import new_key_text
+    from storage.sealing.master_key import new_key_text
 
     print(new_key_text())
     print(
@@ -67,7 +67,7 @@ def print_new_key() -> int:
 async def _rewrap(settings: Settings) -> int:
     from bootstrap.admin import admin_pool
     from bootstrap.sealing import admin_keyring
-    from sealing.errors import MasterKeyError
+    from storage.sealing.errors import MasterKeyError
 
     if not settings.master_key_previous:
         raise MasterKeyError(

@@ -17,7 +17,7 @@ from datetime import datetime
 from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
-from sealing.user_keys import UserKeys
+from storage.sealing.user_keys import UserKeys
 
 from .rows import select_list
 from .sealed_values import open_text

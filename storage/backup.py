@@ -23,7 +23,7 @@ from psycopg.abc import Params
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
-from sealing.user_keys import UserKeys
+from storage.sealing.user_keys import UserKeys
 
 from . import outbox, sealed_relations, sealed_restore, terms
 from .memory_sql import M_COLUMNS

@@ -12,7 +12,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 
-from sealing.scope import keys_for
+from storage.sealing.scope import keys_for
 
 from . import sealed_rows, terms
 from .memory_sql import ACTIVE, COLUMNS

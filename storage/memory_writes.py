@@ -16,7 +16,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.adapt import PyFormat
 from psycopg.rows import dict_row
 
-from sealing.scope import sealing_writes
+from storage.sealing.scope import sealing_writes
 
 from . import outbox, sealed_rows, terms
 from .memory_sql import LARGE_USER, M_ACTIVE, M_COLUMNS, SMALL_USER

@@ -240,7 +240,7 @@ async def stale_rows(
 
 def opened(rows: Sequence[StaleRow]) -> list[StaleRow]:
     """The rows with their text to embed: a sealed one opened with its user's keys in
-    scope (``sealing.scope``), or refused (SealingError), never embedded as its stored ''."""
+    scope (``storage.sealing.scope``), or refused (SealingError), never embedded as its stored ''."""
     return [
         replace(r, text=sealed_rows.open_text(r.user_id, r.id, r.text, r.text_sealed)) for r in rows
     ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
-from sealing.scope import sealing_writes
+from storage.sealing.scope import sealing_writes
 
 from . import sealed_relations, sealed_rows
 from .memory_sql import M_ACTIVE

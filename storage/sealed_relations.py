@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from psycopg import AsyncConnection, sql
 
-from sealing.scope import keys_for
-from sealing.user_keys import UserKeys
+from storage.sealing.scope import keys_for
+from storage.sealing.user_keys import UserKeys
 
 from .sealed_rows import keys_of
 

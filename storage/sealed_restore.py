@@ -15,7 +15,7 @@ from datetime import datetime
 
 from psycopg import AsyncConnection
 
-from sealing.user_keys import TEXT, UserKeys
+from storage.sealing.user_keys import TEXT, UserKeys
 
 from . import sealed_relations
 from .rows import MemoryRow

@@ -1,6 +1,6 @@
 """Sealed memory rows (migration 0023, docs/at-rest.md): sealing what is written, opening what is read.
 
-The keys come from the call's scope (``sealing.scope``): a row is sealed when
+The keys come from the call's scope (``storage.sealing.scope``): a row is sealed when
 ``text_sealed`` is not NULL, and opened with the keys of its user, which the
 scope must hold; a plain row reads as before. What a sealed row stores:
 
@@ -24,9 +24,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from sealing.errors import SealingError
-from sealing.scope import keys_for, sealing_writes
-from sealing.user_keys import TEXT, UserKeys
+from storage.sealing.errors import SealingError
+from storage.sealing.scope import keys_for, sealing_writes
+from storage.sealing.user_keys import TEXT, UserKeys
 
 #: The columns a memory row's SELECT adds to the row's own (opened, not shown).
 SEALED_COLUMNS = ("text_sealed", "tags_sealed", "metadata_sealed", "forget_reason_sealed")

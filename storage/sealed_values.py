@@ -1,7 +1,7 @@
 """Sealed values beside the memories (migration 0025, docs/at-rest.md): receipts, uploads, audit.
 
 The same rule as ``storage.sealed_rows``: a value is sealed when the call's scope
-seals writes for its user (``sealing.scope.sealing_writes``), bound to its user, its
+seals writes for its user (``storage.sealing.scope.sealing_writes``), bound to its user, its
 row and its column; it is opened with the keys in scope, and a sealed value read
 with none is refused (:class:`SealingError`), never shown as its placeholder. A
 plain value (written before sealing, or with sealing off) reads as it is.
@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sealing.errors import SealingError
-from sealing.scope import keys_for, sealing_writes
-from sealing.user_keys import UserKeys
+from storage.sealing.errors import SealingError
+from storage.sealing.scope import keys_for, sealing_writes
+from storage.sealing.user_keys import UserKeys
 
 
 def _keys(user_id: int, what: str) -> UserKeys:

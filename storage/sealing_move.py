@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 from psycopg import AsyncConnection, sql
 
-from sealing.user_keys import TEXT, UserKeys
+from storage.sealing.user_keys import TEXT, UserKeys
 
 from . import sealed_relations, terms
 from .sealed_rows import TEXT_SEARCH_CONFIG, seal_metadata

@@ -14,7 +14,7 @@ import json
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from sealing.user_keys import UserKeys
+from storage.sealing.user_keys import UserKeys
 
 
 async def plain_users(conn: AsyncConnection) -> list[int]:

@@ -111,8 +111,8 @@ SEALED_RUN = os.environ.get("OWNSONA_TEST_SEALED") == "1"
 async def test_keyring(dsn: str) -> AsyncIterator:
     """A keyring on a fresh key store beside the test database, under a new master key."""
     from memory.keyring import Keyring
-    from sealing.master_key import new_key_text, parse_master_key
     from storage import key_store
+    from storage.sealing.master_key import new_key_text, parse_master_key
 
     url = key_store.beside(dsn)
     await key_store.ensure_key_store(url, create_from=dsn)

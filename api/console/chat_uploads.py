@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from memory import console_jobs as rows
 from memory.rules.chat_exports import ChatExport, ChatMessage, Conversation
-from sealing.scope import Scope
+from storage.sealing.scope import Scope
 
 #: Seconds an uploaded export waits for its confirmation.
 KEEP_S = 3600

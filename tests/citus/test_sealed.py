@@ -31,9 +31,9 @@ from bootstrap.providers import make_extractor
 from config.settings import Settings
 from memory.deps import Deps
 from scripts.cluster.citus_nodes import CitusCluster, CitusNode
-from sealing.errors import SealedValueError
-from sealing.scope import Scope, sealing_as
 from storage import memory_reads
+from storage.sealing.errors import SealedValueError
+from storage.sealing.scope import Scope, sealing_as
 from tests.api.conftest import Mcp
 from tests.service.helpers import call
 from tests.service.test_bad_input import (  # noqa: F401 (run here again, sealed)

@@ -802,8 +802,8 @@ def test_sealed_rows_are_reembedded_from_their_opened_text(own_dsn: str, bow_ser
     from psycopg.conninfo import conninfo_to_dict
 
     from bootstrap.sealing import build_keyring, open_keyring
-    from sealing.master_key import new_key_text
     from storage import key_store
+    from storage.sealing.master_key import new_key_text
 
     _, base, models = bow_server
     same = models[TEST_DIMENSIONS]

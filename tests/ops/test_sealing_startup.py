@@ -12,8 +12,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bootstrap.sealing import UNSEALED_NOTICE, build_keyring, open_keyring
 from config.settings import Settings
-from sealing.errors import MasterKeyError
-from sealing.master_key import new_key_text
+from storage.sealing.errors import MasterKeyError
+from storage.sealing.master_key import new_key_text
 
 
 def _fresh_database(dsn: str) -> str:

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from sealing import envelope
-from sealing.errors import MasterKeyError, SealedValueError
-from sealing.master_key import (
+from storage.sealing import envelope
+from storage.sealing.errors import MasterKeyError, SealedValueError
+from storage.sealing.master_key import (
     MasterKey,
     create_key_file,
     new_key_text,
     parse_master_key,
     read_key_file,
 )
-from sealing.user_keys import TAGS, TERMS, TEXT, UserKeys
+from storage.sealing.user_keys import TAGS, TERMS, TEXT, UserKeys
 
 
 def _master() -> MasterKey:

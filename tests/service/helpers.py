@@ -240,8 +240,8 @@ async def opened_rows(deps: Any, query: str, params: Any = ()) -> list[dict[str,
     """
     from psycopg.rows import dict_row
 
-    from sealing.scope import Scope, sealing_as
     from storage.sealed_rows import opened
+    from storage.sealing.scope import Scope, sealing_as
 
     async with deps.pool.connection() as conn:
         cur = conn.cursor(row_factory=dict_row)
@@ -261,8 +261,8 @@ async def named_terms(deps: Any, user: int, lexemes: Any) -> dict[str, str]:
     in this deployment (``storage.sealed_rows.query_terms`` in the user's call scope):
     the lexemes themselves when plain, their keyed hashes when sealed."""
     from memory.call_keys import call_scope
-    from sealing.scope import sealing_as
     from storage.sealed_rows import query_terms
+    from storage.sealing.scope import sealing_as
 
     with sealing_as(await call_scope(deps, user)):
         return query_terms(user, list(lexemes))

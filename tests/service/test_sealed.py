@@ -9,9 +9,9 @@ import psycopg
 import pytest
 
 from memory.deps import Deps
-from sealing.errors import SealedValueError
-from sealing.scope import Scope, sealing_as
 from storage import memory_reads
+from storage.sealing.errors import SealedValueError
+from storage.sealing.scope import Scope, sealing_as
 
 from .helpers import call
 
@@ -197,7 +197,7 @@ async def test_ownsona_export_opens_every_users_sealed_rows_with_their_keys(
     plain_deps: Deps, sealed_deps: Deps, alice: int, bob: int
 ) -> None:
     from memory.backup import export_store
-    from sealing.errors import SealingError
+    from storage.sealing.errors import SealingError
 
     await _store(plain_deps, alice)
     await _store(sealed_deps, bob)

@@ -17,7 +17,7 @@ from memory import audit
 from memory.call_keys import call_scope
 from memory.deps import Deps
 from memory.sealing_move import seal_store
-from sealing.errors import SealingError
+from storage.sealing.errors import SealingError
 from tests.tool_calls import USE_CASES
 
 from .helpers import call

@@ -16,7 +16,7 @@ from memory.backup import export_store, import_store
 from memory.deps import Deps
 from memory.relations import extract_relations
 from memory.sealing_move import seal_store
-from sealing.errors import SealedValueError
+from storage.sealing.errors import SealedValueError
 
 from .helpers import call
 from .test_recall_graph_hop import ANSWER, ASKED, CROWD, ROLE

@@ -17,12 +17,12 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from auth.accounts import add_user, delete_account
 from memory.deps import Deps
-from sealing.envelope import new_data_key
-from sealing.errors import DataKeyGone, SealedValueError
-from sealing.scope import Scope, sealing_as
-from sealing.user_keys import UserKeys
 from storage import memory_reads
 from storage.pool import make_pool
+from storage.sealing.envelope import new_data_key
+from storage.sealing.errors import DataKeyGone, SealedValueError
+from storage.sealing.scope import Scope, sealing_as
+from storage.sealing.user_keys import UserKeys
 
 from .helpers import call
 

@@ -9,9 +9,9 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from memory.keyring import Keyring
-from sealing.errors import DataKeyGone, MasterKeyError
-from sealing.master_key import MasterKey, new_key_text, parse_master_key
 from storage import key_store
+from storage.sealing.errors import DataKeyGone, MasterKeyError
+from storage.sealing.master_key import MasterKey, new_key_text, parse_master_key
 
 
 def _master() -> MasterKey:
