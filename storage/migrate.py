@@ -20,6 +20,12 @@ migration must never be the reason a user's call fails, nor deadlock with one:
   waits for no table again, so no user can be waiting on it while it waits on
   the user. A migration that alters several tables users write in one
   transaction says so this way;
+- a migration that builds an index on a table users write says so in a
+  ``-- concurrently: <index name>`` line and holds that one ``CREATE INDEX
+  CONCURRENTLY IF NOT EXISTS`` statement: it runs outside a transaction, so
+  reads and writes go on while it scans the table (in a transaction, a build
+  holds every write for the whole scan). An invalid index of that name, left by
+  an interrupted build, is dropped before each run;
 - a migration that gave way (lock wait over, deadlock, serialisation
   failure) is rolled back and run again after a growing, jittered pause, at
   most :data:`MIGRATION_ATTEMPTS` times, each retry logged.
@@ -60,6 +66,7 @@ MAX_BACKOFF_S = 3.0
 _GAVE_WAY = frozenset({"55P03", "57014", "40P01", "40001"})
 _LOCK_FIRST = re.compile(r"^--\s*lock first:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
 _EVERY_TABLE = "every table"
+_CONCURRENTLY = re.compile(r"^--\s*concurrently:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 _log = logging.getLogger(__name__)
 
@@ -129,10 +136,14 @@ async def _apply(
 ) -> None:
     text = migration.sql.replace("{dim}", str(int(dimensions)))
     lock_first = _lock_first(migration.sql)
+    concurrent_index = _concurrent_index(migration.sql)
     backoff = FIRST_BACKOFF_S
     for attempt in range(1, MIGRATION_ATTEMPTS + 1):
         started = time.monotonic()
         try:
+            if concurrent_index is not None:
+                await _build_concurrently(conn, migration, text, concurrent_index)
+                return
             async with conn.transaction():
                 await conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{wait_ms}ms",))
                 if lock_first is not None:
@@ -160,6 +171,44 @@ async def _apply(
             )
             await asyncio.sleep(pause)
             backoff = min(MAX_BACKOFF_S, backoff * 2)
+
+
+async def _build_concurrently(
+    conn: AsyncConnection, migration: Migration, text: str, index: str
+) -> None:
+    """Run an index migration outside a transaction (``conn`` is in autocommit mode).
+
+    Its ``CREATE INDEX CONCURRENTLY`` takes only a lock no user's read or write asks
+    for (SHARE UPDATE EXCLUSIVE; the own-index builds that also do are held off by
+    ``migrate``), so nobody queues behind it and it cannot be in a deadlock with a
+    user: it waits, without a lock timeout, for the transactions already running to
+    end, as any concurrent build must. Cut off anyway (a cancel, a lost connection),
+    it leaves an invalid index behind, which the next run drops first (``IF NOT
+    EXISTS`` would keep it, invalid, for good).
+    """
+    await conn.execute("SET lock_timeout = 0")
+    try:
+        cur = await conn.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (index,)
+        )
+        row = await cur.fetchone()
+        if row is not None and not row[0]:
+            await conn.execute(
+                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(index))
+            )
+        await conn.execute(text)
+    finally:
+        await conn.execute("RESET lock_timeout")
+    await conn.execute(
+        "INSERT INTO schema_version (version, name) VALUES (%s, %s)",
+        (migration.version, migration.name),
+    )
+
+
+def _concurrent_index(text: str) -> str | None:
+    """The index a ``-- concurrently:`` migration builds, or None for a transactional one."""
+    match = _CONCURRENTLY.search(text)
+    return match.group(1) if match else None
 
 
 def _lock_first(text: str) -> list[str] | None:

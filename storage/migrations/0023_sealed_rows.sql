@@ -6,13 +6,13 @@
 -- when text_sealed is not NULL: readers handle both kinds while `ownsona seal`
 -- moves a store over.
 --
--- Safe while users write: columns without defaults are a catalog change only; the
--- index is built over NULLs for every existing row (still a scan of the table).
+-- Safe while users write: columns without defaults are a catalog change only. The
+-- index on sealed_search is built by migration 0027, concurrently: a build here, in
+-- the migration's transaction, would hold every write to memories for a scan of the
+-- whole table.
 ALTER TABLE memories
     ADD COLUMN text_sealed bytea,
     ADD COLUMN tags_sealed bytea,
     ADD COLUMN sealed_search tsvector,
     ADD COLUMN text_chars integer;
 ALTER TABLE memories ALTER COLUMN sealed_search SET STORAGE MAIN;
-CREATE INDEX memories_user_sealed_search ON memories USING gin (user_id, sealed_search)
-    WHERE sealed_search IS NOT NULL;

@@ -139,3 +139,68 @@ async def test_migrating_while_users_write_fails_no_call_and_never_deadlocks(dsn
                 conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
     gave_way = [r for r in caplog.records if "gave way" in r.getMessage()]
     print(f"migration retries over {UNDER_LOAD_RUNS} runs: {len(gave_way)}")
+
+
+async def test_an_index_migration_holds_no_write_while_it_waits_and_builds(fresh_dsn):
+    """Migration 0027 builds its index concurrently: a writer is never queued behind it.
+
+    A transaction still open on ``memories`` keeps the build waiting (it waits for the
+    transactions already running, as any build must). Meanwhile other users' writes
+    go through at once: in a transaction, the build's lock request would queue them
+    behind it (here, past their 100 ms lock timeout).
+    """
+    from storage.pool import make_pool
+
+    assert await migrate(fresh_dsn, dimensions=384, up_to=26) == list(
+        m.version for m in available_migrations() if m.version <= 26
+    )
+    writer, other = make_user(fresh_dsn, "open"), make_user(fresh_dsn, "other")
+    insert = (
+        "INSERT INTO memories (user_id, text, normalized_text, embedding,"
+        " embedding_provider, embedding_model, tags)"
+        " VALUES (%s, %s, %s, %s::vector, 'local', 'test', '{}')"
+    )
+    texts = (f"note {n}" for n in range(10_000))
+
+    def new_row(user: int) -> tuple[int, str, str, str]:
+        text = next(texts)
+        return (user, text, text, _VECTOR)
+
+    pool = make_pool(fresh_dsn, min_size=1, max_size=1, name="test-index-writer")
+    await pool.open(wait=True)
+    # Each session's first write records the id timeline (0019), locking store_meta's
+    # row to the end of its transaction: both sessions get theirs done first.
+    async with pool.connection() as conn:
+        await conn.execute(insert, new_row(other))
+    with psycopg.connect(fresh_dsn) as holding:
+        holding.execute(insert, new_row(writer))
+        holding.commit()
+        holding.execute(insert, new_row(writer))  # this transaction stays open
+        migrating = asyncio.create_task(migrate(fresh_dsn, dimensions=384))
+        try:
+            waiting = 0
+            for _ in range(500):
+                async with pool.connection() as conn, conn.transaction():
+                    await conn.execute("SET LOCAL lock_timeout = '100ms'")
+                    await conn.execute(insert, new_row(other))
+                    cur = await conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE query LIKE '%%CREATE INDEX CONCURRENTLY%%' AND wait_event IS NOT NULL"
+                        " AND pid <> pg_backend_pid()"
+                    )
+                    row = await cur.fetchone()
+                    waiting += int(row is not None and row[0] > 0)
+                if waiting >= 20:
+                    break
+            assert waiting >= 20, "the build never waited on the open transaction"
+            assert not migrating.done()
+        finally:
+            await pool.close()
+        holding.commit()
+    assert await migrating == [27]  # once the open transaction ended, and never gave way
+    with psycopg.connect(fresh_dsn) as conn:
+        row = conn.execute(
+            "SELECT indisvalid FROM pg_index"
+            " WHERE indexrelid = to_regclass('memories_user_sealed_search')"
+        ).fetchone()
+    assert row == (True,)
