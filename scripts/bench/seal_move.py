@@ -164,8 +164,13 @@ def main() -> None:
         stop_embedded(data)
     print(json.dumps(summary, indent=2))
     (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
-    if summary["lost"] or summary["wrong"] or any(summary["plain_left"].values()):
-        raise SystemExit("seal_move: a write was lost or a plain value was left (see above)")
+    failed = [
+        name for name in ("lost", "wrong", "marker_after", "statistics_off_users") if summary[name]
+    ]
+    failed += ["plain_left"] if any(summary["plain_left"].values()) else []
+    failed += ["restarts_started_over"] if summary["seal"]["restarts_started_over"] else []
+    if failed:
+        raise SystemExit(f"seal_move: failed: {', '.join(failed)} (see above)")
 
 
 def run(args: argparse.Namespace, workdir: Path, dsn: str) -> dict[str, Any]:
