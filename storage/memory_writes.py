@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 
 from storage.sealing.scope import sealing_writes
 
-from . import outbox, sealed_rows, terms
+from . import outbox, sealed_rows, sealing_move, terms
 from .memory_sql import LARGE_USER, M_ACTIVE, M_COLUMNS, SMALL_USER
 from .rows import MemoryRow, Neighbour, NewMemory, memory_row
 
@@ -456,7 +456,8 @@ async def update_fields(
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")
     keys = sealing_writes(user_id)
-    if keys is not None and _SEALED_FIELDS & set(changes):
+    sealing = keys is not None and bool(_SEALED_FIELDS & set(changes))
+    if keys is not None and sealing:
         changes = await sealed_rows.seal_changes(conn, keys, memory_id, changes)
     assignments: list[sql.Composable] = [
         sql.SQL("{} = {}").format(
@@ -475,6 +476,10 @@ async def update_fields(
         " OR old.text_sealed IS DISTINCT FROM new.text_sealed) AND new.deleted_at IS NULL, {}"
     ).format(sql.SQL(", ").join(assignments), sql.SQL(terms.CHANGED_TERMS))
     async with terms.transaction(conn):
+        if keys is not None and sealing:
+            # A row not yet moved by ``ownsona seal`` is sealed whole first: changing
+            # only some of its columns sealed would leave it half plain (sealing_move).
+            await sealing_move.seal_row(conn, keys, memory_id)
         async with conn.pipeline():
             await terms.lock_counts(conn, [user_id])
             cur = await conn.execute(query, {**changes, "user_id": user_id, "id": memory_id})

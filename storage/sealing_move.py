@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from typing import Any
 
 from psycopg import AsyncConnection, sql
 
@@ -43,21 +44,50 @@ _SEAL_ROW = sql.SQL(
 ).format(sql.SQL(terms.CHANGED_TERMS))
 
 
+_PLAIN_ROWS = (
+    "SELECT id, text, normalized_text, tags,"
+    " tsvector_to_array(to_tsvector(%s::regconfig, text)), metadata, forget_reason"
+    " FROM memories WHERE user_id = %s AND text_sealed IS NULL"
+)
+
+
 async def seal_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> int:
     """Seal up to ``limit`` of the user's plain rows (inside a transaction); how many."""
-    user_id = keys.user_id
     async with conn.pipeline():
-        await terms.lock_counts(conn, [user_id])
+        await terms.lock_counts(conn, [keys.user_id])
         cur = await conn.execute(
-            "SELECT id, text, normalized_text, tags,"
-            " tsvector_to_array(to_tsvector(%s::regconfig, text)), metadata, forget_reason"
-            " FROM memories WHERE user_id = %s AND text_sealed IS NULL"
-            " ORDER BY id LIMIT %s FOR UPDATE",
-            (TEXT_SEARCH_CONFIG, user_id, limit),
+            _PLAIN_ROWS + " ORDER BY id LIMIT %s FOR UPDATE",
+            (TEXT_SEARCH_CONFIG, keys.user_id, limit),
         )
         rows = await cur.fetchall()
+    return await _seal_rows(conn, keys, rows)
+
+
+async def seal_row(conn: AsyncConnection, keys: UserKeys, memory_id: int) -> bool:
+    """Seal one row if it is still plain (inside a transaction); whether it was.
+
+    For a sealing writer about to change a plain row's text or tags
+    (``memory_writes.update_fields``): sealed first whole, the row never holds a
+    sealed text beside plain tags or metadata (which ``ownsona seal``, picking rows
+    by ``text_sealed IS NULL``, would then never move), nor keyed tags beside a
+    plain text (which it would seal as if they were the tags).
+    """
+    async with conn.pipeline():
+        await terms.lock_counts(conn, [keys.user_id])
+        cur = await conn.execute(
+            _PLAIN_ROWS + " AND id = %s FOR UPDATE",
+            (TEXT_SEARCH_CONFIG, keys.user_id, memory_id),
+        )
+        rows = await cur.fetchall()
+    return await _seal_rows(conn, keys, rows) > 0
+
+
+async def _seal_rows(conn: AsyncConnection, keys: UserKeys, rows: list[tuple[Any, ...]]) -> int:
+    """Rewrite ``rows`` (locked, from :data:`_PLAIN_ROWS`) sealed, their term statistics
+    moved from the lexemes to the keyed terms; how many."""
     if not rows:
         return 0
+    user_id = keys.user_id
     changes = terms.TermChanges()
     for row_id, text, normalized, tags, lexemes, metadata, reason in rows:
         cur = await conn.execute(

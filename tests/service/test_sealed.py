@@ -337,3 +337,34 @@ async def test_the_conflict_scans_show_sealed_tags_opened_and_pair_on_them(
         tag for groups in sealed for _, members in groups for _, tags in members for tag in tags
     }
     assert shown and shown <= {"home", "city", "colour"}
+
+
+async def test_a_sealing_update_of_a_plain_row_seals_the_whole_row_first(
+    plain_deps: Deps, sealed_deps: Deps, alice: int, clean_db: str
+) -> None:
+    """A row ``ownsona seal`` has not reached yet, edited by a sealing server: a new
+    text must not leave its tags plain (unreadable, and never moved), nor new tags
+    sit beside a plain text (which the move would then seal as the tags)."""
+    from storage import terms
+
+    ids = await _store(plain_deps, alice)  # written plain, before the deployment sealed
+    await call(sealed_deps, alice, "update_memory", id=ids[0], text="My blood type is O positive.")
+    await call(sealed_deps, alice, "update_memory", id=ids[1], tags=["address"])
+    first = (await call(sealed_deps, alice, "get_memory", id=ids[0]))["memory"]
+    second = (await call(sealed_deps, alice, "get_memory", id=ids[1]))["memory"]
+    assert (first["text"], first["tags"]) == ("My blood type is O positive.", TAGS[0])
+    assert (second["text"], second["tags"]) == (FACTS[1], ["address"])
+    with psycopg.connect(clean_db) as conn:
+        edited = conn.execute(
+            "SELECT text, tags, text_sealed IS NULL, tags_sealed IS NULL FROM memories"
+            " WHERE id = ANY(%s)",
+            (ids[:2],),
+        ).fetchall()
+    assert all(r[0] == "" and not r[2] and not r[3] for r in edited), edited
+    assert MARKER.lower() not in repr(edited).lower()
+    hits = await call(sealed_deps, alice, "recall", query="blood type O positive", limit=1)
+    assert hits["matches"][0]["id"] == ids[0]
+    counted = await _term_counts(clean_db, alice)
+    async with sealed_deps.pool.connection() as conn, conn.transaction():
+        await terms.recount(conn, alice)
+    assert await _term_counts(clean_db, alice) == counted  # the statistics moved exactly
