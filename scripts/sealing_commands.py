@@ -45,12 +45,25 @@ async def _seal(settings: Settings, batch: int) -> int:
         async with admin_keyring(settings, dsn) as keyring:
             if keyring is None:
                 raise MasterKeyError(UNSEALED_NOTICE)
-            with tqdm(total=await plain_rows(pool), unit="memory", file=sys.stderr) as bar:
+            total = await plain_rows(pool)
+            with tqdm(total=total, unit="memory", file=sys.stderr) as bar:
 
                 def advance(sealed: int) -> None:
                     bar.update(sealed)
 
-                return await seal_store(pool, keyring, batch=batch, progress=advance)
+                sealed = await seal_store(pool, keyring, batch=batch, progress=advance)
+                if bar.n < total:
+                    # The server's own writes sealed (or forgot) the others meanwhile:
+                    # the bar ends at what this run did, not short of a total it missed.
+                    bar.total = bar.n
+                    bar.refresh()
+            if sealed < total:
+                print(
+                    f"ownsona seal: the other {total - sealed} of the {total} plain rows found"
+                    " at the start were sealed or forgotten by the server's writes meanwhile",
+                    file=sys.stderr,
+                )
+            return sealed
 
 
 def print_new_key() -> int:
