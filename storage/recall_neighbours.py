@@ -210,7 +210,7 @@ async def graph_linked(
             "q": query_embedding,
             "user_id": user_id,
             "seeds": list(seeds),
-            "skip": sealed_relations.phrase_keys(user_id, [skip_entity]),
+            "skip": sealed_relations.phrase_keys(user_id, [skip_entity], fixed=True),
             "skip_ids": list(skip_ids),
             "entities": max_entities,
             "per_entity": per_entity,
