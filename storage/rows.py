@@ -169,8 +169,8 @@ def deferred_row(values: Mapping[str, Any]) -> MemoryRow:
     a value that does not open fails on its first read.
     """
     sealed = sealed_values(values)
-    if not sealed:
-        return memory_row(values)
+    if not sealed:  # a plain row, built as memory_row would, without looking again
+        return MemoryRow(**{name: values[name] for name, _ in _columns(MemoryRow)})
     row = object.__new__(_DeferredRow)
     own = row.__dict__
     for name, _ in _columns(MemoryRow):
