@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from psycopg import sql
 
 from .rows import select_list
+from .sealed_rows import SEALED_COLUMNS
 
 #: The columns of a :class:`~storage.rows.MemoryRow`, bare and under the alias ``m``.
-#: With the sealed columns a sealed row is opened from (storage.sealed_rows, migrations
-#: 0023 and 0024).
-_SEALED = ("text_sealed", "tags_sealed", "metadata_sealed", "forget_reason_sealed")
-COLUMNS = select_list() + "".join(", " + c for c in _SEALED)
-M_COLUMNS = select_list(prefix="m.") + "".join(", m." + c for c in _SEALED)
+#: With the sealed columns a sealed row is opened from, and its length
+#: (storage.sealed_rows, migrations 0023 and 0024).
+COLUMNS = select_list() + "".join(", " + c for c in SEALED_COLUMNS)
+M_COLUMNS = select_list(prefix="m.") + "".join(", m." + c for c in SEALED_COLUMNS)
 
 #: A row recall, listing and counting may show: not forgotten, not expired.
 ACTIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now())"

@@ -23,7 +23,7 @@ from psycopg.rows import dict_row
 from . import sealed_relations, sealed_rows
 from .memory_search import tsquery_term
 from .memory_sql import M_ACTIVE, M_COLUMNS
-from .rows import ScoredMemoryRow, memory_row, scored_row
+from .rows import ScoredMemoryRow, deferred_row, scored_row
 
 _ACTIVE_N = sql.SQL("n.deleted_at IS NULL AND (n.expires_at IS NULL OR n.expires_at > now())")
 _M_ACTIVE = sql.SQL(M_ACTIVE)
@@ -210,7 +210,7 @@ async def graph_linked(
             "q": query_embedding,
             "user_id": user_id,
             "seeds": list(seeds),
-            "skip": sealed_relations.phrase_keys(user_id, [skip_entity]),
+            "skip": sealed_relations.phrase_keys(user_id, [skip_entity], fixed=True),
             "skip_ids": list(skip_ids),
             "entities": max_entities,
             "per_entity": per_entity,
@@ -266,7 +266,7 @@ async def graph_rows(
     read = {int(d["id"]): d for d in await cur.fetchall()}
     return [
         Neighbour(
-            ScoredMemoryRow(memory_row(d), p.cosine, float(d["context_match"]), p.matched),
+            ScoredMemoryRow(deferred_row(d), p.cosine, float(d["context_match"]), p.matched),
             p.seed,
             _opened_edges(user_id, d),
             bool(d["downweighted"]),

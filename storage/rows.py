@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
-from .sealed_rows import opened
+from storage.sealing.user_keys import UserKeys
+
+from .sealed_rows import keys_of, open_field, opened, sealed_values
 
 #: Place in the full tool shape of a field that names none: after the ranked ones.
 SHAPE_END = 1000
@@ -83,6 +85,11 @@ class MemoryRow:
     embedding_provider: str = field(metadata=column("text", shape=16))
     embedding_model: str = field(metadata=column("text", shape=17))
 
+    @property
+    def chars(self) -> int:
+        """The text's length in characters (a sealed row's without opening it)."""
+        return len(self.text)
+
 
 #: The columns of each row type read so far: recall builds some 50 rows a call, and
 #: reading a type's fields each time cost about as much as building the row.
@@ -109,6 +116,71 @@ def memory_row(values: Mapping[str, Any], row_type: type[MemoryRow] = MemoryRow)
     return row_type(**{name: values[name] for name, _ in _columns(row_type)})
 
 
+class _Opened:
+    """A sealed field of a :class:`_DeferredRow`: opened on its first read, then kept on
+    the row (the instance's own value hides this descriptor from then on)."""
+
+    name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, row: None, owner: type) -> _Opened: ...
+    @overload
+    def __get__(self, row: _DeferredRow, owner: type) -> Any: ...
+    def __get__(self, row: _DeferredRow | None, owner: type) -> Any:
+        if row is None:
+            return self
+        value = open_field(row._keys, row.id, self.name, row._sealed[self.name])
+        row.__dict__[self.name] = value
+        return value
+
+
+class _DeferredRow(MemoryRow):
+    """A sealed row whose sealed fields open when first read (:func:`deferred_row`).
+
+    Built by :func:`deferred_row` only (never by ``__init__``, which would set every field).
+    """
+
+    text = _Opened()
+    tags = _Opened()
+    metadata = _Opened()
+    forget_reason = _Opened()
+    #: The keys in scope when the row was read, its sealed values by field, its length.
+    _keys: UserKeys
+    _sealed: dict[str, bytes]
+    _chars: int | None
+
+    @property
+    def chars(self) -> int:
+        if self._chars is None or "text" in self.__dict__:
+            return len(self.text)
+        return self._chars
+
+
+def deferred_row(values: Mapping[str, Any]) -> MemoryRow:
+    """:func:`memory_row` for a row that is ranked before it is shown, if it ever is.
+
+    Recall reads some 50 candidates to return 10 (BENCHMARKS.md, issue 34): a sealed
+    candidate's text, tags, metadata and forget reason are opened when first read (the
+    page's, the few a ranking step compares), not when read from the database. Its user's
+    keys are taken from the scope now, and refused now as :func:`memory_row` refuses them;
+    a value that does not open fails on its first read.
+    """
+    sealed = sealed_values(values)
+    if not sealed:  # a plain row, built as memory_row would, without looking again
+        return MemoryRow(**{name: values[name] for name, _ in _columns(MemoryRow)})
+    row = object.__new__(_DeferredRow)
+    own = row.__dict__
+    for name, _ in _columns(MemoryRow):
+        if name not in sealed:
+            own[name] = values[name]
+    own["_keys"], own["_sealed"] = keys_of(int(values["user_id"])), sealed
+    own["_chars"] = values.get("text_chars")
+    return row
+
+
 def memory_rows(cursor: Any) -> Any:
     """A psycopg row factory of :class:`MemoryRow` (opened if sealed), for a SELECT of
     ``memory_sql.COLUMNS``."""
@@ -122,9 +194,9 @@ def memory_rows(cursor: Any) -> Any:
 
 def scored_row(values: Mapping[str, Any]) -> ScoredMemoryRow:
     """A searched row: its columns, ``cosine``, ``context_match`` and, when read,
-    ``matched`` among ``values``."""
+    ``matched`` among ``values``; opened as it is read (:func:`deferred_row`)."""
     return ScoredMemoryRow(
-        memory_row(values),
+        deferred_row(values),
         float(values["cosine"]),
         float(values["context_match"]),
         float(values.get("matched", 0.0)),

@@ -95,13 +95,19 @@ def opened(
     return s, p, o
 
 
-def phrase_keys(user_id: int, phrases: Sequence[str]) -> list[str]:
+def phrase_keys(user_id: int, phrases: Sequence[str], *, fixed: bool = False) -> list[str]:
     """What a lookup of lowercase ``phrases`` compares with ``lower(column)``: the phrases
-    (plain edges) and, with the user's keys in scope, their keyed hashes (sealed ones)."""
+    (plain edges) and, with the user's keys in scope, their keyed hashes (sealed ones).
+
+    ``fixed``: the phrases are the code's own, not a user's (their hashes are remembered
+    with the keys, :meth:`~storage.sealing.user_keys.UserKeys.keyed_fixed_phrases`)."""
     keys = keys_for(user_id) if phrases else None
     if keys is None:
         return list(phrases)
-    return [*phrases, *(keys.keyed_phrase(p.lower()) for p in phrases)]
+    lowered = tuple(p.lower() for p in phrases)
+    if fixed:
+        return [*phrases, *keys.keyed_fixed_phrases(lowered)]
+    return [*phrases, *(keys.keyed_phrase(p) for p in lowered)]
 
 
 @dataclass(frozen=True)
@@ -124,12 +130,14 @@ def predicate_patterns(user_id: int, patterns: Sequence[str]) -> PredicatePatter
     exact, prefixes = [], []
     for pattern in patterns:
         if not pattern.endswith("%"):
-            exact.append(keys.keyed_phrase(pattern.lower()))
+            exact.append(pattern.lower())
         elif pattern.endswith(" %"):
-            prefixes.append(keys.keyed_phrase(pattern[:-1].lower()))
+            prefixes.append(pattern[:-1].lower())
         else:
             raise ValueError(f"predicate pattern {pattern!r}: a prefix must end at a space")
-    return PredicatePatterns(exact, prefixes)
+    # The patterns are the code's (graph.FUNCTIONAL_PATTERNS): the same each recall.
+    keyed = keys.keyed_fixed_phrases((*exact, *prefixes))
+    return PredicatePatterns(list(keyed[: len(exact)]), list(keyed[len(exact) :]))
 
 
 #: Edges ``r`` whose predicate matches the patterns: plain edges by LIKE (``%(patterns)s``,

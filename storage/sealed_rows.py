@@ -11,8 +11,11 @@ scope must hold; a plain row reads as before. What a sealed row stores:
 - ``sealed_search`` the keyed hashes of the lexemes ``to_tsvector`` gives the text
   (the lexical side and the term statistics); ``text_chars`` the text's length;
 - (migration 0024) ``metadata`` '{}' and ``metadata_sealed`` the metadata as JSON;
-  ``forget_reason`` NULL and ``forget_reason_sealed`` the reason. These two are
-  opened each on its own (a reason sealed on a row forgotten before the move).
+  ``forget_reason`` NULL and ``forget_reason_sealed`` the reason.
+
+Each field opens wherever its sealed column is set (:data:`SEALED_FIELDS`): a reason
+sealed on a row forgotten before the move opens on its own. Recall's rows open each
+field when it is first read (``storage.rows.deferred_row``).
 """
 
 from __future__ import annotations
@@ -28,8 +31,17 @@ from storage.sealing.errors import SealingError
 from storage.sealing.scope import keys_for, sealing_writes
 from storage.sealing.user_keys import TEXT, UserKeys
 
-#: The columns a memory row's SELECT adds to the row's own (opened, not shown).
-SEALED_COLUMNS = ("text_sealed", "tags_sealed", "metadata_sealed", "forget_reason_sealed")
+#: Each field a sealed row keeps sealed: its sealed column, and whether it opens as JSON.
+#: The associated data's column is the field's name.
+SEALED_FIELDS: dict[str, tuple[str, bool]] = {
+    "text": ("text_sealed", False),
+    "tags": ("tags_sealed", True),
+    "metadata": ("metadata_sealed", True),
+    "forget_reason": ("forget_reason_sealed", False),
+}
+#: The columns a memory row's SELECT adds to the row's own: the sealed ones (opened, not
+#: shown) and ``text_chars`` (a sealed row's length, known without opening it).
+SEALED_COLUMNS = (*(column for column, _ in SEALED_FIELDS.values()), "text_chars")
 #: Text search configuration of the lexemes (as ``memories.text_search``, migration 0002).
 TEXT_SEARCH_CONFIG = "english"
 
@@ -49,24 +61,33 @@ def keys_of(user_id: int) -> UserKeys:
     return _keys(user_id)
 
 
+def sealed_values(values: Mapping[str, Any]) -> dict[str, bytes]:
+    """``{field: sealed value}`` of the fields sealed in ``values`` (a row as read)."""
+    out = {}
+    for name, (column, _) in SEALED_FIELDS.items():
+        sealed = values.get(column)
+        if sealed is not None:
+            out[name] = bytes(sealed)
+    return out
+
+
+def open_field(keys: UserKeys, row_id: int, name: str, sealed: bytes) -> Any:
+    """The field ``name`` of row ``row_id`` opened from its sealed value."""
+    opened_text = keys.open(sealed, row_id, name)
+    return json.loads(opened_text) if SEALED_FIELDS[name][1] else opened_text
+
+
 def opened(values: Mapping[str, Any], user_id: int | None = None) -> Mapping[str, Any]:
     """``values`` with ``text``, ``tags``, ``metadata`` and ``forget_reason`` opened where
     sealed (else as they are)."""
-    text_sealed = values.get("text_sealed")
-    metadata_sealed = values.get("metadata_sealed")
-    reason_sealed = values.get("forget_reason_sealed")
-    if text_sealed is None and metadata_sealed is None and reason_sealed is None:
+    sealed = sealed_values(values)
+    if not sealed:
         return values
     owner = int(values["user_id"] if user_id is None else user_id)
     keys, row_id = _keys(owner), int(values["id"])
     out = dict(values)
-    if text_sealed is not None:
-        out["text"] = keys.open(bytes(text_sealed), row_id, "text")
-        out["tags"] = json.loads(keys.open(bytes(values["tags_sealed"]), row_id, "tags"))
-    if metadata_sealed is not None:
-        out["metadata"] = json.loads(keys.open(bytes(metadata_sealed), row_id, "metadata"))
-    if reason_sealed is not None:
-        out["forget_reason"] = keys.open(bytes(reason_sealed), row_id, "forget_reason")
+    for name, value in sealed.items():
+        out[name] = open_field(keys, row_id, name, value)
     return out
 
 

@@ -108,11 +108,7 @@ async def hop(
         # The reply next to a match, not a document: a neighbour longer than a
         # paragraph (an assistant's long answer) is not hopped to (issue 28).
         near = sorted(
-            (
-                n
-                for n in found
-                if fits(n) and len(n.scored.row.text) <= lexical_length.LENGTH_REFERENCE
-            ),
+            (n for n in found if fits(n) and n.scored.row.chars <= lexical_length.LENGTH_REFERENCE),
             key=lambda n: (-n.scored.cosine, n.scored.row.id),
         )
     linked: list[store.Neighbour] = []

@@ -73,7 +73,7 @@ async def latest_first(
     )
     owed = (
         sorted(
-            (rows[i] for i in links.owed if len(rows[i].text) <= _INLINE_CHARS),
+            (rows[i] for i in links.owed if rows[i].chars <= _INLINE_CHARS),
             key=lambda r: r.created_at,
             reverse=True,
         )[:OWED_INLINE]

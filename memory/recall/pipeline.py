@@ -142,7 +142,7 @@ async def _candidates(
             continue
         # A long text holds the question's words by its length: its share is scaled
         # down by its length (issue 28).
-        factor = lexical_length.length_factor(len(s.row.text))
+        factor = lexical_length.length_factor(s.row.chars)
         candidate = from_row(s, lexical=ranking.lexical_share(s.matched, terms) * factor)
         if factor < 1.0:
             candidate.length = factor

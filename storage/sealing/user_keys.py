@@ -37,6 +37,8 @@ TAGS = b"tags"
 TEXT = b"normalized text"
 #: Relation phrases (subject, predicate, object, predicate prefixes), lowercase, for lookups.
 PHRASES = b"relation phrases"
+#: Sets of fixed phrases whose keyed hashes one :class:`UserKeys` remembers at most.
+_FIXED_SETS = 16
 
 
 def _derive(data_key: bytes, purpose: bytes) -> bytes:
@@ -64,12 +66,13 @@ def associated_data_named(user_id: int, row_key: str, column: str) -> bytes:
 class UserKeys:
     """The opened keys of one user. Its repr never shows them."""
 
-    __slots__ = ("_aead", "_hash_keys", "user_id")
+    __slots__ = ("_aead", "_fixed", "_hash_keys", "user_id")
 
     def __init__(self, user_id: int, data_key: bytes) -> None:
         self.user_id = user_id
         self._aead = AESGCM(data_key)
         self._hash_keys = {p: _derive(data_key, p) for p in (TERMS, TAGS, TEXT, PHRASES)}
+        self._fixed: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def __repr__(self) -> str:
         return f"UserKeys(user_id={self.user_id})"
@@ -124,6 +127,17 @@ class UserKeys:
         ``lower(column)`` stays a hash (``storage.sealed_relations``)."""
         digest = hmac.new(self._hash_keys[PHRASES], phrase.encode("utf-8"), hashlib.sha256)
         return digest.hexdigest()[: 2 * _HASH_BYTES]
+
+    def keyed_fixed_phrases(self, phrases: tuple[str, ...]) -> tuple[str, ...]:
+        """:meth:`keyed_phrase` of each of ``phrases``, a set the code names (the functional
+        predicates, the user's entity), never what a user wrote: remembered with these keys
+        (and gone with them), since every recall asks for the same forty or so."""
+        found = self._fixed.get(phrases)
+        if found is None:
+            if len(self._fixed) >= _FIXED_SETS:
+                self._fixed.clear()
+            found = self._fixed[phrases] = tuple(self.keyed_phrase(p) for p in phrases)
+        return found
 
     def keyed_terms(self, terms: Iterable[str]) -> list[str]:
         return [self.keyed(TERMS, t) for t in terms]

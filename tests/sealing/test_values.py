@@ -116,3 +116,15 @@ def test_no_repr_shows_a_key() -> None:
     shown = repr(settings) + repr(parse_master_key(text, source="x")) + repr(keys)
     assert text not in shown and previous not in shown
     assert "UserKeys(user_id=3)" in shown
+
+
+def test_fixed_phrases_hash_as_each_phrase_does_and_are_remembered_per_keys() -> None:
+    data_key = envelope.new_data_key()
+    keys = UserKeys(1, data_key)
+    phrases = ("lives in", "favorite ", "user")
+    first = keys.keyed_fixed_phrases(phrases)
+    assert first == tuple(keys.keyed_phrase(p) for p in phrases)
+    assert keys.keyed_fixed_phrases(phrases) is first  # remembered, not hashed again
+    # Another process's keys for the same user and data key: the same hashes.
+    assert UserKeys(1, data_key).keyed_fixed_phrases(phrases) == first
+    assert UserKeys(2, envelope.new_data_key()).keyed_fixed_phrases(phrases) != first

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from memory.deps import Deps
+from memory.relations import extract_relations
 from storage import memory_reads
 from storage.sealing.errors import SealedValueError
 from storage.sealing.scope import Scope, sealing_as
@@ -121,6 +122,28 @@ async def test_a_ciphertext_moved_to_another_row_or_user_does_not_open(
             pytest.raises(SealedValueError, match="not user"),
         ):
             await memory_reads.get_memory(conn, bob, bob_ids[1])
+
+
+async def test_recall_opens_the_rows_it_returns_not_every_candidate(
+    sealed_deps: Deps, bob: int, clean_db: str
+) -> None:
+    ids = await _store(sealed_deps, bob)
+    for memory_id in ids:  # extracted, as the worker does: recall reads no text to extract
+        await extract_relations(sealed_deps, bob, memory_id)
+    # The dish's text replaced by the run's (sealed for another row): it no longer opens.
+    with psycopg.connect(clean_db, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE memories SET text_sealed = (SELECT text_sealed FROM memories"
+            " WHERE id = %s) WHERE id = %s",
+            (ids[5], ids[4]),
+        )
+    # Six rows: every one is a candidate of every recall (at least 40 are read). Ranked
+    # below the page, the dish is never opened; on the page, it is refused.
+    top = await call(sealed_deps, bob, "recall", query="what is my blood type", limit=1)
+    assert [m["id"] for m in top["matches"]] == [ids[0]]
+    assert top["matches"][0]["text"] == FACTS[0]
+    with pytest.raises(SealedValueError, match="does not open"):
+        await call(sealed_deps, bob, "recall", query="what is my blood type", limit=6)
 
 
 async def _term_counts(dsn: str, user: int) -> tuple[object, ...]:

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 
+import pytest
+
 from memory import backup_format
 from memory.backup_format import NO_USER_ID, MemoryRecord, parse_record, record_line
 from memory.errors import MemoryServiceError
@@ -23,10 +25,15 @@ from storage.rows import (
     backup_fields,
     column,
     copy_columns,
+    deferred_row,
     memory_row,
     select_list,
     shape_fields,
 )
+from storage.sealing import envelope
+from storage.sealing.errors import SealedValueError, SealingError
+from storage.sealing.scope import Scope, sealing_as
+from storage.sealing.user_keys import UserKeys
 
 ROW = [f.name for f in fields(MemoryRow)]
 
@@ -87,8 +94,9 @@ def sample(row_type: type[MemoryRow] = MemoryRow, **extra: object) -> MemoryRow:
 
 
 def test_the_select_lists_are_the_row_fields_in_order_then_the_sealed_columns():
-    # The sealed columns (docs/at-rest.md) are read so that a sealed row is opened.
-    sealed = ("text_sealed", "tags_sealed", "metadata_sealed", "forget_reason_sealed")
+    # The sealed columns (docs/at-rest.md) are read so that a sealed row is opened, and
+    # its length, so that recall scales a candidate's lexical share without opening it.
+    sealed = ("text_sealed", "tags_sealed", "metadata_sealed", "forget_reason_sealed", "text_chars")
     assert ", ".join((*ROW, *sealed)) == memory_sql.COLUMNS
     assert ", ".join(ROW) == select_list()
     assert ", ".join(f"m.{name}" for name in (*ROW, *sealed)) == memory_sql.M_COLUMNS
@@ -206,3 +214,53 @@ def test_a_field_added_to_the_row_appears_in_every_list():
     assert list(full_shape(row))[-1] == "mood" and full_shape(row)["mood"] == "calm"
     line = json.loads(record_line(MemoryRecord("alice", row, None, ())))
     assert list(line)[-2:] == ["mood", "relations"] and line["mood"] == "calm"
+
+
+def _sealed_values(keys: UserKeys, row: MemoryRow) -> dict[str, object]:
+    """``row`` as a SELECT of a sealed row returns it (storage.sealed_rows)."""
+    return {
+        **{n: getattr(row, n) for n in ROW},
+        "text": "",
+        "tags": keys.keyed_tags(row.tags),
+        "metadata": {},
+        "forget_reason": None,
+        "text_sealed": keys.seal(row.text, row.id, "text"),
+        "tags_sealed": keys.seal(json.dumps(row.tags), row.id, "tags"),
+        "metadata_sealed": keys.seal(json.dumps(row.metadata), row.id, "metadata"),
+        "forget_reason_sealed": keys.seal(row.forget_reason or "", row.id, "forget_reason"),
+        "text_chars": len(row.text),
+    }
+
+
+def test_a_row_read_for_ranking_opens_its_sealed_fields_when_first_read():
+    keys = UserKeys(2, envelope.new_data_key())
+    plain = replace(sample(), text="Ana's café is in Lisbon.")  # characters, not bytes
+    values = _sealed_values(keys, plain)
+    with sealing_as(Scope(keys, seal_writes=True)):
+        eager, deferred = memory_row(values), deferred_row(values)
+    # Read out of the scope: the keys were the ones in scope when the row was read.
+    assert [getattr(deferred, n) for n in ROW] == [getattr(eager, n) for n in ROW]
+    assert [getattr(eager, n) for n in ROW] == [getattr(plain, n) for n in ROW]
+    assert deferred.chars == eager.chars == len(plain.text)
+    # A plain row is the row itself.
+    plain_values = {**{n: getattr(plain, n) for n in ROW}, "text_sealed": None}
+    assert deferred_row(plain_values) == plain
+
+
+def test_a_deferred_value_that_does_not_open_fails_when_read_and_not_before():
+    keys = UserKeys(2, envelope.new_data_key())
+    plain = sample()
+    values = _sealed_values(keys, plain)
+    # The text sealed for another row: its length is known without opening it.
+    values["text_sealed"] = keys.seal(plain.text, plain.id + 1, "text")
+    with sealing_as(Scope(keys, seal_writes=True)):
+        row = deferred_row(values)
+    assert row.chars == len(plain.text) and row.tags == plain.tags
+    with pytest.raises(SealedValueError, match="does not open"):
+        row.text  # noqa: B018
+    # Another user's keys, or none, are refused when the row is read, as for any row.
+    other = Scope(UserKeys(3, envelope.new_data_key()), seal_writes=True)
+    with sealing_as(other), pytest.raises(SealedValueError, match="not user"):
+        deferred_row(values)
+    with pytest.raises(SealingError, match="without the user's keys"):
+        deferred_row(values)
