@@ -22,8 +22,8 @@ from storage import key_store
 
 UNSEALED_NOTICE = (
     "memories are NOT sealed at rest: no master key is set. Set OWNSONA_MASTER_KEY (or"
-    " OWNSONA_MASTER_KEY_FILE; make one with `ownsona keys new`) and OWNSONA_SEAL_MEMORIES=1,"
-    " restart, then run `ownsona seal` (docs/at-rest.md)."
+    " OWNSONA_MASTER_KEY_FILE; make one with `ownsona keys new`) in every process, restart,"
+    " then run `ownsona seal` (docs/at-rest.md)."
 )
 
 

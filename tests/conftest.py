@@ -103,16 +103,46 @@ def make_user(dsn: str, username: str) -> int:
     return int(row[0])
 
 
-#: Run the suites with memories sealed at rest (docs/at-rest.md): OWNSONA_TEST_SEALED=1.
-SEALED_RUN = os.environ.get("OWNSONA_TEST_SEALED") == "1"
+#: Run the suites with memories sealed at rest (docs/at-rest.md), as a new deployment does;
+#: OWNSONA_TEST_SEALED=0 runs them plain.
+SEALED_RUN = os.environ.get("OWNSONA_TEST_SEALED", "1").lower() not in ("0", "false", "no", "off")
+
+
+def _session_master_key() -> str:
+    """The session's master key, set where every ``ownsona`` process the tests start finds it.
+
+    Children inherit this environment, so in a sealed run a command or server reads
+    the rows the tests sealed with the same key, from the same key store (the default
+    one beside the database it is given). A plain run turns sealing off for them too
+    (``sealed_deps`` still seals, with this key). Tests of "no master key" or of the
+    embedded default's generated key set their own environment.
+    """
+    from storage.sealing.master_key import new_key_text
+
+    # Kept in the environment: a second import of this module finds the same key.
+    key = os.environ.setdefault("OWNSONA_TEST_MASTER_KEY", new_key_text())
+    # One key store per database, beside it: the one the session's keyring uses.
+    for name in ("OWNSONA_KEYSTORE_URL", "OWNSONA_MASTER_KEY_FILE", "OWNSONA_MASTER_KEY_PREVIOUS"):
+        os.environ.pop(name, None)
+    if SEALED_RUN:
+        os.environ["OWNSONA_SEAL_MEMORIES"] = "1"
+        os.environ["OWNSONA_MASTER_KEY"] = key
+    else:
+        os.environ["OWNSONA_SEAL_MEMORIES"] = "0"
+        os.environ.pop("OWNSONA_MASTER_KEY", None)
+    return key
+
+
+#: The master key of ``test_keyring`` (in a sealed run, every child's OWNSONA_MASTER_KEY).
+SESSION_MASTER_KEY = _session_master_key()
 
 
 @pytest.fixture(scope="session")
 async def test_keyring(dsn: str) -> AsyncIterator:
-    """A keyring on a fresh key store beside the test database, under a new master key."""
+    """A keyring on a fresh key store beside the test database, under the session's master key."""
     from memory.keyring import Keyring
     from storage import key_store
-    from storage.sealing.master_key import new_key_text, parse_master_key
+    from storage.sealing.master_key import parse_master_key
 
     url = key_store.beside(dsn)
     await key_store.ensure_key_store(url, create_from=dsn)
@@ -120,7 +150,7 @@ async def test_keyring(dsn: str) -> AsyncIterator:
         conn.execute("TRUNCATE master_keys, data_keys")
     keys_pool = key_store.make_key_store_pool(url)
     await keys_pool.open()
-    ring = Keyring(parse_master_key(new_key_text(), source="tests"), keys_pool)
+    ring = Keyring(parse_master_key(SESSION_MASTER_KEY, source="tests"), keys_pool)
     await ring.check()
     yield ring
     await keys_pool.close()
@@ -147,10 +177,13 @@ async def sealed_deps(clean_db, pool, embedder, settings, test_keyring):
 @pytest.fixture
 def plain_deps(clean_db, pool, embedder, settings):
     """Deps that write plain rows, whatever OWNSONA_TEST_SEALED says (a sealing test's control)."""
+    import dataclasses
+
     from bootstrap.providers import make_extractor
     from memory.deps import Deps
 
-    return Deps(settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings))
+    plain = dataclasses.replace(settings, seal_memories=False)
+    return Deps(settings=plain, pool=pool, embedder=embedder, extractor=make_extractor(plain))
 
 
 @pytest.fixture

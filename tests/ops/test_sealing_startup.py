@@ -75,7 +75,7 @@ async def test_a_key_generated_while_sealing_is_off_says_nothing_is_sealed_yet(
     dsn: str, tmp_path: Path
 ) -> None:
     data = _fresh_database(dsn)
-    notices = await _start(Settings(data_dir=tmp_path / "data"), data)
+    notices = await _start(Settings(data_dir=tmp_path / "data", seal_memories=False), data)
     assert len(notices) == 1
     assert "not sealed yet: OWNSONA_SEAL_MEMORIES is off" in notices[0]
     assert "LOSES EVERY MEMORY" not in notices[0]
