@@ -111,11 +111,12 @@ SEALED_RUN = os.environ.get("OWNSONA_TEST_SEALED", "1").lower() not in ("0", "fa
 def _session_master_key() -> str:
     """The session's master key, set where every ``ownsona`` process the tests start finds it.
 
-    Children inherit this environment, so in a sealed run a command or server reads
-    the rows the tests sealed with the same key, from the same key store (the default
-    one beside the database it is given). A plain run turns sealing off for them too
-    (``sealed_deps`` still seals, with this key). Tests of "no master key" or of the
-    embedded default's generated key set their own environment.
+    Children inherit this environment, so a command or server reads the rows the
+    tests sealed with the same key, from the same key store (the default one beside
+    the database it is given), and is not refused for lacking the key of a store
+    that was sealed. A plain run turns sealing off for them (they write plain rows,
+    as ``plain_deps`` does). Tests of "no master key" or of the embedded default's
+    generated key set their own environment.
     """
     from storage.sealing.master_key import new_key_text
 
@@ -124,16 +125,12 @@ def _session_master_key() -> str:
     # One key store per database, beside it: the one the session's keyring uses.
     for name in ("OWNSONA_KEYSTORE_URL", "OWNSONA_MASTER_KEY_FILE", "OWNSONA_MASTER_KEY_PREVIOUS"):
         os.environ.pop(name, None)
-    if SEALED_RUN:
-        os.environ["OWNSONA_SEAL_MEMORIES"] = "1"
-        os.environ["OWNSONA_MASTER_KEY"] = key
-    else:
-        os.environ["OWNSONA_SEAL_MEMORIES"] = "0"
-        os.environ.pop("OWNSONA_MASTER_KEY", None)
+    os.environ["OWNSONA_MASTER_KEY"] = key
+    os.environ["OWNSONA_SEAL_MEMORIES"] = "1" if SEALED_RUN else "0"
     return key
 
 
-#: The master key of ``test_keyring`` (in a sealed run, every child's OWNSONA_MASTER_KEY).
+#: The master key of ``test_keyring`` and every child's OWNSONA_MASTER_KEY.
 SESSION_MASTER_KEY = _session_master_key()
 
 

@@ -295,9 +295,7 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 # --- the round trip ----------------------------------------------------------------------
 
 
-async def test_sealed_rows_round_trip_through_the_commands(
-    sealed_deps, target_dsn, dsn, tmp_path
-):
+async def test_sealed_rows_round_trip_through_the_commands(sealed_deps, target_dsn, dsn, tmp_path):
     """`ownsona export` opens sealed rows, `ownsona import` seals them again in another
     store (its own key store beside it), and that store exports the same file."""
     await build_store(sealed_deps)
