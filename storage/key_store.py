@@ -57,8 +57,11 @@ async def ensure_key_store(keystore_dsn: str, *, create_from: str | None = None)
         if create_from is None or "does not exist" not in str(ex):
             raise StorageError(f"key store: cannot connect: {ex}") from ex
         async with await AsyncConnection.connect(create_from, autocommit=True) as admin:
-            # DuplicateDatabase: another process created it meanwhile.
-            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+            # Another process created it meanwhile: DuplicateDatabase, or UniqueViolation
+            # when both CREATE DATABASE statements got past PostgreSQL's own name check.
+            with contextlib.suppress(
+                psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation
+            ):
                 await admin.execute(
                     sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_dbname(keystore_dsn)))
                 )

@@ -134,9 +134,18 @@ def _session_master_key() -> str:
 SESSION_MASTER_KEY = _session_master_key()
 
 
+def sealing_env() -> dict[str, str]:
+    """The session's sealing settings, for a process started with an environment of its own
+    (one that drops every ``OWNSONA_`` variable it inherits)."""
+    return {
+        "OWNSONA_MASTER_KEY": SESSION_MASTER_KEY,
+        "OWNSONA_SEAL_MEMORIES": os.environ["OWNSONA_SEAL_MEMORIES"],
+    }
+
+
 @pytest.fixture(scope="session")
-async def test_keyring(dsn: str) -> AsyncIterator:
-    """A keyring on a fresh key store beside the test database, under the session's master key."""
+async def session_key_store(dsn: str) -> AsyncIterator:
+    """A pool on a fresh key store beside the test database, the session's key recorded."""
     from memory.keyring import Keyring
     from storage import key_store
     from storage.sealing.master_key import parse_master_key
@@ -147,10 +156,19 @@ async def test_keyring(dsn: str) -> AsyncIterator:
         conn.execute("TRUNCATE master_keys, data_keys")
     keys_pool = key_store.make_key_store_pool(url)
     await keys_pool.open()
-    ring = Keyring(parse_master_key(SESSION_MASTER_KEY, source="tests"), keys_pool)
-    await ring.check()
-    yield ring
+    await Keyring(parse_master_key(SESSION_MASTER_KEY, source="tests"), keys_pool).check()
+    yield keys_pool
     await keys_pool.close()
+
+
+@pytest.fixture
+def test_keyring(session_key_store: Any) -> Any:
+    """A keyring under the session's master key, as a process's: its cache of opened keys is
+    this test's alone, so a key another process destroyed in an earlier test is not reused."""
+    from memory.keyring import Keyring
+    from storage.sealing.master_key import parse_master_key
+
+    return Keyring(parse_master_key(SESSION_MASTER_KEY, source="tests"), session_key_store)
 
 
 @pytest.fixture
