@@ -26,20 +26,33 @@ def memory_texts(
 ) -> list[tuple[int, str]]:
     """``(id, text)`` of the memories matching ``where`` (over ``memories m`` joined with
     ``users u``), in id order, sealed texts opened."""
+    return [(row_id, text) for row_id, _, text in _opened(dsn, where, params, master_key)]
+
+
+def user_texts(
+    dsn: str, where: str = "TRUE", params: tuple[Any, ...] = ()
+) -> list[tuple[str, str]]:
+    """``(username, text)`` of the memories matching ``where``, in id order, opened."""
+    return [(username, text) for _, username, text in _opened(dsn, where, params, None)]
+
+
+def _opened(
+    dsn: str, where: str, params: tuple[Any, ...], master_key: str | None
+) -> list[tuple[int, str, str]]:
     query = sql.SQL(
-        "SELECT m.id, m.user_id, m.text, m.text_sealed FROM memories m"
+        "SELECT m.id, m.user_id, u.username, m.text, m.text_sealed FROM memories m"
         " JOIN users u ON u.id = m.user_id WHERE {} ORDER BY m.id"
     ).format(sql.SQL(where))  # type: ignore[arg-type]  # a test's own constant condition
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(query, params).fetchall()
     keys: dict[int, UserKeys] = {}
     out = []
-    for row_id, user_id, text, sealed in rows:
+    for row_id, user_id, username, text, sealed in rows:
         if sealed is not None:
             if user_id not in keys:
                 keys[user_id] = _user_keys(dsn, user_id, master_key)
             text = keys[user_id].open(bytes(sealed), row_id, "text")
-        out.append((int(row_id), str(text)))
+        out.append((int(row_id), str(username), str(text)))
     return out
 
 

@@ -27,7 +27,7 @@ from config.settings import Settings
 from memory.deps import Deps
 from tests.api.conftest import Mcp
 from tests.api.test_service_roundtrip import InlineWriteQueue
-from tests.conftest import make_user
+from tests.conftest import SEALED_RUN, make_user
 
 PUBLIC_URL = "http://127.0.0.1:8000"
 PASSWORD = "correct horse battery"
@@ -42,11 +42,17 @@ def console_settings() -> Settings:
 
 @pytest.fixture
 async def console_runtime(
-    console_settings: Settings, pool: Any, embedder: Any, clean_db: str
+    console_settings: Settings,
+    pool: Any,
+    embedder: Any,
+    clean_db: str,
+    request: pytest.FixtureRequest,
 ) -> Runtime:
     store = KeyStore(pool, access_token_ttl_s=console_settings.access_token_ttl_s)
     await store.load()
-    deps = Deps(settings=console_settings, pool=pool, embedder=embedder)
+    # A sealed run (tests/conftest.py) seals what the console writes and opens what it reads.
+    keyring = request.getfixturevalue("test_keyring") if SEALED_RUN else None
+    deps = Deps(settings=console_settings, pool=pool, embedder=embedder, keyring=keyring)
     return Runtime(
         settings=console_settings,
         deps=deps,

@@ -30,6 +30,7 @@ from storage.pool import make_pool
 from tasks.actors import BACKGROUND_QUEUE, WorkerResources, declare_actors, extraction_hook
 from tasks.broker import make_broker
 from tests.conftest import QUEUE_NAMESPACE
+from tests.opened_rows import memory_texts
 from tests.tool_calls import USE_CASES
 
 # --- a scripted chat-completions server ----------------------------------------------------
@@ -278,11 +279,14 @@ def edge_count(dsn: str, memory_id: int | None = None) -> int:
 
 
 def memory_row(dsn: str, memory_id: int) -> tuple[Any, ...]:
+    """``(text, deleted_at, salience, updated_at)``, the text opened if sealed."""
+    ((_, text),) = memory_texts(dsn, "m.id = %s", (memory_id,))
     with psycopg.connect(dsn) as conn:
-        return conn.execute(
-            "SELECT text, deleted_at, salience, updated_at FROM memories WHERE id = %s",
-            (memory_id,),
+        row = conn.execute(
+            "SELECT deleted_at, salience, updated_at FROM memories WHERE id = %s", (memory_id,)
         ).fetchone()
+    assert row is not None
+    return (text, *row)
 
 
 async def eventually(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
