@@ -202,6 +202,12 @@ def plain_deps(clean_db, pool, embedder, settings):
 
 
 @pytest.fixture
+def run_keyring(request: pytest.FixtureRequest) -> Any:
+    """The tests' keyring in a sealed run, None in a plain one: for runtimes built by hand."""
+    return request.getfixturevalue("test_keyring") if SEALED_RUN else None
+
+
+@pytest.fixture
 def deps(request, plain_deps):
     if SEALED_RUN:
         return request.getfixturevalue("sealed_deps")

@@ -27,7 +27,7 @@ from config.settings import Settings
 from memory.deps import Deps
 from tests.api.conftest import Mcp
 from tests.api.test_service_roundtrip import InlineWriteQueue
-from tests.conftest import SEALED_RUN, make_user
+from tests.conftest import make_user
 
 PUBLIC_URL = "http://127.0.0.1:8000"
 PASSWORD = "correct horse battery"
@@ -46,13 +46,12 @@ async def console_runtime(
     pool: Any,
     embedder: Any,
     clean_db: str,
-    request: pytest.FixtureRequest,
+    run_keyring: Any,
 ) -> Runtime:
     store = KeyStore(pool, access_token_ttl_s=console_settings.access_token_ttl_s)
     await store.load()
     # A sealed run (tests/conftest.py) seals what the console writes and opens what it reads.
-    keyring = request.getfixturevalue("test_keyring") if SEALED_RUN else None
-    deps = Deps(settings=console_settings, pool=pool, embedder=embedder, keyring=keyring)
+    deps = Deps(settings=console_settings, pool=pool, embedder=embedder, keyring=run_keyring)
     return Runtime(
         settings=console_settings,
         deps=deps,
