@@ -201,6 +201,19 @@ def plain_deps(clean_db, pool, embedder, settings):
     return Deps(settings=plain, pool=pool, embedder=embedder, extractor=make_extractor(plain))
 
 
+async def worker_keyring(dsn: str) -> Any:
+    """A worker's own keyring, opened on its event loop as ``ownsona worker`` opens it, under
+    the session's master key; None in a plain run. Its Deps' close closes it."""
+    if not SEALED_RUN:
+        return None
+    from bootstrap.sealing import build_keyring, open_keyring
+    from config.settings import Settings
+
+    sealing = build_keyring(Settings(database_url=dsn, master_key=SESSION_MASTER_KEY), dsn)
+    await open_keyring(sealing, dsn)
+    return sealing.keyring
+
+
 @pytest.fixture
 def run_keyring(request: pytest.FixtureRequest) -> Any:
     """The tests' keyring in a sealed run, None in a plain one: for runtimes built by hand."""

@@ -29,7 +29,7 @@ from memory.providers.extractors import RulesExtractor
 from storage.pool import make_pool
 from tasks.actors import FORMAT_OPTION, NewerFormat, WorkerResources, declare_actors
 from tasks.broker import make_broker
-from tests.conftest import QUEUE_NAMESPACE
+from tests.conftest import QUEUE_NAMESPACE, worker_keyring
 from tests.opened_rows import memory_texts
 from tests.record_queue_messages import CLIENT_ID, MEMORY_IDS, USER_ID
 from tests.tool_calls import USE_CASES
@@ -69,10 +69,18 @@ def _resources(dsn: str, settings: Any, embedder: Any) -> WorkerResources:
     async def build() -> Deps:
         pool = make_pool(dsn, min_size=1, max_size=4, name="test-replay")
         await pool.open(wait=True)
-        return Deps(settings=settings, pool=pool, embedder=embedder, extractor=RulesExtractor())
+        return Deps(
+            settings=settings,
+            pool=pool,
+            embedder=embedder,
+            extractor=RulesExtractor(),
+            keyring=await worker_keyring(dsn),
+        )
 
     async def close(d: Deps) -> None:
         await d.pool.close()
+        if d.keyring is not None:
+            await d.keyring.close()
 
     return WorkerResources(build, close)
 
