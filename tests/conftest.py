@@ -134,6 +134,11 @@ def _session_master_key() -> str:
 SESSION_MASTER_KEY = _session_master_key()
 
 
+def sealing_settings() -> dict[str, Any]:
+    """The same, as Settings fields: for a process a test builds in-process from Settings."""
+    return {"master_key": SESSION_MASTER_KEY, "seal_memories": SEALED_RUN}
+
+
 def sealing_env() -> dict[str, str]:
     """The session's sealing settings, for a process started with an environment of its own
     (one that drops every ``OWNSONA_`` variable it inherits)."""
