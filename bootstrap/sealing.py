@@ -6,24 +6,27 @@ the key store; nothing connects. :func:`open_keyring` creates the key store if i
 is the default one beside the data database, opens the pool and refuses a master
 key the store was not sealed with (:class:`storage.sealing.errors.MasterKeyError`).
 A deployment on DATABASE_URL without a master key gets no keyring: it keeps
-working unsealed, and :data:`UNSEALED_NOTICE` says how to seal it.
+working unsealed, and :data:`UNSEALED_NOTICE` says how to seal it; unless its key
+store records a master key (it was sealed): then the missing key is refused, as a
+wrong one is, since its sealed rows would not open.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.settings import Settings
 from memory.keyring import Keyring, generated_key_notice, load_master_keys
 from storage import key_store
+from storage.sealing.errors import MasterKeyError
 
 UNSEALED_NOTICE = (
     "memories are NOT sealed at rest: no master key is set. Set OWNSONA_MASTER_KEY (or"
-    " OWNSONA_MASTER_KEY_FILE; make one with `ownsona keys new`) and OWNSONA_SEAL_MEMORIES=1,"
-    " restart, then run `ownsona seal` (docs/at-rest.md)."
+    " OWNSONA_MASTER_KEY_FILE; make one with `ownsona keys new`) in every process, restart,"
+    " then run `ownsona seal` (docs/at-rest.md)."
 )
 
 
@@ -38,6 +41,8 @@ class Sealing:
     beside_data: bool = True
     #: OWNSONA_SEAL_MEMORIES: whether new writes are sealed (the key alone seals nothing).
     sealing_on: bool = False
+    #: OWNSONA_KEYSTORE_URL (None: the default store beside the data database).
+    keystore_url: str | None = field(default=None, repr=False)
 
     @property
     def notices(self) -> list[str]:
@@ -52,7 +57,9 @@ def build_keyring(settings: Settings, data_dsn: Callable[[], Awaitable[str]] | s
     """The process's keyring on a closed key store pool (connects to nothing)."""
     keys = load_master_keys(settings)
     if keys.current is None:
-        return Sealing(None)
+        return Sealing(
+            None, beside_data=not settings.keystore_url, keystore_url=settings.keystore_url
+        )
 
     async def keystore_dsn() -> str:
         if settings.keystore_url:
@@ -70,9 +77,13 @@ def build_keyring(settings: Settings, data_dsn: Callable[[], Awaitable[str]] | s
 
 
 async def open_keyring(sealing: Sealing, data_dsn: str) -> None:
-    """Create the key store if need be, open its pool, and check the master key."""
+    """Create the key store if need be, open its pool, and check the master key.
+
+    Without a master key: refuse a deployment whose key store was sealed before.
+    """
     keyring = sealing.keyring
     if keyring is None:
+        await _refuse_a_missing_key(sealing, data_dsn)
         return
     dsn = await keyring.pool_dsn()
     await key_store.ensure_key_store(dsn, create_from=data_dsn if sealing.beside_data else None)
@@ -82,6 +93,18 @@ async def open_keyring(sealing: Sealing, data_dsn: str) -> None:
     except BaseException:
         await keyring.close()
         raise
+
+
+async def _refuse_a_missing_key(sealing: Sealing, data_dsn: str) -> None:
+    """Starting unsealed on a sealed store would serve errors for every sealed memory and
+    write new ones in the clear beside them: refused at start-up, naming the setting."""
+    known = await key_store.recorded_master_keys(sealing.keystore_url or key_store.beside(data_dsn))
+    if known:
+        raise MasterKeyError(
+            "no master key is set (OWNSONA_MASTER_KEY or OWNSONA_MASTER_KEY_FILE), but this"
+            f" deployment's key store holds data keys under master key {', '.join(known)}:"
+            " set that key in every process; without it no sealed memory opens."
+        )
 
 
 @contextlib.asynccontextmanager

@@ -77,6 +77,8 @@ class ActorDeps:
         self._extractor_http: httpx.AsyncClient | None = None
         #: Declared once the broker exists (:func:`build_broker`); the extraction hook sends on them.
         self.actors: Actors | None = None
+        #: What opening the keyring has to tell the operator (unsealed, a generated key).
+        self.notices: list[str] = []
 
     async def build(self) -> Deps:
         if self._owns_embedder:
@@ -91,6 +93,7 @@ class ActorDeps:
             dsn = self._conninfo if isinstance(self._conninfo, str) else await self._conninfo()
             sealing = build_keyring(self._settings, dsn)
             await open_keyring(sealing, dsn)
+            self.notices = sealing.notices
             plain = dataclasses.replace(plain, keyring=sealing.keyring)
         except BaseException:
             await pool.close()
@@ -214,11 +217,12 @@ def run_worker_process(settings: Settings, threads: int) -> int:
     http = embedding_client(settings)  # the provider's calls, on the worker's loop
     embedder = make_embedder(settings, client=http)
     running = RunningMessages()
+    actor_deps = ActorDeps(
+        settings, address, embedder, owns_embedder=True, check_schema_first=True, http=http
+    )
     broker = build_broker(
         settings,
-        actor_deps=ActorDeps(
-            settings, address, embedder, owns_embedder=True, check_schema_first=True, http=http
-        ),
+        actor_deps=actor_deps,
         extra_middleware=[running],
         # Re-embedding batches to this worker's model come here too (`ownsona reembed`).
         reembed_queue_name=reembed_queue(embedder.provider, embedder.model),
@@ -230,6 +234,9 @@ def run_worker_process(settings: Settings, threads: int) -> int:
     if not start_worker(broker, worker, command="ownsona worker"):
         return 1
     print(f"OwnSona worker running ({threads} threads)", flush=True)
+    # Said once, at start, as `ownsona serve` does: an unsealed store is not an error.
+    for notice in actor_deps.notices:
+        print(f"  {notice}", flush=True)
     stop.wait()
     stop_worker(worker, running, settings.shutdown_timeout_s)
     broker.bundle.broker.close()

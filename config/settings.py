@@ -179,9 +179,9 @@ class Settings:
     master_key_previous: str | None = field(default=None, repr=False)
     #: The key store's database (OWNSONA_KEYSTORE_URL); None: ``<name>_keys`` beside the data.
     keystore_url: str | None = field(default=None, repr=False)
-    #: Writes seal memory text, tags and terms (OWNSONA_SEAL_MEMORIES), given a master key.
-    #: Off until every reader opens sealed rows (docs/at-rest.md, "Status").
-    seal_memories: bool = False
+    #: Writes seal memory text, tags and terms (OWNSONA_SEAL_MEMORIES, on unless ``0``), given
+    #: a master key: the embedded default generates one; DATABASE_URL without one stays plain.
+    seal_memories: bool = True
 
     @property
     def redis_configured(self) -> bool:
@@ -283,7 +283,7 @@ class Settings:
             master_key_file=_optional_path(env.text("OWNSONA_MASTER_KEY_FILE")),
             master_key_previous=env.text("OWNSONA_MASTER_KEY_PREVIOUS"),
             keystore_url=env.text("OWNSONA_KEYSTORE_URL"),
-            seal_memories=env.boolean("OWNSONA_SEAL_MEMORIES", False),
+            seal_memories=env.boolean("OWNSONA_SEAL_MEMORIES", True),
             replica_max_lag_s=env.number("REPLICA_MAX_LAG_S", 5.0, minimum=0.1, maximum=86_400),
             db_connect_timeout_s=env.integer("DB_CONNECT_TIMEOUT", 5, minimum=2, maximum=300),
             db_statement_timeout_s=env.integer(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from memory.rules.timestamps import format_timestamp
 from memory.shapes import match_shape
 from storage import scans as store
+from storage.sealing.scope import Scope, sealing_as
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -33,9 +34,13 @@ async def change_marker(pool: AsyncConnectionPool, user_id: int) -> dict[str, An
 
 
 async def current_members(
-    pool: AsyncConnectionPool, user_id: int, ids: Sequence[int]
+    pool: AsyncConnectionPool, user_id: int, ids: Sequence[int], scope: Scope | None
 ) -> dict[int, dict[str, Any]]:
-    """The user's active memories among ``ids``, as the scan tools show a member."""
+    """The user's active memories among ``ids``, as the scan tools show a member.
+
+    ``scope``: the user's keys (``memory.call_keys.call_scope``), which open sealed rows.
+    """
     async with pool.connection() as conn:
-        rows = await store.rows_by_ids(conn, user_id, ids)
+        with sealing_as(scope):
+            rows = await store.rows_by_ids(conn, user_id, ids)
     return {mid: match_shape(row) for mid, row in rows.items()}

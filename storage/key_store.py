@@ -57,8 +57,11 @@ async def ensure_key_store(keystore_dsn: str, *, create_from: str | None = None)
         if create_from is None or "does not exist" not in str(ex):
             raise StorageError(f"key store: cannot connect: {ex}") from ex
         async with await AsyncConnection.connect(create_from, autocommit=True) as admin:
-            # DuplicateDatabase: another process created it meanwhile.
-            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+            # Another process created it meanwhile: DuplicateDatabase, or UniqueViolation
+            # when both CREATE DATABASE statements got past PostgreSQL's own name check.
+            with contextlib.suppress(
+                psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation
+            ):
                 await admin.execute(
                     sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_dbname(keystore_dsn)))
                 )
@@ -67,6 +70,27 @@ async def ensure_key_store(keystore_dsn: str, *, create_from: str | None = None)
     async with conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(3400034)")
         await conn.execute(SCHEMA)
+
+
+async def recorded_master_keys(keystore_dsn: str) -> list[str]:
+    """The ids of the master keys the key store at ``keystore_dsn`` records.
+
+    Empty when the store, or its database, does not exist yet: nothing was ever
+    sealed under this deployment's key store.
+    """
+    try:
+        conn = await AsyncConnection.connect(keystore_dsn, autocommit=True)
+    except psycopg.OperationalError as ex:
+        if "does not exist" in str(ex):
+            return []
+        raise StorageError(f"key store: cannot connect: {ex}") from ex
+    async with conn:
+        cur = await conn.execute("SELECT to_regclass('master_keys') IS NOT NULL")
+        row = await cur.fetchone()
+        if row is None or not row[0]:
+            return []
+        cur = await conn.execute("SELECT key_id FROM master_keys ORDER BY key_id")
+        return [str(r[0]) for r in await cur.fetchall()]
 
 
 async def check_values(conn: AsyncConnection) -> dict[str, bytes]:

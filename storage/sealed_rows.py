@@ -27,7 +27,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from storage.sealing.errors import SealingError
+from storage.sealing.errors import SealedValueError, SealingError
 from storage.sealing.scope import keys_for, sealing_writes
 from storage.sealing.user_keys import TEXT, UserKeys
 
@@ -204,6 +204,16 @@ async def seal_new(
     return out
 
 
+def _seals(keys: UserKeys, row_id: int, sealed: bytes | None, text: str) -> bool:
+    """Whether ``sealed`` is this row's text sealed as ``text``."""
+    if sealed is None:
+        return False
+    try:
+        return keys.open(bytes(sealed), row_id, "text") == text
+    except SealedValueError:
+        return False  # not this row's: sealed again below
+
+
 async def seal_changes(
     conn: AsyncConnection, keys: UserKeys, row_id: int, changes: dict[str, Any]
 ) -> dict[str, Any]:
@@ -212,12 +222,18 @@ async def seal_changes(
     if "text" in changes:
         text = changes["text"]
         cur = await conn.execute(
-            "SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", (TEXT_SEARCH_CONFIG, text)
+            "SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s)),"
+            " (SELECT text_sealed FROM memories WHERE user_id = %s AND id = %s)",
+            (TEXT_SEARCH_CONFIG, text, keys.user_id, row_id),
         )
         row = await cur.fetchone()
         assert row is not None
         out["text"] = ""
-        out["text_sealed"] = keys.seal(text, row_id, "text")
+        # The same text keeps its sealed value: a fresh nonce would read as a new text, and
+        # the update would owe the relation extraction again (memory_writes.update_fields).
+        out["text_sealed"] = (
+            bytes(row[1]) if _seals(keys, row_id, row[1], text) else keys.seal(text, row_id, "text")
+        )
         out["sealed_search"] = sorted(set(keys.keyed_terms(row[0])))
         out["text_chars"] = len(text)
     if "normalized_text" in changes:

@@ -103,16 +103,57 @@ def make_user(dsn: str, username: str) -> int:
     return int(row[0])
 
 
-#: Run the suites with memories sealed at rest (docs/at-rest.md): OWNSONA_TEST_SEALED=1.
-SEALED_RUN = os.environ.get("OWNSONA_TEST_SEALED") == "1"
+#: Run the suites with memories sealed at rest (docs/at-rest.md), as a new deployment does;
+#: OWNSONA_TEST_SEALED=0 runs them plain.
+SEALED_RUN = os.environ.get("OWNSONA_TEST_SEALED", "1").lower() not in ("0", "false", "no", "off")
+
+
+def _session_master_key() -> str:
+    """The session's master key, set where every ``ownsona`` process the tests start finds it.
+
+    Children inherit this environment, so a command or server reads the rows the
+    tests sealed with the same key, from the same key store (the default one beside
+    the database it is given), and is not refused for lacking the key of a store
+    that was sealed. A plain run turns sealing off for them (they write plain rows,
+    as ``plain_deps`` does). Tests of "no master key" or of the embedded default's
+    generated key set their own environment.
+    """
+    from storage.sealing.master_key import new_key_text
+
+    # Kept in the environment: a second import of this module finds the same key.
+    key = os.environ.setdefault("OWNSONA_TEST_MASTER_KEY", new_key_text())
+    # One key store per database, beside it: the one the session's keyring uses.
+    for name in ("OWNSONA_KEYSTORE_URL", "OWNSONA_MASTER_KEY_FILE", "OWNSONA_MASTER_KEY_PREVIOUS"):
+        os.environ.pop(name, None)
+    os.environ["OWNSONA_MASTER_KEY"] = key
+    os.environ["OWNSONA_SEAL_MEMORIES"] = "1" if SEALED_RUN else "0"
+    return key
+
+
+#: The master key of ``test_keyring`` and every child's OWNSONA_MASTER_KEY.
+SESSION_MASTER_KEY = _session_master_key()
+
+
+def sealing_settings() -> dict[str, Any]:
+    """The same, as Settings fields: for a process a test builds in-process from Settings."""
+    return {"master_key": SESSION_MASTER_KEY, "seal_memories": SEALED_RUN}
+
+
+def sealing_env() -> dict[str, str]:
+    """The session's sealing settings, for a process started with an environment of its own
+    (one that drops every ``OWNSONA_`` variable it inherits)."""
+    return {
+        "OWNSONA_MASTER_KEY": SESSION_MASTER_KEY,
+        "OWNSONA_SEAL_MEMORIES": os.environ["OWNSONA_SEAL_MEMORIES"],
+    }
 
 
 @pytest.fixture(scope="session")
-async def test_keyring(dsn: str) -> AsyncIterator:
-    """A keyring on a fresh key store beside the test database, under a new master key."""
+async def session_key_store(dsn: str) -> AsyncIterator:
+    """A pool on a fresh key store beside the test database, the session's key recorded."""
     from memory.keyring import Keyring
     from storage import key_store
-    from storage.sealing.master_key import new_key_text, parse_master_key
+    from storage.sealing.master_key import parse_master_key
 
     url = key_store.beside(dsn)
     await key_store.ensure_key_store(url, create_from=dsn)
@@ -120,10 +161,19 @@ async def test_keyring(dsn: str) -> AsyncIterator:
         conn.execute("TRUNCATE master_keys, data_keys")
     keys_pool = key_store.make_key_store_pool(url)
     await keys_pool.open()
-    ring = Keyring(parse_master_key(new_key_text(), source="tests"), keys_pool)
-    await ring.check()
-    yield ring
+    await Keyring(parse_master_key(SESSION_MASTER_KEY, source="tests"), keys_pool).check()
+    yield keys_pool
     await keys_pool.close()
+
+
+@pytest.fixture
+def test_keyring(session_key_store: Any) -> Any:
+    """A keyring under the session's master key, as a process's: its cache of opened keys is
+    this test's alone, so a key another process destroyed in an earlier test is not reused."""
+    from memory.keyring import Keyring
+    from storage.sealing.master_key import parse_master_key
+
+    return Keyring(parse_master_key(SESSION_MASTER_KEY, source="tests"), session_key_store)
 
 
 @pytest.fixture
@@ -147,10 +197,32 @@ async def sealed_deps(clean_db, pool, embedder, settings, test_keyring):
 @pytest.fixture
 def plain_deps(clean_db, pool, embedder, settings):
     """Deps that write plain rows, whatever OWNSONA_TEST_SEALED says (a sealing test's control)."""
+    import dataclasses
+
     from bootstrap.providers import make_extractor
     from memory.deps import Deps
 
-    return Deps(settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings))
+    plain = dataclasses.replace(settings, seal_memories=False)
+    return Deps(settings=plain, pool=pool, embedder=embedder, extractor=make_extractor(plain))
+
+
+async def worker_keyring(dsn: str) -> Any:
+    """A worker's own keyring, opened on its event loop as ``ownsona worker`` opens it, under
+    the session's master key; None in a plain run. Its Deps' close closes it."""
+    if not SEALED_RUN:
+        return None
+    from bootstrap.sealing import build_keyring, open_keyring
+    from config.settings import Settings
+
+    sealing = build_keyring(Settings(database_url=dsn, master_key=SESSION_MASTER_KEY), dsn)
+    await open_keyring(sealing, dsn)
+    return sealing.keyring
+
+
+@pytest.fixture
+def run_keyring(request: pytest.FixtureRequest) -> Any:
+    """The tests' keyring in a sealed run, None in a plain one: for runtimes built by hand."""
+    return request.getfixturevalue("test_keyring") if SEALED_RUN else None
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from typing import Any
 from api.console.jobs import Job
 from api.console.services import ConsoleServices
 from api.console.tools import failure
+from memory.call_keys import call_scope
 from memory.scan_cache import change_marker, current_members
 
 SCAN_KIND = "Clean-up scan"
@@ -137,7 +138,9 @@ class Scans:
         """The shown scan's groups, each member as it is now; changed ones left out."""
         groups = shown.result.get("tool", {}).get("groups", [])
         ids = sorted({mid for group in groups for mid in group.get("ids", [])[:_READ_MEMBERS]})
-        fresh = await current_members(self._s.pool, user_id, ids)
+        # The owner's keys: the members are read again, and sealed rows open only with them.
+        scope = await call_scope(self._s.runtime.deps, user_id)
+        fresh = await current_members(self._s.pool, user_id, ids, scope)
         scanned = parse_time((shown.result.get("store") or {}).get("updated_at"))
         current = []
         for group in groups:

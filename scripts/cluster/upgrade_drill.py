@@ -68,6 +68,12 @@ class MixedCluster(Cluster):
 
     def _env(self) -> dict[str, str]:
         env = super()._env()
+        # The previous release knows no sealing at rest: the deployment it upgrades has no
+        # master key, and is sealed only once every process runs the new release
+        # (docs/upgrading.md). A release that cannot open sealed rows never runs beside one
+        # that writes them.
+        for name in ("OWNSONA_MASTER_KEY", "OWNSONA_MASTER_KEY_FILE", "OWNSONA_SEAL_MEMORIES"):
+            env.pop(name, None)
         # Every release's settings must accept the environment: an older one may not know
         # the host-list DATABASE_URL (c098406), which the URL's query form says as well.
         if not all(_settings_accept(c, env) for c in {self.previous, self.new}):

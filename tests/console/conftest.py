@@ -42,11 +42,16 @@ def console_settings() -> Settings:
 
 @pytest.fixture
 async def console_runtime(
-    console_settings: Settings, pool: Any, embedder: Any, clean_db: str
+    console_settings: Settings,
+    pool: Any,
+    embedder: Any,
+    clean_db: str,
+    run_keyring: Any,
 ) -> Runtime:
     store = KeyStore(pool, access_token_ttl_s=console_settings.access_token_ttl_s)
     await store.load()
-    deps = Deps(settings=console_settings, pool=pool, embedder=embedder)
+    # A sealed run (tests/conftest.py) seals what the console writes and opens what it reads.
+    deps = Deps(settings=console_settings, pool=pool, embedder=embedder, keyring=run_keyring)
     return Runtime(
         settings=console_settings,
         deps=deps,

@@ -293,7 +293,9 @@ async def test_a_bad_file_is_refused_clearly_and_changes_nothing(
     bob_mcp = _mcp_for(conductor, console_runtime, _user_id(clean_db, "bob"))
     truncated = b"\n".join(exported.splitlines()[:-1]) + b"\n"
     everyone: list[str] = []
-    await export_store(console_runtime.deps.pool, everyone.append)
+    await export_store(
+        console_runtime.deps.pool, everyone.append, keyring=console_runtime.deps.keyring
+    )
     lines = exported.splitlines()
     header = json.loads(lines[0])
     header["max_memory_id"] = 2**62

@@ -53,7 +53,7 @@ class OtherProcess:
 
 @pytest.fixture
 async def other(
-    dsn: str, console_settings: Settings, embedder: Any, clean_db: str
+    dsn: str, console_settings: Settings, embedder: Any, clean_db: str, run_keyring: Any
 ) -> AsyncIterator[OtherProcess]:
     pool = make_pool(dsn, min_size=1, max_size=4, name="another web process")
     await pool.open(wait=True)
@@ -61,7 +61,8 @@ async def other(
     try:
         keystore = KeyStore(pool, access_token_ttl_s=console_settings.access_token_ttl_s)
         await keystore.load()
-        deps = Deps(settings=console_settings, pool=pool, embedder=embedder)
+        # The deployment's master key, as every web process has it (a sealed run's).
+        deps = Deps(settings=console_settings, pool=pool, embedder=embedder, keyring=run_keyring)
         runtime = Runtime(
             settings=console_settings,
             deps=deps,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,8 @@ import psycopg
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from tests.opened_rows import memory_texts
 
 from .server import run_processes
 
@@ -92,10 +95,8 @@ def _client(url: str, token: str, mode: str) -> tuple[httpx2.AsyncClient, Client
 
 
 def _state(dsn: str, paris_id: int) -> dict[str, Any]:
+    texts = Counter(text for _, text in memory_texts(dsn, "m.deleted_at IS NULL")).items()
     with psycopg.connect(dsn) as conn:
-        texts = conn.execute(
-            "SELECT text, count(*) FROM memories WHERE deleted_at IS NULL GROUP BY text"
-        ).fetchall()
         salience = conn.execute("SELECT salience FROM memories WHERE id = %s", (paris_id,))
         receipts = conn.execute(
             "SELECT count(*) FROM write_receipts WHERE tool = 'RememberBatch'"

@@ -27,6 +27,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from api.mcp.dispatch import SUPPORTED_VERSIONS
 from tests.conftest import make_user
+from tests.opened_rows import user_texts
 from tests.ops.lifecycle_helpers import base_env, call_tool
 
 from .server import run_processes
@@ -55,12 +56,7 @@ def _params(tmp_path: Path, dsn: str, user: str, **extra: str) -> StdioServerPar
 
 
 def _user_rows(dsn: str) -> list[tuple[str, str]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT u.username, m.text FROM memories m JOIN users u ON u.id = m.user_id"
-            " WHERE m.deleted_at IS NULL ORDER BY m.id"
-        ).fetchall()
-    return [(str(u), str(t)) for u, t in rows]
+    return user_texts(dsn, "m.deleted_at IS NULL")
 
 
 async def test_the_sdk_stdio_client_remembers_and_recalls(tmp_path: Path, clean_db: str) -> None:

@@ -3,6 +3,13 @@
 The source store is the session database (emptied per test, as every test
 does); each restore goes into a database of its own on the same embedded
 cluster, created, migrated and dropped here.
+
+These tests compare every stored column of two stores, so they run on plain
+stores (``deps`` is ``plain_deps`` here, and the commands are told not to seal):
+sealed columns differ between two stores by design (each its own data keys,
+fresh nonces). The sealed round trip through the commands compares what a user
+gets back, the export file (:func:`test_sealed_rows_round_trip_through_the_commands`);
+in process, ``tests/service/test_sealed.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from memory.providers.embedders import OpenAIEmbedder
 from memory.relations import extract_relations
 from storage.migrate import migrate
 from storage.pool import make_pool
-from tests.conftest import TEST_DIMENSIONS
+from tests.conftest import SESSION_MASTER_KEY, TEST_DIMENSIONS
 from tests.providers.test_openai_embedder import FakeProvider, serve_provider
 from tests.tool_calls import USE_CASES
 
@@ -38,6 +45,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # --- fixtures -------------------------------------------------------------------
+
+
+@pytest.fixture
+def deps(plain_deps: Deps) -> Deps:
+    """Plain rows, whatever OWNSONA_TEST_SEALED says: these tests compare raw columns."""
+    return plain_deps
 
 
 @pytest.fixture
@@ -262,8 +275,9 @@ async def term_statistics(deps: Deps) -> tuple[list[tuple[Any, ...]], list[tuple
 def ownsona(
     dsn: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The real ``ownsona`` command, on the given database."""
-    environment = {**os.environ, "DATABASE_URL": dsn, **(env or {})}
+    """The real ``ownsona`` command, on the given database, writing plain rows."""
+    plain = {"OWNSONA_SEAL_MEMORIES": "0"}
+    environment = {**os.environ, "DATABASE_URL": dsn, **plain, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "scripts.cli", *args],
         cwd=REPO,
@@ -279,6 +293,38 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 
 
 # --- the round trip ----------------------------------------------------------------------
+
+
+async def test_sealed_rows_round_trip_through_the_commands(sealed_deps, target_dsn, dsn, tmp_path):
+    """`ownsona export` opens sealed rows, `ownsona import` seals them again in another
+    store (its own key store beside it), and that store exports the same file."""
+    await build_store(sealed_deps)
+    assert await sql(sealed_deps, "SELECT count(*) FROM memories WHERE text_sealed IS NULL") == [
+        (0,)
+    ]
+    sealed = {"OWNSONA_SEAL_MEMORIES": "1", "OWNSONA_MASTER_KEY": SESSION_MASTER_KEY}
+    first, second = tmp_path / "backup.jsonl", tmp_path / "again.jsonl"
+    done = await asyncio.to_thread(
+        ownsona, dsn, "export", "--all-users", "--output", str(first), env=sealed
+    )
+    assert done.returncode == 0, done.stderr
+    done = await asyncio.to_thread(ownsona, target_dsn, "migrate", env=sealed)
+    assert done.returncode == 0, done.stderr
+    done = await asyncio.to_thread(ownsona, target_dsn, "import", str(first), env=sealed)
+    assert done.returncode == 0, done.stderr
+    assert "imported 11 memories (0 under new ids)" in done.stdout
+    async with await psycopg.AsyncConnection.connect(target_dsn) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FILTER (WHERE text_sealed IS NULL), count(*) FROM memories"
+        )
+        assert await cur.fetchone() == (0, 11)  # stored sealed, every one
+    done = await asyncio.to_thread(
+        ownsona, target_dsn, "export", "--all-users", "--output", str(second), env=sealed
+    )
+    assert done.returncode == 0, done.stderr
+    one, two = lines_of(first), lines_of(second)
+    one[0].pop("exported_at"), two[0].pop("exported_at")
+    assert len(one) == 12 and one == two
 
 
 async def test_round_trip_through_the_commands_loses_and_changes_nothing(

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 
 from storage.embedded import stop_embedded
 from tests.e2e.server import run_processes
+from tests.opened_rows import memory_texts
 from tests.providers.test_openai_embedder import FakeProvider
 
 from .lifecycle_helpers import DIMENSIONS, call_tool, provider_env, provider_server
@@ -57,8 +57,7 @@ def _start_cluster(cluster: Path) -> str:
 
 
 def _texts(dsn: str) -> list[str]:
-    with psycopg.connect(dsn) as conn:
-        return [row[0] for row in conn.execute("SELECT text FROM memories ORDER BY id")]
+    return [text for _, text in memory_texts(dsn)]
 
 
 def test_tool_calls_answer_database_error_while_postgresql_is_down(tmp_path: Path) -> None:

@@ -15,12 +15,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from bootstrap.web import CLOSE_GRACE_S
 from storage.embedded import cluster_status, start_embedded, stop_embedded
 from tests.e2e.server import run_processes
+from tests.opened_rows import memory_texts
 
 from .lifecycle_helpers import GatedProvider, base_env, call_tool, provider_env, provider_server
 
@@ -160,6 +160,5 @@ def test_ctrl_c_during_a_batch_in_the_embedded_default_answers_it_exits_and_stop
             assert "Traceback" not in server.log()
     assert not cluster_status(data).running
     dsn = start_embedded(data)  # this test's own look at what was stored
-    with psycopg.connect(dsn) as conn:
-        stored = [r[0] for r in conn.execute("SELECT text FROM memories")]
+    stored = [text for _, text in memory_texts(dsn)]
     assert sorted(stored) == sorted(item["text"] for item in items)

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from config.settings import Settings
@@ -29,6 +28,7 @@ from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tests.conftest import QUEUE_NAMESPACE
 from tests.e2e.server import run_processes
+from tests.opened_rows import memory_texts
 from tests.tasks.test_durability import _rows, _wait_until_taken
 from tests.tool_calls import meta_for, parse_command
 
@@ -54,14 +54,7 @@ def provider() -> Iterator[tuple[GatedProvider, str]]:
 
 
 def _user_rows(dsn: str, username: str) -> list[str]:
-    with psycopg.connect(dsn) as conn:
-        return [
-            r[0]
-            for r in conn.execute(
-                "SELECT m.text FROM memories m JOIN users u ON u.id = m.user_id WHERE u.username = %s",
-                (username,),
-            )
-        ]
+    return [text for _, text in memory_texts(dsn, "u.username = %s", (username,))]
 
 
 def _refuses_connections(port: int) -> bool:

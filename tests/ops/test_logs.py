@@ -37,6 +37,7 @@ from bootstrap.logs import log_handler, safe_exception_text
 from config.settings import Settings
 from memory.deps import Deps
 from tests.auth.oauth_flow import parse_form, pkce_pair
+from tests.conftest import SESSION_MASTER_KEY, sealing_env
 from tests.e2e.server import free_port
 from tests.tool_samples import sample_arguments
 
@@ -129,6 +130,7 @@ def running(tmp_path: Path, dsn: str, redis_url: str | None) -> Iterator[tuple[s
         and k not in ("DATABASE_URL", "REDIS_URL", "PORT")
     }
     env.update(
+        sealing_env(),  # the session database's key store was sealed with it
         DATABASE_URL=dsn,
         PORT=str(port),
         OWNSONA_DATA_DIR=str(tmp_path / "data"),
@@ -288,7 +290,10 @@ def test_logs_are_json_lines_with_request_ids_and_no_secrets(
     mode: str, tmp_path: Path, clean_db: str, request: pytest.FixtureRequest
 ) -> None:
     redis_url = request.getfixturevalue("redis_url") if mode == "redis" else None
-    seen = Seen(secrets=[PASSWORD, WRONG_PASSWORD, BOGUS_TOKEN, STATE, SECRET_LIKE])
+    # The master key too: every process here has it (sealing_env).
+    seen = Seen(
+        secrets=[PASSWORD, WRONG_PASSWORD, BOGUS_TOKEN, STATE, SECRET_LIKE, SESSION_MASTER_KEY]
+    )
     with running(tmp_path, clean_db, redis_url) as (url, procs):
         with httpx.Client(base_url=url, timeout=30) as http:
             token = sign_in(http, url, seen)

@@ -39,8 +39,9 @@ from psycopg import sql
 from storage.migrate import migrate
 from storage.schema import available_migrations
 from tasks.actors import WRITE_QUEUE
-from tests.conftest import TEST_DIMENSIONS, delete_namespace
+from tests.conftest import TEST_DIMENSIONS, delete_namespace, sealing_env
 from tests.e2e.server import RunningServer, free_port
+from tests.opened_rows import memory_texts
 from tests.ops.lifecycle_helpers import failed_sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,11 +80,9 @@ class Platform:
         server = RunningServer(self.web_urls[0], self.env, self.honcho, self.log_path)
         return server.token(USERNAME)
 
-    def rows(self, text_like: str = "%") -> list[tuple[int, str]]:
-        with psycopg.connect(self.database_url) as conn:
-            return conn.execute(
-                "SELECT id, text FROM memories WHERE text LIKE %s ORDER BY id", (text_like,)
-            ).fetchall()
+    def rows(self, prefix: str = "") -> list[tuple[int, str]]:
+        """``(id, text)`` of the memories whose text starts with ``prefix``, sealed or not."""
+        return [row for row in memory_texts(self.database_url) if row[1].startswith(prefix)]
 
 
 def _honcho(*args: str) -> list[str]:
@@ -146,6 +145,7 @@ def platform(
         OWNSONA_LOGIN_PASSWORD="procfile horse battery staple",
         WEB_CONCURRENCY=str(WEB_CONCURRENCY),
         WORKER_THREADS="2",
+        **sealing_env(),  # the platform seals as the session's rows are sealed
     )
     env_file = tmp / "empty.env"  # honcho would otherwise read ./.env
     env_file.write_text("")
@@ -267,10 +267,10 @@ async def test_a_write_through_one_web_process_is_read_through_the_other(
         other = await _call(two, "remember", {"text": "I cycle to work on Tuesdays."})
         fetched = await _call(one, "get_memory", {"id": other["memory_id"]})
         assert fetched["memory"]["text"] == "I cycle to work on Tuesdays."
-    assert [text for _, text in platform.rows("My sister Ines%")] == [
+    assert [text for _, text in platform.rows("My sister Ines")] == [
         "My sister Ines lives in Porto."
     ]
-    assert [text for _, text in platform.rows("I cycle to work%")] == [
+    assert [text for _, text in platform.rows("I cycle to work")] == [
         "I cycle to work on Tuesdays."
     ]
 
@@ -290,7 +290,7 @@ async def test_a_retried_write_lands_once_even_through_the_other_web_process(
     async with _client(second, token) as fresh:
         again = await _call(fresh, "remember", args)
     assert again["memory_id"] == original["memory_id"] and again != original
-    assert [row_id for row_id, _ in platform.rows("My passport%")] == [original["memory_id"]]
+    assert [row_id for row_id, _ in platform.rows("My passport")] == [original["memory_id"]]
 
 
 async def test_concurrent_batches_are_shared_by_both_workers_and_stored_once(
@@ -340,7 +340,7 @@ async def test_concurrent_batches_are_shared_by_both_workers_and_stored_once(
         done.set()
         await watcher
     assert [r["summary"] for r in results] == [{"total": 25, "succeeded": 25, "failed": 0}] * 8
-    rows = platform.rows("Receipt %")
+    rows = platform.rows("Receipt ")
     assert sorted(text for _, text in rows) == sorted(
         item["text"] for items in batches for item in items
     )

@@ -47,6 +47,7 @@ from tasks.redis_clients import RedisTarget
 from tasks.results import RedisResults
 from tests.api.conftest import Mcp
 from tests.conftest import QUEUE_NAMESPACE
+from tests.opened_rows import memory_texts
 from tests.ops.test_health_metrics import keystore_for, ops_settings
 from tests.tool_calls import meta_for, parse_command
 
@@ -118,11 +119,7 @@ def worker(
 
 
 def _rows(dsn: str, user_id: int) -> list[tuple[int, str]]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(
-            "SELECT id, text FROM memories WHERE user_id = %s AND deleted_at IS NULL ORDER BY id",
-            (user_id,),
-        ).fetchall()
+    return memory_texts(dsn, "m.user_id = %s AND m.deleted_at IS NULL", (user_id,))
 
 
 def _remember(text: str) -> Any:

@@ -30,6 +30,7 @@ import psycopg
 import pytest
 
 from bootstrap.providers import make_embedder
+from bootstrap.sealing import build_keyring, open_keyring
 from config.settings import Settings
 from memory.deps import Deps
 from memory.errors import MemoryServiceError
@@ -38,7 +39,7 @@ from scripts import cli, reembed
 from storage.errors import StorageError
 from storage.migrate import migrate
 from storage.pool import make_pool
-from tests.conftest import TEST_DIMENSIONS
+from tests.conftest import TEST_DIMENSIONS, sealing_settings
 from tests.providers.test_openai_embedder import FakeProvider, Reply, Request, _handler
 from tests.tool_calls import USE_CASES, meta_for, parse_command
 
@@ -200,6 +201,8 @@ def bow_settings(url: str, base: str, dims: int) -> Settings:
         embedding_base_url=f"{base}/d{dims}/v1",
         embedding_model=BOW_MODEL,
         embedding_timeout_s=10,
+        # The deployment's key, as its `ownsona` processes have it (bow_env: the environment).
+        **sealing_settings(),
     )
 
 
@@ -223,10 +226,20 @@ class Store:
     async def __aenter__(self) -> Deps:
         self.pool = make_pool(self.url, min_size=1, max_size=4, name="test-reembed")
         await self.pool.open(wait=True)
-        return Deps(settings=self.settings, pool=self.pool, embedder=self.embedder)
+        # Its keyring, from its settings, as a server opens it.
+        self.sealing = build_keyring(self.settings, self.url)
+        await open_keyring(self.sealing, self.url)
+        return Deps(
+            settings=self.settings,
+            pool=self.pool,
+            embedder=self.embedder,
+            keyring=self.sealing.keyring,
+        )
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.pool.close()
+        if self.sealing.keyring is not None:
+            await self.sealing.keyring.close()
 
 
 def sql(url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -336,7 +349,7 @@ def test_dimension_switch_keeps_serving_resumes_and_switches_back(
 ) -> None:
     bow_model, base, _ = bow_server
     url = own_dsn
-    local_settings = Settings(database_url=url)
+    local_settings = Settings(database_url=url, **sealing_settings())
     user = new_user(url)
     sample = PEOPLE[::7]
 
@@ -552,7 +565,7 @@ def test_same_dimension_rewrites_in_place(own_dsn: str, bow_server, capsys) -> N
     _, base, models = bow_server
     same = models[TEST_DIMENSIONS]
     url = own_dsn
-    local_settings = Settings(database_url=url)
+    local_settings = Settings(database_url=url, **sealing_settings())
     user = new_user(url)
     people = PEOPLE[:12]
 
@@ -801,7 +814,6 @@ def test_sealed_rows_are_reembedded_from_their_opened_text(own_dsn: str, bow_ser
 
     from psycopg.conninfo import conninfo_to_dict
 
-    from bootstrap.sealing import build_keyring, open_keyring
     from storage import key_store
     from storage.sealing.master_key import new_key_text
 

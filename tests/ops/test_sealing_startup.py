@@ -50,11 +50,24 @@ def test_a_malformed_master_key_is_refused_before_anything_connects(tmp_path: Pa
         build_keyring(Settings(database_url="postgresql:///x", master_key_file=missing), "x")
 
 
-async def test_a_database_url_without_a_key_runs_unsealed_and_says_how_to_seal() -> None:
-    sealing = build_keyring(Settings(database_url="postgresql:///x"), "x")
-    assert sealing.keyring is None
-    assert sealing.notices == [UNSEALED_NOTICE]
-    assert "OWNSONA_MASTER_KEY" in UNSEALED_NOTICE
+async def test_a_database_url_without_a_key_runs_unsealed_and_says_how_to_seal(
+    dsn: str,
+) -> None:
+    data = _fresh_database(dsn)
+    assert await _start(Settings(database_url=data), data) == [UNSEALED_NOTICE]
+    assert "OWNSONA_MASTER_KEY" in UNSEALED_NOTICE and "ownsona seal" in UNSEALED_NOTICE
+    assert await _start(Settings(database_url=data), data) == [UNSEALED_NOTICE]  # still plain
+
+
+async def test_a_missing_key_is_refused_once_the_store_was_sealed(dsn: str) -> None:
+    data = _fresh_database(dsn)
+    key = new_key_text()
+    assert await _start(Settings(database_url=data, master_key=key), data) == []
+    with pytest.raises(MasterKeyError, match="^no master key is set .* under master key"):
+        await _start(Settings(database_url=data), data)
+    with pytest.raises(MasterKeyError, match="OWNSONA_MASTER_KEY"):
+        await _start(Settings(database_url=data, seal_memories=False), data)
+    assert await _start(Settings(database_url=data, master_key=key), data) == []
 
 
 async def test_the_embedded_default_generates_its_key_once_and_says_so(
@@ -75,7 +88,7 @@ async def test_a_key_generated_while_sealing_is_off_says_nothing_is_sealed_yet(
     dsn: str, tmp_path: Path
 ) -> None:
     data = _fresh_database(dsn)
-    notices = await _start(Settings(data_dir=tmp_path / "data"), data)
+    notices = await _start(Settings(data_dir=tmp_path / "data", seal_memories=False), data)
     assert len(notices) == 1
     assert "not sealed yet: OWNSONA_SEAL_MEMORIES is off" in notices[0]
     assert "LOSES EVERY MEMORY" not in notices[0]

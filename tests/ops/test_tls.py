@@ -38,6 +38,7 @@ from storage.migrate import migrate
 from storage.pool import make_pool
 from tests.conftest import TEST_DIMENSIONS
 from tests.e2e.server import free_port, run_processes
+from tests.opened_rows import memory_texts
 
 from .lifecycle_helpers import base_env, call_tool
 
@@ -310,8 +311,7 @@ def test_a_write_travels_through_a_tls_only_redis(tls_redis, clean_db, tmp_path)
     assert found["memory"]["text"] == "My TLS-carried fact: the boat is blue."
     # The server has no plaintext port: the broker, the results and the API's waiting
     # client all spoke TLS, verified against our CA (ssl_cert_reqs=required).
-    with psycopg.connect(clean_db) as conn:
-        rows = conn.execute("SELECT text FROM memories").fetchall()
+    rows = [(text,) for _, text in memory_texts(clean_db)]  # sealed or not: what was written
     assert rows == [("My TLS-carried fact: the boat is blue.",)]
 
 

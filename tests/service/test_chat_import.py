@@ -19,6 +19,7 @@ from memory.deps import Deps
 from memory.providers.fact_extractor import LLMFactExtractor
 from memory.rules.chat_exports import parse_export
 from scripts.chat_import_commands import direct_store
+from tests.opened_rows import memory_texts
 from tests.service.helpers import opened_rows
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "chat_exports"
@@ -338,7 +339,9 @@ def test_the_command_extracts_facts_once_and_records_its_writes(
     out, err = capsys.readouterr()
     assert "3 memories stored, 0 skipped" in out
     assert "2/2 conversations" in err  # progress on stderr
-    assert sorted(r[0] for r in stored_as_kept(clean_db, alice)) == sorted(
+    # The texts as the user reads them: the command seals them in a sealed run.
+    texts = memory_texts(clean_db, "m.user_id = %s AND m.deleted_at IS NULL", (alice,))
+    assert sorted(text for _, text in texts) == sorted(
         FACTS["Moving to Lisbon"] + FACTS["Sourdough help"]
     )
     assert ownsona("import-chat", export, "--user", "alice") == 0

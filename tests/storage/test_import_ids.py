@@ -30,7 +30,7 @@ async def test_an_import_after_a_timeline_change_reuses_no_id(
     taken = stored["memory_id"]
     path = tmp_path / "alice.jsonl"
     with path.open("w", encoding="utf-8") as out:
-        await export_store(deps.pool, out.write, username="alice")
+        await export_store(deps.pool, out.write, username="alice", keyring=deps.keyring)
     # The failover: the old primary handed out the next LOST ids to writes it acknowledged
     # and then lost; this server (the promoted standby) never saw them, and now writes on a
     # timeline its allocator has not recorded.
@@ -42,7 +42,8 @@ async def test_an_import_after_a_timeline_change_reuses_no_id(
     await pool.open(wait=True)
     try:
         # Into bob: the file's id is alice's row, so bob's copy needs a fresh id.
-        summary = await import_store(pool, embedder, path, into_user="bob")
+        sealing = deps.keyring if deps.settings.seal_memories else None  # as `ownsona import`
+        summary = await import_store(pool, embedder, path, into_user="bob", keyring=sealing)
     finally:
         await pool.close()
     assert summary.inserted == 1 and summary.renumbered == 1

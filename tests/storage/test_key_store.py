@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Iterator
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from memory.keyring import Keyring
@@ -19,12 +22,26 @@ def _master() -> MasterKey:
 
 
 @pytest.fixture
-async def keys_pool(dsn: str) -> AsyncIterator[AsyncConnectionPool]:
-    """A fresh key store beside the test database (created by ensure_key_store)."""
-    url = key_store.beside(dsn)
-    await key_store.ensure_key_store(url, create_from=dsn)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE master_keys, data_keys")
+def keys_data(dsn: str) -> Iterator[str]:
+    """A data database of its own: its key store beside it is not the session's, whose
+    master key every process the other tests start must find recorded there."""
+    name = f"keytest_{secrets.token_hex(4)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    params = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    yield make_conninfo("", **{**params, "dbname": name})
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for db in (name, f"{name}_keys"):
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db))
+            )
+
+
+@pytest.fixture
+async def keys_pool(keys_data: str) -> AsyncIterator[AsyncConnectionPool]:
+    """A fresh key store beside its data database (created by ensure_key_store)."""
+    url = key_store.beside(keys_data)
+    await key_store.ensure_key_store(url, create_from=keys_data)
     pool = key_store.make_key_store_pool(url)
     await pool.open()
     yield pool
@@ -32,9 +49,9 @@ async def keys_pool(dsn: str) -> AsyncIterator[AsyncConnectionPool]:
 
 
 async def test_the_key_store_is_a_database_of_its_own(
-    dsn: str, keys_pool: AsyncConnectionPool
+    keys_data: str, keys_pool: AsyncConnectionPool
 ) -> None:
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(keys_data) as conn:
         names = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables")]
         database = conn.execute("SELECT current_database()").fetchone()
     assert "data_keys" not in names

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-import psycopg
 import redis
 
 from config.settings import Settings
@@ -17,6 +16,7 @@ from tasks.actors import declare_actors
 from tasks.broker import make_broker
 from tasks.queue import DramatiqWriteQueue
 from tests.conftest import QUEUE_NAMESPACE
+from tests.opened_rows import memory_texts
 from tests.tool_calls import meta_for, parse_command
 
 HEARTBEAT_MS = 2000
@@ -65,10 +65,7 @@ async def _wait_until_taken(redis_url: str) -> None:
 
 
 def _rows(dsn: str, user_id: int) -> list[tuple[int, str]]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(
-            "SELECT id, text FROM memories WHERE user_id = %s ORDER BY id", (user_id,)
-        ).fetchall()
+    return memory_texts(dsn, "m.user_id = %s", (user_id,))
 
 
 async def test_killed_worker_redelivers_and_stores_each_item_once(clean_db, redis_url, alice):

@@ -29,7 +29,8 @@ from memory.providers.extractors import ExtractionError, LLMExtractor
 from storage.pool import make_pool
 from tasks.actors import BACKGROUND_QUEUE, WorkerResources, declare_actors, extraction_hook
 from tasks.broker import make_broker
-from tests.conftest import QUEUE_NAMESPACE
+from tests.conftest import QUEUE_NAMESPACE, worker_keyring
+from tests.opened_rows import memory_texts
 from tests.tool_calls import USE_CASES
 
 # --- a scripted chat-completions server ----------------------------------------------------
@@ -278,11 +279,14 @@ def edge_count(dsn: str, memory_id: int | None = None) -> int:
 
 
 def memory_row(dsn: str, memory_id: int) -> tuple[Any, ...]:
+    """``(text, deleted_at, salience, updated_at)``, the text opened if sealed."""
+    ((_, text),) = memory_texts(dsn, "m.id = %s", (memory_id,))
     with psycopg.connect(dsn) as conn:
-        return conn.execute(
-            "SELECT text, deleted_at, salience, updated_at FROM memories WHERE id = %s",
-            (memory_id,),
+        row = conn.execute(
+            "SELECT deleted_at, salience, updated_at FROM memories WHERE id = %s", (memory_id,)
         ).fetchone()
+    assert row is not None
+    return (text, *row)
 
 
 async def eventually(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -302,10 +306,18 @@ async def job(request, clean_db, settings, embedder, llm):
     async def build() -> Deps:
         pool = make_pool(clean_db, min_size=1, max_size=2, name="test-extraction-worker")
         await pool.open(wait=True)
-        return Deps(settings=settings, pool=pool, embedder=embedder, extractor=worker_extractor)
+        return Deps(
+            settings=settings,
+            pool=pool,
+            embedder=embedder,
+            extractor=worker_extractor,
+            keyring=await worker_keyring(clean_db),
+        )
 
     async def close(d: Deps) -> None:
         await d.pool.close()
+        if d.keyring is not None:
+            await d.keyring.close()
 
     bundle = make_broker(
         redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)]
@@ -381,11 +393,17 @@ async def test_the_rules_extractor_runs_as_a_job_too(clean_db, settings, embedde
         await pool.open(wait=True)
         # The composition root passes the extractor; None would mean extraction is off.
         return Deps(
-            settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
+            settings=settings,
+            pool=pool,
+            embedder=embedder,
+            extractor=make_extractor(settings),
+            keyring=await worker_keyring(clean_db),
         )
 
     async def close(d: Deps) -> None:
         await d.pool.close()
+        if d.keyring is not None:
+            await d.keyring.close()
 
     bundle = make_broker(None, extra_middleware=[WorkerResources(build, close)])
     actors = declare_actors(bundle.broker)

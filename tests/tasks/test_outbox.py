@@ -33,11 +33,12 @@ from memory.providers.extractors import RulesExtractor
 from memory.relations import extract_relations, rebuild_relations, relay_due, sweep_forever
 from storage import outbox
 from storage.pool import make_pool
-from storage.reembed import StaleRow, write_vectors
+from storage.reembed import stale_rows, write_vectors
 from tasks.actors import WorkerResources, declare_actors, extraction_hook
 from tasks.broker import make_broker
-from tests.conftest import QUEUE_NAMESPACE, make_user
+from tests.conftest import QUEUE_NAMESPACE, make_user, worker_keyring
 from tests.e2e.server import run_processes
+from tests.opened_rows import memory_texts
 from tests.ops.lifecycle_helpers import base_env, call_tool
 from tests.tasks.test_extraction import ChatServer, eventually
 from tests.tool_calls import USE_CASES
@@ -140,10 +141,13 @@ async def test_same_text_updates_and_re_embedding_owe_and_send_nothing(deps, ali
     )
     [vector] = await deps.embedder.embed(["Rowan lives in Town 0."])
     async with deps.pool.connection() as conn:
+        # The row as a re-embedding reads it (sealed or not), as `ownsona reembed` does.
+        stale = await stale_rows(conn, [first], provider="other", model="other-model", staged=False)
+        assert [row.id for row in stale] == [first]
         assert (
             await write_vectors(
                 conn,
-                [StaleRow(first, "Rowan lives in Town 0.")],
+                stale,
                 [vector],
                 provider="other",
                 model="other-model",
@@ -183,14 +187,17 @@ async def test_imported_memories_without_edges_are_sent_at_the_next_sweep(
     assert await extract_relations(deps, alice, with_edges) == 1
     path = tmp_path / "alice.jsonl"
     with path.open("w", encoding="utf-8") as out:
-        await export_store(deps.pool, out.write, username="alice")
-    result = await import_store(deps.pool, deps.embedder, path, into_user="carol")
+        await export_store(deps.pool, out.write, username="alice", keyring=deps.keyring)
+    sealing = deps.keyring if deps.settings.seal_memories else None  # as `ownsona import`
+    result = await import_store(deps.pool, deps.embedder, path, into_user="carol", keyring=sealing)
     assert result.inserted == 2
+    [copy] = [
+        row_id
+        for row_id, text in memory_texts(clean_db, "u.username = 'carol'")
+        if text == "Rowan lives in Town 1."
+    ]
     with psycopg.connect(clean_db) as conn:
-        carol, copy = conn.execute(
-            "SELECT user_id, id FROM memories WHERE user_id <> %s AND text = 'Rowan lives in Town 1.'",
-            (alice,),
-        ).fetchone()
+        (carol,) = conn.execute("SELECT id FROM users WHERE username = 'carol'").fetchone()
     entries = owed(clean_db)
     assert sorted(entries) == sorted([without, copy]), (
         "the copy that came with its edges owes nothing"
@@ -483,11 +490,17 @@ async def test_redis_down_after_the_commit_then_the_sweep_sends_once_it_is_back(
         pool = make_pool(clean_db, min_size=1, max_size=2, name="test-outbox-worker")
         await pool.open(wait=True)
         return Deps(
-            settings=settings, pool=pool, embedder=embedder, extractor=make_extractor(settings)
+            settings=settings,
+            pool=pool,
+            embedder=embedder,
+            extractor=make_extractor(settings),
+            keyring=await worker_keyring(clean_db),
         )
 
     async def close(d: Deps) -> None:
         await d.pool.close()
+        if d.keyring is not None:
+            await d.keyring.close()
 
     worker_bundle = make_broker(
         redis_url, namespace=QUEUE_NAMESPACE, extra_middleware=[WorkerResources(build, close)]
@@ -612,8 +625,8 @@ async def test_a_long_rebuild_renews_its_hold_so_no_sweep_duplicates_it(deps, al
                         "UPDATE relation_outbox SET due_at = now() - interval '1 second'"
                     )
                 else:  # a server's sweep meanwhile must leave alone the page being extracted
-                    cur = await conn.execute("SELECT id FROM memories WHERE text = %s", (text,))
-                    current = (await cur.fetchone())[0]
+                    rows = await asyncio.to_thread(memory_texts, clean_db)
+                    [current] = [row_id for row_id, stored in rows if stored == text]
                     before = len(recorder.calls)
                     await relay_due(swept)
                     if any(current in sent_ids for _, sent_ids in recorder.calls[before:]):

@@ -29,7 +29,8 @@ from memory.providers.extractors import RulesExtractor
 from storage.pool import make_pool
 from tasks.actors import FORMAT_OPTION, NewerFormat, WorkerResources, declare_actors
 from tasks.broker import make_broker
-from tests.conftest import QUEUE_NAMESPACE
+from tests.conftest import QUEUE_NAMESPACE, worker_keyring
+from tests.opened_rows import memory_texts
 from tests.record_queue_messages import CLIENT_ID, MEMORY_IDS, USER_ID
 from tests.tool_calls import USE_CASES
 
@@ -68,10 +69,18 @@ def _resources(dsn: str, settings: Any, embedder: Any) -> WorkerResources:
     async def build() -> Deps:
         pool = make_pool(dsn, min_size=1, max_size=4, name="test-replay")
         await pool.open(wait=True)
-        return Deps(settings=settings, pool=pool, embedder=embedder, extractor=RulesExtractor())
+        return Deps(
+            settings=settings,
+            pool=pool,
+            embedder=embedder,
+            extractor=RulesExtractor(),
+            keyring=await worker_keyring(dsn),
+        )
 
     async def close(d: Deps) -> None:
         await d.pool.close()
+        if d.keyring is not None:
+            await d.keyring.close()
 
     return WorkerResources(build, close)
 
@@ -125,9 +134,10 @@ async def test_the_writes_of_an_earlier_release_land_once(release, worker, deps,
     remember = _load(release, "remember", ids)
     first = _run(worker, remember)
     assert first["ok"] is True and first["message"] == "Ok" and isinstance(first["memory_id"], int)
-    text, client = _one(
-        clean_db, "SELECT text, written_by_client FROM memories WHERE id = %s", first["memory_id"]
+    client = _one(
+        clean_db, "SELECT written_by_client FROM memories WHERE id = %s", first["memory_id"]
     )
+    text = dict(memory_texts(clean_db))[first["memory_id"]]
     assert text == "My sister Ana lives in Porto." and client == CLIENT_ID
     # Delivered again (a worker died before acknowledging it): the same answer, no new row.
     assert _run(worker, _load(release, "remember", ids)) == first
@@ -140,9 +150,7 @@ async def test_the_writes_of_an_earlier_release_land_once(release, worker, deps,
 
     update = _run(worker, _load(release, "update_memory", ids))
     assert update["ok"] is True
-    assert _one(clean_db, "SELECT text FROM memories WHERE id = %s", ids[MEMORY_IDS[0]]) == (
-        "My sister Ana lives in Lisbon now."
-    )
+    assert dict(memory_texts(clean_db))[ids[MEMORY_IDS[0]]] == "My sister Ana lives in Lisbon now."
 
     forget = _run(worker, _load(release, "forget", ids))
     assert forget["ok"] is True
