@@ -90,9 +90,30 @@ async def open_keyring(sealing: Sealing, data_dsn: str) -> None:
     await keyring.open()
     try:
         await keyring.check()
+    except MasterKeyError:
+        await keyring.close()
+        if sealing.generated is None:
+            raise
+        known = await key_store.recorded_master_keys(dsn)
+        raise _lost_key_file(sealing.generated, known) from None
     except BaseException:
         await keyring.close()
         raise
+
+
+def _lost_key_file(path: Path, known: list[str]) -> MasterKeyError:
+    """The embedded default found no key file, made one, and the key store knows another.
+
+    The file was lost or moved, not replaced by choice: the key made on this start
+    opens nothing, so it goes again (a later start must not take it for the
+    deployment's key either), and the refusal says what to restore, and where.
+    """
+    path.unlink(missing_ok=True)
+    return MasterKeyError(
+        f"the master key file {path} was missing, but this deployment's memories are sealed"
+        f" under master key {', '.join(known)}. Put the original master.key back in {path}"
+        " (from where you backed it up); without it no sealed memory opens."
+    )
 
 
 async def _refuse_a_missing_key(sealing: Sealing, data_dsn: str) -> None:

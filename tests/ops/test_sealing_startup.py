@@ -92,3 +92,21 @@ async def test_a_key_generated_while_sealing_is_off_says_nothing_is_sealed_yet(
     assert len(notices) == 1
     assert "not sealed yet: OWNSONA_SEAL_MEMORIES is off" in notices[0]
     assert "LOSES EVERY MEMORY" not in notices[0]
+
+
+async def test_a_lost_key_file_is_refused_naming_the_file_and_no_stray_key_is_left(
+    dsn: str, tmp_path: Path
+) -> None:
+    data = _fresh_database(dsn)
+    settings = Settings(data_dir=tmp_path / "data", seal_memories=True)
+    key_file = tmp_path / "data" / "master.key"
+    await _start(settings, data)
+    original = key_file.read_text()
+    key_file.unlink()  # lost, or left behind when the data folder moved
+    with pytest.raises(MasterKeyError, match=r"^the master key file .*master\.key was missing"):
+        await _start(settings, data)
+    assert not key_file.exists()  # the key made on that start is gone: it opened nothing
+    with pytest.raises(MasterKeyError, match="Put the original master.key back"):
+        await _start(settings, data)  # the same answer every time, until it is restored
+    key_file.write_text(original)
+    assert await _start(settings, data) == []
