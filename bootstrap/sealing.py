@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.settings import Settings
-from memory.keyring import Keyring, generated_key_notice, load_master_keys
+from memory.keyring import KEY_FILE_NAME, Keyring, generated_key_notice, load_master_keys
 from storage import key_store
 from storage.sealing.errors import MasterKeyError
 
@@ -43,6 +43,8 @@ class Sealing:
     sealing_on: bool = False
     #: OWNSONA_KEYSTORE_URL (None: the default store beside the data database).
     keystore_url: str | None = field(default=None, repr=False)
+    #: The embedded default's key file, when the key is that file's (generated or not).
+    default_key_file: Path | None = None
 
     @property
     def notices(self) -> list[str]:
@@ -68,11 +70,15 @@ def build_keyring(settings: Settings, data_dsn: Callable[[], Awaitable[str]] | s
 
     pool = key_store.make_key_store_pool(keystore_dsn)
     keyring = Keyring(keys.current, pool, previous=keys.previous)
+    from_default_file = not (
+        settings.master_key or settings.master_key_file or settings.database_url
+    )
     return Sealing(
         keyring,
         keys.generated,
         beside_data=not settings.keystore_url,
         sealing_on=settings.seal_memories,
+        default_key_file=settings.data_dir / KEY_FILE_NAME if from_default_file else None,
     )
 
 
@@ -92,34 +98,45 @@ async def open_keyring(sealing: Sealing, data_dsn: str) -> None:
         await keyring.check()
     except MasterKeyError:
         await keyring.close()
-        if sealing.generated is None:
+        if sealing.default_key_file is None:
             raise
         known = await key_store.recorded_master_keys(dsn)
-        raise _lost_key_file(sealing.generated, known) from None
+        raise _not_the_default_key_file(sealing, known) from None
     except BaseException:
         await keyring.close()
         raise
 
 
-def _lost_key_file(path: Path, known: list[str]) -> MasterKeyError:
-    """The embedded default found no key file, made one, and the key store knows another.
+def _not_the_default_key_file(sealing: Sealing, known: list[str]) -> MasterKeyError:
+    """The embedded default's ``master.key`` is not the key its memories are sealed under.
 
-    The file was lost or moved, not replaced by choice: the key made on this start
-    opens nothing, so it goes again (a later start must not take it for the
-    deployment's key either), and the refusal says what to restore, and where.
+    Said in terms of that file, which is what the operator has to put back (they set
+    no OWNSONA_MASTER_KEY). Nothing is deleted here: a file this start generated
+    because the original was missing stays until the operator replaces it, so no
+    key they are restoring meanwhile can be the one removed.
     """
-    path.unlink(missing_ok=True)
+    path = sealing.default_key_file
+    missing = (
+        " It was missing, and this start wrote a new key there, which opens nothing."
+        if sealing.generated is not None
+        else ""
+    )
     return MasterKeyError(
-        f"the master key file {path} was missing, but this deployment's memories are sealed"
-        f" under master key {', '.join(known)}. Put the original master.key back in {path}"
-        " (from where you backed it up); without it no sealed memory opens."
+        f"the master key file {path} does not hold the key this deployment's memories are"
+        f" sealed under (master key {', '.join(known)}).{missing} Put the original master.key"
+        f" back in {path} (from where you backed it up); without it no sealed memory opens."
     )
 
 
 async def _refuse_a_missing_key(sealing: Sealing, data_dsn: str) -> None:
     """Starting unsealed on a sealed store would serve errors for every sealed memory and
     write new ones in the clear beside them: refused at start-up, naming the setting."""
-    known = await key_store.recorded_master_keys(sealing.keystore_url or key_store.beside(data_dsn))
+    if sealing.keystore_url:
+        known = await key_store.recorded_master_keys(sealing.keystore_url)
+    else:
+        known = await key_store.recorded_master_keys(
+            key_store.beside(data_dsn), beside_data=data_dsn
+        )
     if known:
         raise MasterKeyError(
             "no master key is set (OWNSONA_MASTER_KEY or OWNSONA_MASTER_KEY_FILE), but this"

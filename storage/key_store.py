@@ -72,12 +72,27 @@ async def ensure_key_store(keystore_dsn: str, *, create_from: str | None = None)
         await conn.execute(SCHEMA)
 
 
-async def recorded_master_keys(keystore_dsn: str) -> list[str]:
+async def recorded_master_keys(keystore_dsn: str, *, beside_data: str | None = None) -> list[str]:
     """The ids of the master keys the key store at ``keystore_dsn`` records.
 
     Empty when the store, or its database, does not exist yet: nothing was ever
-    sealed under this deployment's key store.
+    sealed under this deployment's key store. ``beside_data``: the data database's
+    DSN, when the store is the default one beside it: whether its database exists is
+    asked there (``pg_database``), so a deployment that never sealed does not try a
+    connection to a database that is not there (which a pooler or a server in
+    another language answers in words of its own, and every server logs as FATAL).
     """
+    if beside_data is not None:
+        try:
+            data = await AsyncConnection.connect(beside_data, autocommit=True)
+        except psycopg.OperationalError as ex:
+            raise StorageError(f"cannot connect to the database: {ex}") from ex
+        async with data:
+            cur = await data.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (_dbname(keystore_dsn),)
+            )
+            if await cur.fetchone() is None:
+                return []
     try:
         conn = await AsyncConnection.connect(keystore_dsn, autocommit=True)
     except psycopg.OperationalError as ex:

@@ -42,6 +42,7 @@ import time
 import psycopg
 from psycopg import AsyncConnection, sql
 
+from .advisory import wait_for_advisory_lock
 from .citus_layout import apply_citus_layout
 from .errors import StorageError
 from .own_indexes import OWN_INDEX_LOCK
@@ -81,7 +82,7 @@ async def migrate(dsn: str, *, dimensions: int, up_to: int | None = None) -> lis
     applied: list[int] = []
     migrations = available_migrations()
     async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_ID,))
+        await wait_for_advisory_lock(conn, _LOCK_ID)
         try:
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_version ("
@@ -110,7 +111,7 @@ async def migrate(dsn: str, *, dimensions: int, up_to: int | None = None) -> lis
             if pending and done:
                 # A migration's CREATE INDEX or ALTER TABLE would wait behind a running
                 # own-index build with every write queued behind it: wait here instead.
-                await conn.execute("SELECT pg_advisory_lock(%s, %s)", OWN_INDEX_LOCK)
+                await wait_for_advisory_lock(conn, *OWN_INDEX_LOCK)
             wait_ms = await lock_wait_ms(conn)
             # Every migration not yet recorded, in number order (a branch that
             # lands a lower number later still gets it applied).
@@ -196,7 +197,19 @@ async def _build_concurrently(
             await conn.execute(
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(index))
             )
-        await conn.execute(text)
+        if row is None or not row[0]:
+            # A valid index of that name (built before the migration moved here) is
+            # kept as it is: a concurrent build "IF NOT EXISTS" over it would still
+            # wait for every running transaction, and Citus marks an existing
+            # distributed index invalid for such a build (citus#8338).
+            _log.info(
+                "migration %s builds index %s concurrently: it waits for the transactions"
+                " already running, then scans the table while users read and write",
+                migration.name,
+                index,
+                extra={"migration": migration.name},
+            )
+            await conn.execute(text)
     finally:
         await conn.execute("RESET lock_timeout")
     await conn.execute(

@@ -35,6 +35,8 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool
 
+from .advisory import wait_for_advisory_lock
+
 __all__ = [
     "OWN_INDEX_MAX_SHARE",
     "OWN_INDEX_MIN_ROWS",
@@ -85,9 +87,10 @@ async def hold_own_index_lock(conn: AsyncConnection) -> AsyncIterator[None]:
 
     For work that takes a lock on ``memories`` that a running ``CREATE INDEX
     CONCURRENTLY`` would make it wait for, while every request queued behind
-    it (re-embedding's swap): it waits here instead, holding nothing.
+    it (re-embedding's swap): it waits here instead, holding nothing (not even a
+    snapshot: storage.advisory).
     """
-    await conn.execute("SELECT pg_advisory_lock(%s, %s)", OWN_INDEX_LOCK)
+    await wait_for_advisory_lock(conn, *OWN_INDEX_LOCK)
     try:
         yield
     finally:

@@ -8,8 +8,10 @@
 -- corpus). Without it, 288: as plain. A write adds its entries to the index itself
 -- (some more WAL per sealed row); the plain index keeps its pending list.
 --
--- Safe while users write: a catalog change under a brief lock of the index; the
--- entries already pending are merged now (on Citus the coordinator's index is empty,
--- and each shard's is merged by its next vacuum).
+-- Safe while users write: a catalog change only, under the index's ACCESS EXCLUSIVE
+-- lock (every statement on memories plans with its indexes, so it waits for this one),
+-- held for that change and no longer. The entries already pending are not merged
+-- here, which would hold that lock for the whole merge: the next vacuum of the table
+-- (autovacuum's) merges them, as it always did. On Citus, ALTER INDEX is passed on to
+-- every shard.
 ALTER INDEX memories_user_sealed_search SET (fastupdate = off);
-SELECT gin_clean_pending_list('memories_user_sealed_search'::regclass);

@@ -94,7 +94,7 @@ async def test_a_key_generated_while_sealing_is_off_says_nothing_is_sealed_yet(
     assert "LOSES EVERY MEMORY" not in notices[0]
 
 
-async def test_a_lost_key_file_is_refused_naming_the_file_and_no_stray_key_is_left(
+async def test_a_lost_key_file_is_refused_naming_the_file_to_put_back(
     dsn: str, tmp_path: Path
 ) -> None:
     data = _fresh_database(dsn)
@@ -103,10 +103,13 @@ async def test_a_lost_key_file_is_refused_naming_the_file_and_no_stray_key_is_le
     await _start(settings, data)
     original = key_file.read_text()
     key_file.unlink()  # lost, or left behind when the data folder moved
-    with pytest.raises(MasterKeyError, match=r"^the master key file .*master\.key was missing"):
+    with pytest.raises(MasterKeyError, match=r"^the master key file .*master\.key does not") as ex:
         await _start(settings, data)
-    assert not key_file.exists()  # the key made on that start is gone: it opened nothing
+    assert "It was missing" in str(ex.value) and "Put the original master.key back" in str(ex.value)
+    # The key that start wrote stays (never deleted: the operator may be restoring the
+    # original at that very moment), opens nothing, and the answer names the file again.
+    assert key_file.exists() and key_file.read_text() != original
     with pytest.raises(MasterKeyError, match="Put the original master.key back"):
-        await _start(settings, data)  # the same answer every time, until it is restored
+        await _start(settings, data)
     key_file.write_text(original)
     assert await _start(settings, data) == []

@@ -205,3 +205,35 @@ async def test_an_index_migration_holds_no_write_while_it_waits_and_builds(fresh
             " WHERE indexrelid = to_regclass('memories_user_sealed_search')"
         ).fetchone()
     assert row == (True,)
+
+
+async def test_two_processes_migrating_at_once_through_a_concurrent_build(fresh_dsn):
+    """The second migrator waits for the first without holding a snapshot.
+
+    Blocked inside ``pg_advisory_lock`` it would: the first one's concurrent index
+    build waits for every older snapshot, the second waits for the first's lock, and
+    PostgreSQL's deadlock check cancels one of them (two web processes starting an
+    upgrade together). An open transaction keeps the build waiting until the second
+    migrator is surely queued.
+    """
+    later = [m.version for m in available_migrations() if m.version > 26]
+    await migrate(fresh_dsn, dimensions=384, up_to=26)
+    with psycopg.connect(fresh_dsn) as holding:
+        holding.execute("LOCK TABLE memories IN ROW EXCLUSIVE MODE")  # as a writer holds it
+        first = asyncio.create_task(migrate(fresh_dsn, dimensions=384))
+        with psycopg.connect(fresh_dsn, autocommit=True) as watch:
+            for _ in range(500):
+                building = watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE query LIKE '%%CREATE INDEX CONCURRENTLY%%' AND wait_event IS NOT NULL"
+                    " AND pid <> pg_backend_pid()"
+                ).fetchone()
+                if building is not None and building[0] > 0:
+                    break
+                await asyncio.sleep(0.01)
+            second = asyncio.create_task(migrate(fresh_dsn, dimensions=384))
+            await asyncio.sleep(0.3)  # the second asks for the migration lock meanwhile
+            assert not first.done() and not second.done()
+        holding.commit()
+    results = await asyncio.gather(first, second)
+    assert results == [later, []]
