@@ -148,9 +148,9 @@ def sealing_env() -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="session")
-async def session_key_store(dsn: str) -> AsyncIterator:
-    """A pool on a fresh key store beside the test database, the session's key recorded."""
+async def open_session_key_store(dsn: str) -> Any:
+    """A pool on a fresh key store beside ``dsn``'s database, the session's key recorded:
+    the store a child process given ``DATABASE_URL=dsn`` and the session's key opens."""
     from memory.keyring import Keyring
     from storage import key_store
     from storage.sealing.master_key import parse_master_key
@@ -162,6 +162,13 @@ async def session_key_store(dsn: str) -> AsyncIterator:
     keys_pool = key_store.make_key_store_pool(url)
     await keys_pool.open()
     await Keyring(parse_master_key(SESSION_MASTER_KEY, source="tests"), keys_pool).check()
+    return keys_pool
+
+
+@pytest.fixture(scope="session")
+async def session_key_store(dsn: str) -> AsyncIterator:
+    """The key store beside the test database (:func:`open_session_key_store`)."""
+    keys_pool = await open_session_key_store(dsn)
     yield keys_pool
     await keys_pool.close()
 

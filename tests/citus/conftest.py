@@ -32,7 +32,7 @@ from tests.api.conftest import (  # noqa: F401 (the API fixtures, for the import
     user_id,
     write_queue,
 )
-from tests.conftest import TEST_DIMENSIONS, make_user
+from tests.conftest import TEST_DIMENSIONS, make_user, open_session_key_store
 from tests.storage.test_shard_ready import statements  # noqa: F401 (the recorded tool run)
 
 
@@ -75,6 +75,16 @@ async def pool(dsn: str) -> AsyncIterator[Any]:
     await p.open(wait=True)
     yield p
     await p.close()
+
+
+@pytest.fixture(scope="session")
+async def session_key_store(dsn: str) -> AsyncIterator[Any]:
+    """The key store beside the coordinator's database, for the same reason as ``pool``:
+    the root one, cached for the session, would be beside the plain database, where a
+    child process given the coordinator's URL (``ownsona export``) does not look."""
+    keys_pool = await open_session_key_store(dsn)
+    yield keys_pool
+    await keys_pool.close()
 
 
 @pytest.fixture
