@@ -53,13 +53,7 @@ _PLAIN_ROWS = (
 
 async def seal_batch(conn: AsyncConnection, keys: UserKeys, *, limit: int) -> int:
     """Seal up to ``limit`` of the user's plain rows (inside a transaction); how many."""
-    async with conn.pipeline():
-        await terms.lock_counts(conn, [keys.user_id])
-        cur = await conn.execute(
-            _PLAIN_ROWS + " ORDER BY id LIMIT %s FOR UPDATE",
-            (TEXT_SEARCH_CONFIG, keys.user_id, limit),
-        )
-        rows = await cur.fetchall()
+    rows = await _lock_plain_rows(conn, keys, " ORDER BY id LIMIT %s FOR UPDATE", limit)
     return await _seal_rows(conn, keys, rows)
 
 
@@ -72,14 +66,18 @@ async def seal_row(conn: AsyncConnection, keys: UserKeys, memory_id: int) -> boo
     by ``text_sealed IS NULL``, would then never move), nor keyed tags beside a
     plain text (which it would seal as if they were the tags).
     """
+    rows = await _lock_plain_rows(conn, keys, " AND id = %s FOR UPDATE", memory_id)
+    return await _seal_rows(conn, keys, rows) > 0
+
+
+async def _lock_plain_rows(
+    conn: AsyncConnection, keys: UserKeys, tail: str, value: int
+) -> list[tuple[Any, ...]]:
+    """The user's term counts locked first, then the plain rows ``tail`` picks, locked."""
     async with conn.pipeline():
         await terms.lock_counts(conn, [keys.user_id])
-        cur = await conn.execute(
-            _PLAIN_ROWS + " AND id = %s FOR UPDATE",
-            (TEXT_SEARCH_CONFIG, keys.user_id, memory_id),
-        )
-        rows = await cur.fetchall()
-    return await _seal_rows(conn, keys, rows) > 0
+        cur = await conn.execute(_PLAIN_ROWS + tail, (TEXT_SEARCH_CONFIG, keys.user_id, value))
+        return await cur.fetchall()
 
 
 async def _seal_rows(conn: AsyncConnection, keys: UserKeys, rows: list[tuple[Any, ...]]) -> int:

@@ -78,41 +78,38 @@ class UserKeys:
         return f"UserKeys(user_id={self.user_id})"
 
     def seal(self, value: str, row_id: int, column: str) -> bytes:
-        nonce = secrets.token_bytes(_NONCE_BYTES)
-        ad = associated_data(self.user_id, row_id, column)
-        return bytes([VERSION]) + nonce + self._aead.encrypt(nonce, value.encode("utf-8"), ad)
+        return self._seal(value, associated_data(self.user_id, row_id, column))
 
     def open(self, sealed: bytes, row_id: int, column: str) -> str:
         """The text sealed for this user, row and column; else :class:`SealedValueError`."""
-        if len(sealed) < 1 + _NONCE_BYTES + 16 or sealed[0] != VERSION:
-            raise SealedValueError(f"{column} of memory {row_id}: not a sealed value")
-        nonce, body = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
-        try:
-            plain = self._aead.decrypt(nonce, body, associated_data(self.user_id, row_id, column))
-        except InvalidTag as ex:
-            raise SealedValueError(
-                f"{column} of row {row_id} does not open for user {self.user_id}"
-                " (sealed for another row, column or user, or altered)"
-            ) from ex
-        return plain.decode("utf-8")
+        return self._open(
+            sealed, associated_data(self.user_id, row_id, column), f"{column} of row {row_id}"
+        )
 
     def seal_named(self, value: str, row_key: str, column: str) -> bytes:
         """:meth:`seal` for a row whose id is text (:func:`associated_data_named`)."""
-        nonce = secrets.token_bytes(_NONCE_BYTES)
-        ad = associated_data_named(self.user_id, row_key, column)
-        return bytes([VERSION]) + nonce + self._aead.encrypt(nonce, value.encode("utf-8"), ad)
+        return self._seal(value, associated_data_named(self.user_id, row_key, column))
 
     def open_named(self, sealed: bytes, row_key: str, column: str) -> str:
         """:meth:`open` for a row whose id is text; the error never names the key (user text)."""
+        return self._open(
+            sealed, associated_data_named(self.user_id, row_key, column), f"{column} of a row"
+        )
+
+    def _seal(self, value: str, ad: bytes) -> bytes:
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        return bytes([VERSION]) + nonce + self._aead.encrypt(nonce, value.encode("utf-8"), ad)
+
+    def _open(self, sealed: bytes, ad: bytes, what: str) -> str:
+        """``sealed`` opened under ``ad``; ``what`` names the value in the error (no user text)."""
         if len(sealed) < 1 + _NONCE_BYTES + 16 or sealed[0] != VERSION:
-            raise SealedValueError(f"{column}: not a sealed value")
+            raise SealedValueError(f"{what}: not a sealed value")
         nonce, body = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
-        ad = associated_data_named(self.user_id, row_key, column)
         try:
             plain = self._aead.decrypt(nonce, body, ad)
         except InvalidTag as ex:
             raise SealedValueError(
-                f"{column} of a row does not open for user {self.user_id}"
+                f"{what} does not open for user {self.user_id}"
                 " (sealed for another row, column or user, or altered)"
             ) from ex
         return plain.decode("utf-8")
